@@ -1,0 +1,120 @@
+"""What hardware exists: GPUs, how they are linked, nodes, and the whole inventory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class LinkKind(IntEnum):
+    """How two GPUs talk, best first; the names follow `nvidia-smi topo -m`.
+
+    The integer order is the quality order: a lower value is a better link.
+    """
+
+    NVLINK = 0  # NV#: direct NVLink (or through NVSwitch)
+    PIX = 1  # at most one PCIe switch between them
+    PXB = 2  # several PCIe switches, no host bridge
+    PHB = 3  # through a PCIe host bridge (same CPU root complex)
+    NODE = 4  # across host bridges inside one NUMA node
+    SYS = 5  # across CPU sockets (QPI/UPI/Infinity Fabric)
+
+    @classmethod
+    def parse(cls, text: str) -> "LinkKind":
+        key = text.strip().upper()
+        aliases = {
+            "NV": "NVLINK",
+            "NVSWITCH": "NVLINK",
+            "PCIE_SWITCH": "PIX",
+            "SWITCH": "PIX",
+            "PCIE_SWITCHES": "PXB",
+            "HOSTBRIDGE": "PHB",
+            "HOST_BRIDGE": "PHB",
+            "NUMA": "NODE",
+            "SYSTEM": "SYS",
+            "SOCKET": "SYS",
+        }
+        key = aliases.get(key, key)
+        if key.startswith("NV") and key[2:].isdigit():
+            key = "NVLINK"
+        try:
+            return cls[key]
+        except KeyError:
+            names = ", ".join(m.name.lower() for m in cls)
+            raise ValueError(f"unknown link type {text!r} (one of: {names})") from None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # the index CUDA_VISIBLE_DEVICES uses on its node
+    model: str  # e.g. "A100-80GB", "H100-SXM"
+    memory_bytes: int
+    uuid: str = ""
+    pci_bus_id: str = ""
+    numa_node: int | None = None
+
+
+@dataclass(frozen=True)
+class Link:
+    """A pairwise link between GPUs `a` and `b` (a < b) of one node."""
+
+    a: int
+    b: int
+    kind: LinkKind
+    nvlinks: int = 0  # number of NVLink lanes when kind is NVLINK
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: tuple[Gpu, ...]
+    links: tuple[Link, ...] = ()
+    cpus: int = 0  # 0: not declared, CPU requests are not checked on this node
+    memory_bytes: int = 0  # 0: not declared, memory requests are not checked
+    _link_index: dict[tuple[int, int], Link] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        index = {(lk.a, lk.b): lk for lk in self.links}
+        index.update({(lk.b, lk.a): lk for lk in self.links})
+        object.__setattr__(self, "_link_index", index)
+
+    def link(self, a: int, b: int) -> LinkKind:
+        """The link kind between two GPUs; undeclared pairs count as the worst (SYS)."""
+        found = self._link_index.get((a, b))
+        return found.kind if found else LinkKind.SYS
+
+    def gpu(self, index: int) -> Gpu:
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        raise KeyError(f"node {self.name} has no GPU {index}")
+
+    def nvlink_peers(self, index: int) -> tuple[int, ...]:
+        return tuple(
+            sorted(
+                (lk.b if lk.a == index else lk.a)
+                for lk in self.links
+                if lk.kind == LinkKind.NVLINK and index in (lk.a, lk.b)
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """All nodes of the pool, and where that knowledge came from."""
+
+    nodes: tuple[Node, ...]
+    source: str  # "nvml", "declared" or "demo"
+    note: str = ""  # one line for humans, e.g. why the demo inventory is in use
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node named {name!r}")

@@ -1,0 +1,132 @@
+"""A job's identity, its request, and its life as an explicit state machine.
+
+Every state change goes through `check_transition`, and every stored transition carries a
+cause, so `gpupool show` can tell a job's whole story (as Dask's worker state machine does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class JobState(str, Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"  # stopped to give GPUs back; requeued to PENDING right after
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        return not self.terminal
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
+)
+
+# (from, to) -> what this edge means. Anything not listed is a bug and is refused.
+TRANSITIONS: dict[tuple[JobState, JobState], str] = {
+    (JobState.PENDING, JobState.RUNNING): "scheduled and started",
+    (JobState.PENDING, JobState.CANCELLED): "cancelled before it started",
+    (JobState.PENDING, JobState.FAILED): "could not be started",
+    (JobState.RUNNING, JobState.SUCCEEDED): "exited with code 0",
+    (JobState.RUNNING, JobState.FAILED): "exited with a non-zero code, a signal, or was lost",
+    (JobState.RUNNING, JobState.CANCELLED): "cancelled while running",
+    (JobState.RUNNING, JobState.TIMEOUT): "ran past its time limit",
+    (JobState.RUNNING, JobState.PREEMPTED): "preempted to give its GPUs back",
+    (JobState.RUNNING, JobState.PENDING): "requeued",
+    (JobState.PREEMPTED, JobState.PENDING): "requeued after preemption",
+    (JobState.PREEMPTED, JobState.CANCELLED): "cancelled while preempted",
+}
+
+
+class InvalidTransition(ValueError):
+    pass
+
+
+def check_transition(frm: JobState, to: JobState) -> str:
+    """Return the meaning of the edge, or raise InvalidTransition if there is none."""
+    try:
+        return TRANSITIONS[(frm, to)]
+    except KeyError:
+        raise InvalidTransition(f"a job cannot go from {frm.value} to {to.value}") from None
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one job asks for, on one node."""
+
+    gpus: int = 0
+    gpu_type: str | None = None  # a GPU model name, matched case-insensitively
+    cpus: int | None = None  # None: not constrained
+    mem_bytes: int | None = None  # None: not constrained
+
+
+PRIORITY_CLASSES: dict[str, int] = {"low": 100, "normal": 200, "high": 300, "interactive": 400}
+DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]
+
+
+def priority_name(value: int) -> str:
+    for name, v in PRIORITY_CLASSES.items():
+        if v == value:
+            return name
+    return str(value)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated request to run a command (what the spec layer produces)."""
+
+    command: tuple[str, ...]
+    resources: Resources = Resources()
+    name: str = ""
+    project: str = "default"
+    priority: int = DEFAULT_PRIORITY
+    time_limit_s: float | None = None
+    env: tuple[tuple[str, str], ...] = ()  # what the user asked for explicitly (--env, env:)
+    base_env: tuple[tuple[str, str], ...] = ()  # the submitter's environment (sbatch --export=ALL)
+    workdir: str = ""
+    grace_s: float = 30.0  # SIGTERM -> SIGKILL delay on cancel and time limit
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as the store knows it."""
+
+    id: int
+    spec: JobSpec
+    user: str
+    state: JobState
+    submit_time: float
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+    reason: str = ""  # short pending/ending reason code, e.g. "Resources", "Priority"
+    node: str | None = None
+    gpus: tuple[int, ...] = ()
+    restart_count: int = 0
+    cancel_requested: bool = False
+    version: int = 0
+    events: tuple["Transition", ...] = field(default=(), compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name or (self.spec.command[0].rsplit("/", 1)[-1] if self.spec.command else "")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One stored state change: when, from where to where, and why."""
+
+    time: float
+    frm: JobState | None  # None for the creating event (submission)
+    to: JobState
+    cause: str
