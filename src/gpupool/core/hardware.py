@@ -20,7 +20,7 @@ class LinkKind(IntEnum):
     SYS = 5  # across CPU sockets (QPI/UPI/Infinity Fabric)
 
     @classmethod
-    def parse(cls, text: str) -> "LinkKind":
+    def parse(cls, text: str) -> LinkKind:
         key = text.strip().upper()
         aliases = {
             "NV": "NVLINK",

@@ -115,11 +115,13 @@ class Job:
     restart_count: int = 0
     cancel_requested: bool = False
     version: int = 0
-    events: tuple["Transition", ...] = field(default=(), compare=False)
+    events: tuple[Transition, ...] = field(default=(), compare=False)
 
     @property
     def name(self) -> str:
-        return self.spec.name or (self.spec.command[0].rsplit("/", 1)[-1] if self.spec.command else "")
+        return self.spec.name or (
+            self.spec.command[0].rsplit("/", 1)[-1] if self.spec.command else ""
+        )
 
 
 @dataclass(frozen=True)

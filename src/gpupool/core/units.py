@@ -52,8 +52,9 @@ def format_size(n: int) -> str:
     return f"{n}B"
 
 
-_HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s|ms)", re.IGNORECASE)
-_HUMAN_FULL_RE = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:d|h|m|s|ms)\s*)+$", re.IGNORECASE)
+# "ms" before "m": alternation takes the first that matches, and "500ms" is not 500 minutes.
+_HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|d|h|m|s)", re.IGNORECASE)
+_HUMAN_FULL_RE = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|d|h|m|s)\s*)+$", re.IGNORECASE)
 _HUMAN_FACTORS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 

@@ -1,0 +1,37 @@
+# The two commands of the quickstart: `make run` (the pool) and `make test` (everything).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+LISTEN ?= 127.0.0.1:8765
+
+.PHONY: run test lint typecheck unit clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/gpupool server --listen $(LISTEN)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/python -m ruff check src tests bench
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/python -m mypy
+
+unit: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/unit -q
+
+test: $(VENV)/.installed-test lint typecheck
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

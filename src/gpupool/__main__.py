@@ -1,0 +1,5 @@
+import sys
+
+from gpupool.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,91 @@
+"""Jobs and GPUs as JSON: the one shape the CLI, the SDK and the dashboard read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpupool.core.hardware import Inventory
+from gpupool.core.job import Job, priority_name
+
+
+def job_to_wire(job: Job, why: str = "", log_path: str = "") -> dict[str, Any]:
+    spec = job.spec
+    res = spec.resources
+    out: dict[str, Any] = {
+        "id": job.id,
+        "name": job.name,
+        "user": job.user,
+        "project": spec.project,
+        "state": job.state.value,
+        "priority": spec.priority,
+        "priority_name": priority_name(spec.priority),
+        "command": list(spec.command),
+        "resources": {
+            "gpus": res.gpus,
+            "gpu_type": res.gpu_type,
+            "cpus": res.cpus,
+            "mem_bytes": res.mem_bytes,
+        },
+        "time_limit_s": spec.time_limit_s,
+        "grace_s": spec.grace_s,
+        "workdir": spec.workdir,
+        "env": dict(spec.env),
+        "node": job.node,
+        "gpus": list(job.gpus),
+        "submit_time": job.submit_time,
+        "start_time": job.start_time,
+        "end_time": job.end_time,
+        "exit_code": job.exit_code,
+        "reason": job.reason,
+        "why": why,
+        "restart_count": job.restart_count,
+        "cancel_requested": job.cancel_requested,
+        "log_path": log_path,
+    }
+    if job.events:
+        out["events"] = [
+            {
+                "time": e.time,
+                "from": e.frm.value if e.frm else None,
+                "to": e.to.value,
+                "cause": e.cause,
+            }
+            for e in job.events
+        ]
+    return out
+
+
+def gpus_to_wire(inventory: Inventory, holders: dict[tuple[str, int], Job]) -> dict[str, Any]:
+    nodes = []
+    for node in inventory.nodes:
+        gpus = []
+        for g in node.gpus:
+            holder = holders.get((node.name, g.index))
+            gpus.append(
+                {
+                    "index": g.index,
+                    "model": g.model,
+                    "memory_bytes": g.memory_bytes,
+                    "uuid": g.uuid,
+                    "pci_bus_id": g.pci_bus_id,
+                    "numa_node": g.numa_node,
+                    "nvlink_peers": list(node.nvlink_peers(g.index)),
+                    "job": holder.id if holder else None,
+                    "job_name": holder.name if holder else None,
+                    "user": holder.user if holder else None,
+                }
+            )
+        links = [
+            {"a": lk.a, "b": lk.b, "type": lk.kind.name.lower(), "nvlinks": lk.nvlinks}
+            for lk in node.links
+        ]
+        nodes.append(
+            {
+                "name": node.name,
+                "cpus": node.cpus,
+                "memory_bytes": node.memory_bytes,
+                "gpus": gpus,
+                "links": links,
+            }
+        )
+    return {"source": inventory.source, "note": inventory.note, "nodes": nodes}

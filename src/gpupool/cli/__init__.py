@@ -1,0 +1,1 @@
+"""The `gpupool` command line: Slurm-like verbs, SkyPilot-like tables, --json everywhere."""

@@ -1,0 +1,177 @@
+"""queue, show, logs, cancel, wait: looking at and steering jobs."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from typing import Any
+
+from gpupool.cli.render import clock_time, elapsed, gpus_cell, print_json, print_table
+from gpupool.client import Client
+
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"}
+QUEUE_COLUMNS = (
+    "ID",
+    "NAME",
+    "USER",
+    "PROJECT",
+    "GPUS",
+    "STATE",
+    "SUBMITTED",
+    "STARTED",
+    "ELAPSED",
+    "EXIT",
+    "REASON",
+)
+
+
+def cmd_queue(client: Client, args: argparse.Namespace) -> int:
+    jobs = client.jobs(include_finished=args.all, user=args.user)
+    if args.json:
+        print_json(jobs)
+        return 0
+    now = time.time()
+    rows = [
+        (
+            j["id"],
+            j["name"],
+            j["user"],
+            j["project"],
+            gpus_cell(j),
+            j["state"],
+            clock_time(j["submit_time"], now),
+            clock_time(j["start_time"], now),
+            elapsed(j, now),
+            "-" if j["exit_code"] is None else j["exit_code"],
+            j["reason"] or "-",
+        )
+        for j in jobs
+    ]
+    if not rows:
+        print("No jobs." if args.all else "No active jobs (gpupool queue -a shows finished ones).")
+        return 0
+    print_table(QUEUE_COLUMNS, rows)
+    return 0
+
+
+def cmd_show(client: Client, args: argparse.Namespace) -> int:
+    job = client.job(args.job_id)
+    if args.json:
+        print_json(job)
+        return 0
+    res = job["resources"]
+    lines = [
+        ("Job", f"{job['id']} ({job['name']})"),
+        ("State", job["state"] + (f"  [{job['reason']}]" if job["reason"] else "")),
+        ("Why", job["why"] or "-"),
+        ("User / project", f"{job['user']} / {job['project']}"),
+        ("Priority", f"{job['priority_name']} ({job['priority']})"),
+        ("Command", " ".join(job["command"])),
+        ("Workdir", job["workdir"]),
+        (
+            "Requested",
+            f"{res['gpus']} GPU(s)"
+            + (f" of {res['gpu_type']}" if res["gpu_type"] else "")
+            + (f", {res['cpus']} CPUs" if res["cpus"] else "")
+            + (f", {res['mem_bytes'] >> 20} MiB" if res["mem_bytes"] else ""),
+        ),
+        ("Time limit", _limit(job)),
+        ("Node / GPUs", f"{job['node'] or '-'} / {','.join(map(str, job['gpus'])) or '-'}"),
+        ("Submitted", clock_time(job["submit_time"])),
+        ("Started", clock_time(job["start_time"])),
+        ("Ended", clock_time(job["end_time"])),
+        ("Elapsed", elapsed(job)),
+        ("Exit code", "-" if job["exit_code"] is None else str(job["exit_code"])),
+        ("Restarts", str(job["restart_count"])),
+        ("Log", job["log_path"]),
+    ]
+    if job["env"]:
+        lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job["env"].items()))))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key:<{width}}  {value}")
+    print("\nStory:")
+    for e in job.get("events", []):
+        frm = e["from"] or "(new)"
+        print(f"  {clock_time(e['time'])}  {frm:>9} -> {e['to']:<9}  {e['cause']}")
+    return 0
+
+
+def _limit(job: dict[str, Any]) -> str:
+    from gpupool.core.units import format_duration
+
+    return format_duration(job["time_limit_s"]) if job["time_limit_s"] else "none"
+
+
+def stream_log(client: Client, job_id: int, follow: bool, out: Any = None) -> str:
+    """Print the log from the start; with follow, until the job ends. Returns the final state."""
+    out = out or sys.stdout.buffer
+    offset, state = 0, ""
+    while True:
+        data, offset, state = client.log(job_id, offset)
+        if data:
+            out.write(data)
+            out.flush()
+            continue  # drain before sleeping
+        if not follow or state in TERMINAL:
+            # One last read: the job may have written its last lines as it ended.
+            data, offset, state = client.log(job_id, offset)
+            if data:
+                out.write(data)
+                out.flush()
+            return state
+        time.sleep(0.2)
+
+
+def cmd_logs(client: Client, args: argparse.Namespace) -> int:
+    try:
+        stream_log(client, args.job_id, args.follow)
+    except KeyboardInterrupt:
+        print(f"\n(detached; job {args.job_id} keeps running)", file=sys.stderr)
+        return 130
+    return 0
+
+
+def wait_for(client: Client, job_id: int) -> dict[str, Any]:
+    delay = 0.05
+    while True:
+        job = client.job(job_id)
+        if job["state"] in TERMINAL:
+            return job
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def exit_status(job: dict[str, Any]) -> int:
+    """The job's own exit code, as `srun` does; 1 if it ended without one (cancelled early)."""
+    if job["exit_code"] is not None:
+        return int(job["exit_code"])
+    return 0 if job["state"] == "SUCCEEDED" else 1
+
+
+def cmd_wait(client: Client, args: argparse.Namespace) -> int:
+    try:
+        job = wait_for(client, args.job_id)
+    except KeyboardInterrupt:
+        print(f"\n(stopped waiting; job {args.job_id} keeps running)", file=sys.stderr)
+        return 130
+    if not args.quiet:
+        print(f"job {job['id']} {job['state']} (exit {job['exit_code']})", file=sys.stderr)
+    return exit_status(job)
+
+
+def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
+    me = getpass.getuser()
+    ids = list(args.job_ids)
+    if args.mine:
+        ids += [j["id"] for j in client.jobs(user=me)]
+    if not ids:
+        print("gpupool: nothing to cancel (give job ids or --mine)", file=sys.stderr)
+        return 1
+    for job_id in ids:
+        job = client.cancel(job_id, me)
+        verb = "cancelling" if job["state"] == "RUNNING" else job["state"].lower()
+        print(f"job {job_id}: {verb}")
+    return 0

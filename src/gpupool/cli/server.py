@@ -1,0 +1,53 @@
+"""`gpupool server`: run the pool in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpupool.core.paths import state_dir
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="also serve the API over TCP (dashboard, remote clients)",
+    )
+    p.add_argument(
+        "--gpus",
+        dest="declare_gpus",
+        metavar="NxMODEL",
+        help="declare the GPUs instead of discovering them, e.g. 4xA100-80GB",
+    )
+    p.add_argument("--inventory", metavar="FILE", help="YAML description of nodes, GPUs, links")
+    p.add_argument("--database-url", help="SQLAlchemy URL (default: SQLite in the state dir)")
+    p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    import logging
+
+    from gpupool.api.daemon import DaemonConfig, DaemonError, run_daemon
+    from gpupool.inventory import InventoryError, resolve_inventory
+
+    logging.basicConfig(level=logging.INFO, format="gpupool: %(message)s")
+    try:
+        inventory = resolve_inventory(gpus=args.declare_gpus, inventory_file=args.inventory)
+    except InventoryError as exc:
+        print(f"gpupool: bad inventory: {exc}", file=sys.stderr)
+        return 2
+    config = DaemonConfig(
+        state_dir=state_dir(args.state_dir),
+        inventory=inventory,
+        listen=args.listen,
+        database_url=args.database_url,
+        poll_interval=args.poll_interval,
+    )
+    try:
+        return run_daemon(config)
+    except DaemonError as exc:
+        print(f"gpupool: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,6 @@
+"""The loop that ties the layers together: events -> snapshot -> policy.decide -> store -> executor."""
+
+from gpupool.engine.loop import Engine
+from gpupool.engine.service import PoolService, RequestRefused
+
+__all__ = ["Engine", "PoolService", "RequestRefused"]

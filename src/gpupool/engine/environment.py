@@ -1,0 +1,32 @@
+"""The environment a job process sees."""
+
+from __future__ import annotations
+
+from gpupool.core.job import Job
+
+
+def job_environment(job: Job) -> dict[str, str]:
+    """The submitter's environment, then the job's own --env, then what the pool owns.
+
+    The pool's variables come last so no user setting can point a job at GPUs it does not
+    hold. CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number GPUs as NVML and nvidia-smi do, so
+    the indices in CUDA_VISIBLE_DEVICES mean the GPUs the pool assigned.
+    """
+    env = dict(job.spec.base_env)
+    env.update(job.spec.env)
+    gpus = ",".join(str(g) for g in job.gpus)
+    env.update(
+        {
+            "CUDA_VISIBLE_DEVICES": gpus,
+            "NVIDIA_VISIBLE_DEVICES": gpus if gpus else "void",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "GPUPOOL_JOB_ID": str(job.id),
+            "GPUPOOL_JOB_NAME": job.name,
+            "GPUPOOL_GPUS": gpus,
+            "GPUPOOL_NODE": job.node or "",
+            "GPUPOOL_PROJECT": job.spec.project,
+            "GPUPOOL_USER": job.user,
+            "GPUPOOL_RESTART_COUNT": str(job.restart_count),
+        }
+    )
+    return env

@@ -1,0 +1,196 @@
+"""The scheduling loop: one thread, woken by events (submit, exit, cancel) or a timer.
+
+Only this thread starts, finishes and signals jobs, so the store's compare-and-swap only ever
+races with submissions and cancellations from API threads, and a lost race just means one
+more pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from gpupool.core.clock import Clock, SystemClock
+from gpupool.core.hardware import Inventory
+from gpupool.core.job import Job, JobState
+from gpupool.engine.environment import job_environment
+from gpupool.engine.outcome import outcome_of
+from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, Status, decide
+
+log = logging.getLogger("gpupool.engine")
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Any,
+        executor: Any,
+        inventory: Inventory,
+        clock: Clock | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.inventory = inventory
+        self.clock = clock or SystemClock()
+        self.poll_interval = poll_interval
+        self.last_reasons: dict[int, Status] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._signalled: set[int] = set()  # running jobs whose cancel was delivered
+        self.passes = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._run, name="gpupool-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.run_pass()
+            except Exception:  # the pool goes on; the next pass retries
+                log.exception("scheduling pass failed")
+
+    # -- recovery after a restart ----------------------------------------------------------
+    def recover(self) -> None:
+        """Re-adopt jobs the store says are RUNNING: each either still runs under its
+        supervisor, has finished (its exit record says how), lost its supervisor, or was
+        committed but never launched (the daemon died in between): launch that one now."""
+        for job in self.store.active_jobs():
+            if job.state is not JobState.RUNNING:
+                continue
+            status = self.executor.adopt(job.id)
+            name = getattr(status, "value", str(status))
+            if name == "unlaunched":
+                log.info("job %s was scheduled but never launched: launching it now", job.id)
+                self._launch(job)
+            elif name == "running":
+                log.info("re-adopted running job %s", job.id)
+        self._check_running()
+
+    # -- one pass --------------------------------------------------------------------------
+    def run_pass(self) -> Decision:
+        self.passes += 1
+        self.executor.reap()
+        self._check_running()
+        decision = self._schedule()
+        self._deliver_cancels()
+        return decision
+
+    def _check_running(self) -> None:
+        """Finish jobs whose process ended; fail jobs whose supervisor vanished."""
+        now = self.clock.now()
+        for job in self.store.list_jobs():
+            if job.state is not JobState.RUNNING:
+                continue
+            record = self.executor.read_exit(job.id)
+            if record is not None:
+                result = outcome_of(record, job.spec.time_limit_s)
+                self.store.finish(
+                    job.id, result.state, result.exit_code, now, result.cause, result.reason
+                )
+                self._signalled.discard(job.id)
+                log.info("job %s %s: %s", job.id, result.state.value, result.cause)
+                continue
+            status = getattr(self.executor.status(job.id), "value", "")
+            if status == "lost":
+                self.store.finish(
+                    job.id,
+                    JobState.FAILED,
+                    None,
+                    now,
+                    "its supervisor died without recording an exit (machine restart?)",
+                    "NodeFail",
+                )
+            elif status == "unlaunched":
+                self._launch(job)
+
+    def snapshot(self) -> Snapshot:
+        # Read the version first: if anything changes after, the commit's CAS refuses.
+        version = self.store.allocation_version()
+        pending: list[PendingJob] = []
+        running: list[RunningJob] = []
+        for job in self.store.active_jobs():
+            spec = job.spec
+            if job.state is JobState.PENDING and not job.cancel_requested:
+                pending.append(
+                    PendingJob(
+                        job.id,
+                        spec.resources,
+                        spec.priority,
+                        job.submit_time,
+                        job.user,
+                        spec.project,
+                        spec.time_limit_s,
+                    )
+                )
+            elif job.state is JobState.RUNNING and job.node is not None:
+                running.append(
+                    RunningJob(
+                        job.id,
+                        job.node,
+                        job.gpus,
+                        spec.resources,
+                        job.start_time or 0.0,
+                        spec.priority,
+                        job.user,
+                        spec.project,
+                        spec.time_limit_s,
+                    )
+                )
+        return Snapshot(self.inventory.nodes, tuple(pending), tuple(running), version)
+
+    def _schedule(self) -> Decision:
+        snapshot = self.snapshot()
+        now = self.clock.now()
+        decision = decide(snapshot, now)
+        if decision.starts:
+            from gpupool.store import StaleState
+
+            try:
+                started = self.store.commit_starts(
+                    [(s.job_id, s.node, s.gpus) for s in decision.starts], snapshot.version, now
+                )
+            except StaleState as exc:
+                log.debug("decision refused as stale (%s); another pass follows", exc)
+                self.wake()
+                return decision
+            for job in started:
+                self._launch(job)
+        self.last_reasons = dict(decision.pending)
+        self.store.set_reasons({jid: st.code.value for jid, st in decision.pending.items()})
+        return decision
+
+    def _launch(self, job: Job) -> None:
+        spec = job.spec
+        self.executor.launch(
+            job.id,
+            list(spec.command),
+            job_environment(job),
+            spec.workdir,
+            spec.time_limit_s,
+            spec.grace_s,
+        )
+
+    def _deliver_cancels(self) -> None:
+        for job in self.store.list_jobs():
+            if job.state is JobState.RUNNING and job.cancel_requested:
+                if job.id not in self._signalled and self.executor.cancel(job.id):
+                    self._signalled.add(job.id)

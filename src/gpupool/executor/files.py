@@ -1,0 +1,115 @@
+"""Small file and /proc helpers shared by the executor.
+
+The supervisor script keeps its own copies of the few it needs, because it must start
+without importing gpupool (see supervisor.py); the two are covered by the same tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, NamedTuple
+
+
+def _tmp_name(path: Path) -> Path:
+    # Unique per process and thread: two writers of one file (two launches of a job, from
+    # two daemon threads or a restarted daemon) must never share a temporary.
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or link inside ``path`` survive a power loss."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_json(path: Path, obj: Any, *, durable: bool = False) -> None:
+    """Replace ``path`` so that readers see the old content or the new, never a torn file.
+
+    ``durable`` also fsyncs the data and the directory entry; only records whose loss
+    would be wrong after a crash (the exit record) pay for that.
+    """
+    tmp = _tmp_name(path)
+    data = json.dumps(obj, sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def create_json(path: Path, obj: Any) -> bool:
+    """Create ``path`` with content in one step; False if it already exists.
+
+    link() fails on an existing name, so of several racing creators exactly one wins
+    and nobody ever sees the file empty (the claim protocol, see supervisor.py).
+    """
+    tmp = _tmp_name(path)
+    tmp.write_bytes(json.dumps(obj, sort_keys=True).encode())
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The object in ``path``; None when the file is missing, unreadable or not an object."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class ProcStat(NamedTuple):
+    state: str  # one letter: R, S, D, Z, ...
+    start_ticks: int  # field 22: clock ticks after boot; with the pid it names one process
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """State and start time of ``pid`` from /proc, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after the LAST ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return ProcStat(rest[0], int(rest[19]))  # rest[0] is field 3, rest[19] is field 22
+    except (IndexError, ValueError):
+        return None
+
+
+def boot_id() -> str:
+    """Changes at every boot: start ticks only name a process within one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def process_alive(pid: int, start_ticks: int, boot: str | None = None) -> bool:
+    """True when ``pid`` is still the process that started at ``start_ticks`` and is no zombie.
+
+    Comparing start ticks guards against the pid having been reused by another process.
+    """
+    if boot and boot != boot_id():
+        return False
+    st = proc_stat(pid)
+    return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")

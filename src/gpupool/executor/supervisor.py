@@ -1,0 +1,387 @@
+"""Per-job supervisor (gpupool's slurmstepd): ``python -I -S supervisor.py JOBDIR``.
+
+It outlives the daemon, starts the job exactly once, enforces the time limit, kills what
+the job leaves behind and records its true exit durably in JOBDIR, where a restarted
+daemon finds it. Run as a script with the standard library only, never importing
+gpupool: interpreter start-up is most of the launch latency (``-I -S`` skips
+site-packages; what the spawn does not need is imported after it).
+"""
+
+import os
+import sys
+import time
+
+T0 = time.monotonic()  # the time limit counts from here
+
+# After T0 on purpose: these imports (~12 ms, most of it subprocess) count against it.
+import contextlib  # already loaded by subprocess
+import json
+import select
+import signal
+import subprocess
+
+_cancel_requested = False
+
+
+def _on_cancel(signum, frame):
+    # Only a flag: the wait loop does the work. The C-level handler has already written
+    # a byte to the wakeup fd, which is what ends the loop's select() at once.
+    global _cancel_requested
+    _cancel_requested = True
+
+
+def _ignore(signum, frame):
+    # A handler, not SIG_IGN: an ignored disposition would survive exec into the job.
+    pass
+
+
+def _install_signals():
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, _on_cancel)
+    signal.signal(signal.SIGINT, _on_cancel)
+    signal.signal(signal.SIGHUP, _ignore)  # a closing terminal is not a cancel
+    signal.signal(signal.SIGCHLD, _ignore)  # the default (ignore) would not wake us
+    return r
+
+
+def _start_ticks(pid="self"):
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        raw = f.read()
+    return int(raw[raw.rfind(b")") + 2 :].split()[19])  # field 22; comm may hold ')'
+
+
+def _write_file(path, data, durable):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync(path, flags=0):
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _atomic_json(jobdir, name, obj, durable):
+    tmp = os.path.join(jobdir, f"{name}.tmp-{os.getpid()}")
+    _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
+    os.replace(tmp, os.path.join(jobdir, name))
+    if durable:
+        _fsync(jobdir, os.O_DIRECTORY)
+
+
+def _claim(jobdir):
+    """Own the job (True), or learn that another supervisor does (False).
+
+    link() fails if claim.json exists, so of any number of supervisors racing on one
+    JOBDIR exactly one wins, and claim.json is never seen half-written.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    obj = {
+        "supervisor_pid": os.getpid(),
+        "supervisor_start_ticks": _start_ticks(),
+        "boot_id": boot,  # start ticks only name a process within one boot
+        "time": time.time(),
+    }
+    tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
+    # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
+    _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), False)
+    try:
+        os.link(tmp, os.path.join(jobdir, "claim.json"))
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+class Supervisor:
+    def __init__(self, jobdir, wake_fd):
+        self.jobdir = jobdir
+        self.wake_fd = wake_fd
+        self.log_fd = -1
+        self.spec = {}
+        self.start_time = time.time()
+        self.started = False  # once True, only the job's own exit may be recorded
+        self.why = ""  # why the job was stopped, for the log and exit.json
+
+    def log(self, line):
+        with contextlib.suppress(OSError):
+            os.write(self.log_fd, f"gpupool: {line}\n".encode(errors="replace"))
+
+    def record(self, exit_code, sig, reason, message):
+        rec = {"exit_code": exit_code, "signal": sig, "reason": reason, "message": message}
+        rec.update(start_time=self.start_time, end_time=time.time())
+        _atomic_json(self.jobdir, "exit.json", rec, durable=True)
+
+    def fail(self, exit_code, line):
+        """The command could not be started: say why in the log and in exit.json."""
+        self.log(line)
+        self.record(exit_code, None, "spawn_failed", line)
+
+    def run(self):
+        try:
+            with open(os.path.join(self.jobdir, "launch.json"), "rb") as f:
+                self.spec = json.loads(f.read())
+            if not isinstance(self.spec, dict):
+                raise TypeError("not a JSON object")
+        except (OSError, ValueError, TypeError) as exc:
+            self.spec = {}
+            self.record(1, None, "spawn_failed", f"bad launch.json: {exc}")
+            return
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        self.log_fd = os.open(os.path.join(self.jobdir, "output.log"), flags, 0o644)
+        if _cancel_requested:  # cancelled between the claim and here: never start it
+            self.log("cancelled before start")
+            self.record(128 + signal.SIGTERM, None, "cancelled", "cancelled before start")
+            return
+        self.start_time = time.time()
+        child = self.spawn()
+        if child is None:
+            return
+        self.started = True
+        self.after_spawn(child.pid)
+        code, reason = self.wait(child)
+        sig = -code if code < 0 else None
+        message = f"exited with code {code}" if sig is None else f"killed by signal {sig}"
+        if reason is not None:
+            message = f"{self.why}; {message}"
+        # A signal death is recorded as 128+N, the shell's convention.
+        self.record(code if sig is None else 128 + sig, sig, reason or "exited", message)
+
+    def spawn(self):
+        """Start the command; returns the Popen, or None after recording why it failed."""
+        command = [str(a) for a in self.spec.get("command") or []]
+        workdir = self.spec.get("workdir") or "/"
+        if not command:
+            return self.fail(127, "command not found: (empty command)")
+        if not os.path.isdir(workdir):
+            return self.fail(1, f"working directory does not exist: {workdir}")
+        try:
+            ids = _identity(self.spec.get("uid"), self.spec.get("gid"))
+        except KeyError:
+            return self.fail(1, f"no such user: uid {self.spec.get('uid')}")
+        env = {str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}
+        try:
+            return subprocess.Popen(
+                command,
+                cwd=workdir,
+                env=env,  # the job's PATH is also where the command is looked up
+                stdin=subprocess.DEVNULL,
+                stdout=self.log_fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own session and group: we signal the group
+                close_fds=True,
+                **ids,
+            )
+        except OSError as exc:
+            if exc.filename == workdir:  # chdir failed in the child (e.g. no permission)
+                return self.fail(1, f"cannot enter working directory {workdir}: {exc.strerror}")
+            if isinstance(exc, FileNotFoundError):
+                return self.fail(127, f"command not found: {command[0]}")
+            # EACCES, ENOEXEC, ...: the shell's "found but cannot execute"
+            return self.fail(126, f"cannot execute {command[0]}: {exc.strerror}")
+        except (ValueError, TypeError) as exc:  # e.g. a NUL byte in an argument
+            return self.fail(127, f"invalid command: {exc}")
+
+    def after_spawn(self, pid):
+        try:
+            ticks = _start_ticks(pid)
+        except (OSError, IndexError, ValueError):
+            ticks = None
+        # pgid == pid: the child leads its new session and process group.
+        child = {"pid": pid, "pgid": pid, "start_time": self.start_time, "start_ticks": ticks}
+        _atomic_json(self.jobdir, "child.json", child, durable=False)
+        # Off the spawn path, make "this job was started" survive a crash: the claim's
+        # content, then one directory fsync for the claim link and child.json.
+        with contextlib.suppress(OSError):
+            _fsync(os.path.join(self.jobdir, "claim.json"))
+            _fsync(self.jobdir, os.O_DIRECTORY)
+        _become_subreaper()
+
+    def wait(self, child):
+        """Wait for the main process, enforcing the time limit and cancel requests."""
+        pid = child.pid
+        limit = self.spec.get("time_limit_s")
+        grace = max(0.0, float(self.spec.get("grace_s") or 0.0))
+        deadline = None if limit is None else T0 + float(limit)
+        reason = None  # set once: "timeout" or "cancelled"
+        kill_at = None  # when the grace period after SIGTERM ends
+        killed = False
+        while not _main_exited(pid):
+            now = time.monotonic()
+            if reason is None:
+                if _cancel_requested:
+                    reason, self.why = "cancelled", "cancelled"
+                elif deadline is not None and now >= deadline:
+                    reason, self.why = "timeout", f"time limit of {float(limit):g} s reached"
+                if reason is not None:
+                    self.log(f"{self.why}, sending SIGTERM")
+                    _killpg(pid, signal.SIGTERM)
+                    kill_at = now + grace
+            elif not killed and now >= kill_at:
+                self.log(f"grace period of {grace:g} s over, sending SIGKILL")
+                _killpg(pid, signal.SIGKILL)
+                killed = True
+            # Sleep until the next deadline; a signal (SIGCHLD, SIGTERM) writes to the
+            # wakeup fd and ends the select at once, even when it lands just before it.
+            wake_at = deadline if reason is None else (None if killed else kill_at)
+            timeout = 1.0 if wake_at is None else min(1.0, max(0.0, wake_at - now))
+            select.select([self.wake_fd], [], [], timeout)
+            with contextlib.suppress(BlockingIOError):
+                os.read(self.wake_fd, 4096)
+        # The main process is a zombie, not yet reaped: kill the orphans (which may hold
+        # GPUs) now, while its pid cannot have been reused (see _kill_leftovers).
+        _kill_leftovers(pid)
+        _, status = os.waitpid(pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        _wait_leftovers_gone(pid, 2.0)
+        return child.returncode, reason
+
+
+def _identity(uid, gid):
+    """Popen arguments to run as uid/gid (None: as we are)."""
+    ids = {} if gid is None else {"group": int(gid)}
+    if uid is not None and os.geteuid() == 0:
+        # Dropping to a user must also drop root's gid and supplementary groups: take
+        # the user's own, as login would. KeyError: no such user.
+        import pwd
+
+        pw = pwd.getpwuid(int(uid))
+        ids.setdefault("group", pw.pw_gid)
+        ids["extra_groups"] = os.getgrouplist(pw.pw_name, ids["group"])
+    if uid is not None:
+        ids["user"] = int(uid)
+    return ids
+
+
+def _main_exited(pid):
+    """True once ``pid`` has exited, WITHOUT reaping it; reaps any other (adopted) child.
+
+    WNOWAIT keeps the main process a zombie so its pid stays reserved for the kill that
+    follows. Orphans adopted as subreaper are reaped so they do not pile up as zombies.
+    """
+    while True:
+        try:
+            res = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True  # impossible while pid is unreaped; do not spin if it happens
+        if res is None or res.si_pid == pid:
+            return res is not None
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(res.si_pid, os.WNOHANG)
+
+
+def _killpg(pgid, sig):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _session_members(sid):
+    """[(pid, state)] of the other processes in session ``sid``, from /proc.
+
+    The job's session holds its group and any group a ``set -m`` shell made; only
+    processes that called setsid() leave it (cgroups would be needed to catch those).
+    """
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (me, sid):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            if int(fields[3]) == sid:  # field 6: session id
+                found.append((int(name), fields[0].decode()))
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+
+def _kill_leftovers(sid):
+    """SIGKILL what the job left running. Only while the main process is an unreaped
+    zombie: its pid (== pgid == sid) is then reserved, so no stranger can be hit."""
+    _killpg(sid, signal.SIGKILL)
+    for pid, state in _session_members(sid):
+        if state not in ("Z", "X"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _wait_leftovers_gone(sid, limit_s):
+    """Give SIGKILLed orphans a moment to die, so their GPUs are free once exit.json says so.
+
+    Zombies count as gone: an orphan re-parented to an init that never reaps (some
+    containers) would otherwise hold us here for the whole limit.
+    """
+    end = time.monotonic() + limit_s
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # orphans we adopted as subreaper
+                pass
+        alive = [p for p, state in _session_members(sid) if state not in ("Z", "X")]
+        if not alive or time.monotonic() >= end:
+            return
+        time.sleep(0.01)
+
+
+def _become_subreaper():
+    # PR_SET_CHILD_SUBREAPER (36): the job's orphans are re-parented to us, not to an
+    # init that may never reap them. After the spawn, as ctypes costs ~3 ms to import.
+    with contextlib.suppress(ImportError, OSError, AttributeError):  # best effort
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+
+
+def _wake(spec):
+    """Best-effort: tell the daemon an exit is recorded. It may be dead; that is fine."""
+    path = spec.get("notify_socket")
+    if not path:
+        return
+    import socket
+
+    with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(1.0)
+        s.connect(path)
+        s.sendall(
+            b"POST /v1/internal/wake HTTP/1.1\r\nHost: gpupool\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        s.recv(1024)  # let the server read the request before we hang up
+
+
+def main(argv):
+    jobdir = os.path.abspath(argv[1])
+    wake_fd = _install_signals()  # before the claim: no cancel is lost after it
+    if not _claim(jobdir):
+        return 0  # another supervisor owns the job: start nothing
+    sup = Supervisor(jobdir, wake_fd)
+    try:
+        sup.run()
+    except BaseException as exc:
+        import traceback
+
+        with open(os.path.join(jobdir, "supervisor.log"), "a") as f:
+            traceback.print_exc(file=f)
+        if not sup.started:  # nothing runs: say so rather than leave the job LOST
+            with contextlib.suppress(OSError):
+                sup.record(1, None, "spawn_failed", f"supervisor error: {exc!r}")
+        raise
+    _wake(sup.spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

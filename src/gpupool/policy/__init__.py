@@ -1,0 +1,22 @@
+"""Pure scheduling: `decide(snapshot, now) -> Decision`.
+
+No I/O, no wall clock, no randomness. The daemon's engine, the simulator and the tests all
+drive this same function.
+"""
+
+from gpupool.policy.decide import decide
+from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.snapshot import Decision, PendingJob, RunningJob, Snapshot, Start
+from gpupool.policy.status import Code, Status
+
+__all__ = [
+    "Code",
+    "Decision",
+    "PendingJob",
+    "RunningJob",
+    "Snapshot",
+    "Start",
+    "Status",
+    "check_satisfiable",
+    "decide",
+]

@@ -1,0 +1,56 @@
+"""Submit-time check: could any node ever run this job, with everything else gone?"""
+
+from __future__ import annotations
+
+from gpupool.core.hardware import Node
+from gpupool.core.job import Resources
+from gpupool.core.units import format_size
+from gpupool.policy.placement import matching_gpus
+from gpupool.policy.status import Code, Status
+
+
+def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
+    """None if some node could run it on an empty pool, else an UNSATISFIABLE status."""
+    if not nodes:
+        return Status(Code.UNSATISFIABLE, "the pool has no nodes", "feasibility")
+    if res.gpu_type and not any(matching_gpus(n, res) for n in nodes):
+        models = sorted({g.model for n in nodes for g in n.gpus})
+        have = ", ".join(models) if models else "no GPUs"
+        return Status(
+            Code.UNSATISFIABLE,
+            f"unknown GPU type {res.gpu_type!r}: this pool has {have}",
+            "gpu_type",
+        )
+    # Ties go to the first name, so the message does not depend on the order nodes came in.
+    most = max(sorted(nodes, key=lambda n: n.name), key=lambda n: len(matching_gpus(n, res)))
+    have_gpus = len(matching_gpus(most, res))
+    if res.gpus > have_gpus:
+        kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {res.gpus} {kind} on one node; the largest node ({most.name}) has {have_gpus}",
+            "gpu_count",
+        )
+    candidates = [n for n in nodes if len(matching_gpus(n, res)) >= res.gpus]
+    if res.cpus and not any(n.cpus == 0 or n.cpus >= res.cpus for n in candidates):
+        top = max(n.cpus for n in candidates)
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {res.cpus} CPUs on one node; the largest node with enough GPUs has {top}",
+            "cpus",
+        )
+    if res.cpus:
+        # Memory must be on a node that also has the CPUs, or the job could never start.
+        candidates = [n for n in candidates if n.cpus == 0 or n.cpus >= res.cpus]
+    if res.mem_bytes and not any(
+        n.memory_bytes == 0 or n.memory_bytes >= res.mem_bytes for n in candidates
+    ):
+        top = max(n.memory_bytes for n in candidates)
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {format_size(res.mem_bytes)} memory on one node; "
+            f"the largest node with enough {'GPUs and CPUs' if res.cpus else 'GPUs'} "
+            f"has {format_size(top)}",
+            "mem",
+        )
+    return None

@@ -1,0 +1,28 @@
+"""Why a job is (not) placed: a named code, words for humans, and which check said it.
+
+As in Kubernetes' scheduler framework, a status is not a bool: `Resources` (waiting may help)
+differs from `Unsatisfiable` (it never will: refuse at submit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Code(str, Enum):
+    # Short codes shown in the REASON column, Slurm-like.
+    RESOURCES = "Resources"  # not enough free resources now; they exist in the pool
+    PRIORITY = "Priority"  # a job ahead in the queue waits for resources first
+    UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
+
+
+@dataclass(frozen=True)
+class Status:
+    code: Code
+    message: str
+    source: str = ""  # the check that said it, e.g. "gpu_count", "ordering"
+
+    @property
+    def unresolvable(self) -> bool:
+        return self.code is Code.UNSATISFIABLE

@@ -1,0 +1,62 @@
+"""The only place that reads what users say about jobs: spec files, CLI flags, API requests.
+
+Everything here turns user input into a core.job.JobSpec or a SpecError that names every bad
+field (and its line, for files). Importing this package is cheap: pydantic (model.py) and
+yaml (yaml_source.py) are imported only by the functions that need them, because the CLI
+imports this on every command.
+
+Typical use in the CLI:
+
+    data, lines = load_spec_file(path)                   # or {}, {} without a file
+    spec = build_spec(merge_flags(data, flags), lines=drop_overridden_lines(lines, flags),
+                      source=path, base_env=os.environ, default_workdir=os.getcwd())
+    payload = spec_to_wire(spec)                         # and in the daemon: spec_from_wire
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpupool.core.job import JobSpec
+from gpupool.spec.errors import FieldError, SpecError
+from gpupool.spec.flags import SPEC_KEYS, drop_overridden_lines, merge_flags, parse_env_assignments
+from gpupool.spec.wire import spec_from_wire, spec_to_wire
+from gpupool.spec.yaml_source import load_spec_file, load_spec_text
+
+__all__ = [
+    "SPEC_KEYS",
+    "FieldError",
+    "SpecError",
+    "build_spec",
+    "drop_overridden_lines",
+    "load_spec_file",
+    "load_spec_text",
+    "merge_flags",
+    "parse_env_assignments",
+    "spec_from_wire",
+    "spec_to_wire",
+]
+
+
+def build_spec(
+    data: Mapping[str, Any],
+    *,
+    lines: Mapping[str, int] | None = None,
+    source: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+    default_workdir: str = "",
+) -> JobSpec:
+    """Validate a raw spec (file data, flags, or both merged) into a JobSpec.
+
+    Every problem is collected into one SpecError; `lines` (from load_spec_file) and
+    `source` (the file's path) let each error point at its line. `base_env` is the
+    submitter's environment, kept minus what the pool sets for each job
+    (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUPOOL_*). `default_workdir` (absolute,
+    or "") is used when the spec gives no workdir.
+    """
+    from gpupool.spec.model import build_spec as build
+
+    return build(
+        data, lines=lines, source=source, base_env=base_env, default_workdir=default_workdir
+    )

@@ -1,0 +1,203 @@
+"""The job spec as pydantic models: one for what users type (files, flags), one for the
+HTTP API's wire form. Both produce core.job.JobSpec.
+
+Every field is run through its rule from rules.py as a "before" validator; pydantic's part
+is to run them all and collect every error with its location. Only this module imports
+pydantic, and gpupool.spec imports it lazily so that the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, NoReturn
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from gpupool.core.job import DEFAULT_PRIORITY, JobSpec, Resources
+from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
+from gpupool.spec.flags import SPEC_KEYS
+from gpupool.spec.rules import (
+    DEFAULT_GRACE_S,
+    MAX_GRACE_S,
+    MAX_TIME_S,
+    check_arg,
+    check_cpus,
+    check_env_mapping,
+    check_env_name,
+    check_env_value,
+    check_gpu_type,
+    check_gpus,
+    check_grace,
+    check_mem,
+    check_name,
+    check_priority,
+    check_project,
+    check_time,
+    check_workdir,
+    clean_base_env,
+    got,
+    seconds,
+    seconds_or_none,
+    split_command,
+    wire_mem,
+    wire_workdir,
+)
+
+
+def _v(fn: Any) -> BeforeValidator:
+    return BeforeValidator(fn)
+
+
+EnvName = Annotated[str, _v(check_env_name)]
+EnvValue = Annotated[str, _v(check_env_value)]
+Env = Annotated[dict[EnvName, EnvValue], _v(check_env_mapping)]
+Arg = Annotated[str, _v(check_arg)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpecModel(_Strict):
+    """What a user writes: a spec file and/or flags (units as text, priority by name)."""
+
+    name: Annotated[str, _v(check_name)] = ""
+    command: Annotated[tuple[Arg, ...], _v(split_command)]
+    gpus: Annotated[int, _v(check_gpus)] = 0
+    gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
+    cpus: Annotated[int | None, _v(check_cpus)] = None
+    mem: Annotated[int | None, _v(check_mem)] = None
+    time: Annotated[float | None, _v(check_time)] = None
+    project: Annotated[str, _v(check_project)] = "default"
+    priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
+    env: Env = {}
+    workdir: Annotated[str | None, _v(check_workdir)] = None
+    grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
+
+
+class WireModel(_Strict):
+    """The HTTP API's form (see wire.py): plain numbers in bytes and seconds."""
+
+    command: Annotated[tuple[Arg, ...], _v(lambda v: split_command(v, allow_string=False))]
+    name: Annotated[str, _v(check_name)] = ""
+    project: Annotated[str, _v(check_project)] = "default"
+    priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
+    gpus: Annotated[int, _v(check_gpus)] = 0
+    gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
+    cpus: Annotated[int | None, _v(check_cpus)] = None
+    mem_bytes: Annotated[int | None, _v(wire_mem)] = None
+    time_limit_s: Annotated[float | None, _v(lambda v: seconds_or_none(v, MAX_TIME_S))] = None
+    env: Env = {}
+    base_env: Annotated[tuple[tuple[str, str], ...], _v(clean_base_env)] = ()
+    workdir: Annotated[str, _v(wire_workdir)] = ""
+    grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
+
+
+if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
+    raise RuntimeError("gpupool.spec.flags.SPEC_KEYS is out of date")
+WIRE_KEYS: tuple[str, ...] = tuple(WireModel.model_fields)
+
+
+def _validate(
+    model: type[_Strict], data: Any, keys: tuple[str, ...], lines: Mapping[str, int]
+) -> tuple[Any, list[FieldError]]:
+    """The model instance (None when invalid) and every error, each mapped to its field."""
+    if not isinstance(data, Mapping):
+        return None, [FieldError("", f"a job spec must be a mapping, got {got(data)}")]
+    errors: list[FieldError] = []
+    known: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(key, str) and key in keys:
+            known[key] = value
+        else:  # checked here rather than by pydantic, to suggest the key that was meant
+            errors.append(FieldError(str(key), unknown_key_message(key, keys), lines.get(str(key))))
+    instance: Any = None
+    try:
+        instance = model.model_validate(known)
+    except ValidationError as e:
+        for err in e.errors(include_url=False):
+            field, message = _field_and_message(err)
+            # No fallback from "env.X" to the line of "env:": an entry with no line of its
+            # own came from a flag, not from the file.
+            errors.append(FieldError(field, message, lines.get(field)))
+    if instance is not None and instance.gpu_type is not None and instance.gpus == 0:
+        # A type with no count is almost always a forgotten `gpus:`: the job would run
+        # with no GPU at all.
+        message = "needs gpus of 1 or more (a GPU type was given, but no GPUs asked for)"
+        errors.append(FieldError("gpu_type", message, lines.get("gpu_type")))
+    return (None if errors else instance), errors
+
+
+def _field_and_message(err: Any) -> tuple[str, str]:
+    loc = err["loc"]
+    if err["type"] == "value_error":
+        message = str(err["ctx"]["error"])
+    elif err["type"] == "missing":
+        message = "is required"
+    else:
+        message = err["msg"]
+    field = str(loc[0]) if loc else ""
+    if len(loc) >= 2 and field in ("env", "base_env"):
+        field = f"{field}.{loc[1]}"
+    elif len(loc) >= 2 and field == "command":
+        message = f"argv[{loc[1]}]: {message}"
+    return field, message
+
+
+def _raise(errors: list[FieldError], source: str | None) -> NoReturn:
+    # File order reads best; errors without a line (flags, missing keys) go last.
+    errors.sort(key=lambda e: (e.line is None, e.line or 0))
+    raise SpecError(errors, source)
+
+
+def build_spec(
+    data: Mapping[str, Any],
+    *,
+    lines: Mapping[str, int] | None = None,
+    source: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+    default_workdir: str = "",
+) -> JobSpec:
+    """See gpupool.spec.build_spec."""
+    if default_workdir and not os.path.isabs(default_workdir):
+        raise ValueError(f"default_workdir must be absolute, got {default_workdir!r}")
+    lines = lines or {}
+    m, errors = _validate(SpecModel, data, SPEC_KEYS, lines)
+    try:
+        base = clean_base_env(base_env)
+    except ValueError as e:
+        errors.append(FieldError("base_env", str(e)))
+    if m is None or errors:
+        _raise(errors, source)
+    return JobSpec(
+        command=m.command,
+        resources=Resources(gpus=m.gpus, gpu_type=m.gpu_type, cpus=m.cpus, mem_bytes=m.mem),
+        name=m.name,
+        project=m.project,
+        priority=m.priority,
+        time_limit_s=m.time,
+        env=tuple(sorted(m.env.items())),
+        base_env=base,
+        workdir=m.workdir if m.workdir is not None else default_workdir,
+        grace_s=m.grace,
+    )
+
+
+def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
+    """See gpupool.spec.spec_from_wire."""
+    m, errors = _validate(WireModel, d, WIRE_KEYS, {})
+    if m is None or errors:
+        _raise(errors, None)
+    return JobSpec(
+        command=m.command,
+        resources=Resources(gpus=m.gpus, gpu_type=m.gpu_type, cpus=m.cpus, mem_bytes=m.mem_bytes),
+        name=m.name,
+        project=m.project,
+        priority=m.priority,
+        time_limit_s=m.time_limit_s,
+        env=tuple(sorted(m.env.items())),
+        base_env=m.base_env,
+        workdir=m.workdir,
+        grace_s=m.grace_s,
+    )

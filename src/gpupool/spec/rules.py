@@ -1,0 +1,308 @@
+"""The rule for each field of a job spec: plain functions that take what a user (or the
+HTTP API) gave and return the final value, or raise a ValueError saying what is wrong.
+
+Each accepts exactly the forms we document, so pydantic's own coercions (True as 1, "2.5"
+as a float...) never decide what a user meant. Standard library only; model.py runs them.
+None (a key left empty in YAML) means "not given" and yields the default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES
+from gpupool.core.units import parse_duration, parse_size
+
+
+class BadValue(ValueError):
+    """A value breaks its field's rule. A ValueError, the one kind pydantic collects as a
+    validation error (a TypeError would escape validation instead)."""
+
+
+# Upper bounds keep absurd values (a typo, or an overflowing 400-digit number) out of the
+# store and the scheduler's arithmetic; no real job comes near them.
+MAX_GPUS = 1024
+MAX_CPUS = 65536
+MAX_MEM_BYTES = 1 << 60  # 1 EiB
+MAX_TIME_S = 366 * 86400.0
+MAX_GRACE_S = 3600.0
+DEFAULT_GRACE_S = 30.0
+MAX_PRIORITY = 1000
+MAX_NAME = 128
+MAX_GPU_TYPE = 64
+
+_PROJECT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BARE_NUMBER_RE = re.compile(r"\s*\d+(\.\d*)?\s*")
+# The pool sets these per job; letting a job override them would defeat GPU isolation.
+RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+RESERVED_ENV_PREFIX = "GPUPOOL_"
+
+
+def got(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> int | float | None:
+    """An int or float from a number or its text; None for anything else (bools included:
+    `gpus: true` is never meant as 1)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        s = value.strip()
+        if re.fullmatch(r"[-+]?\d+", s):
+            return int(s)
+        if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+)", s):
+            return float(s)
+    return None
+
+
+def _count(value: Any, noun: str, minimum: int, maximum: int, fraction_note: str = "") -> int:
+    wrong = f"must be a whole number of {noun} >= {minimum}, got {got(value)}"
+    n = _number(value)
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        raise BadValue(wrong)
+    if isinstance(n, float):
+        if not n.is_integer():
+            raise BadValue(f"must be a whole number of {noun}{fraction_note}, got {got(value)}")
+        n = int(n)
+    if n < minimum:
+        raise BadValue(wrong)
+    if n > maximum:
+        raise BadValue(f"must be at most {maximum} {noun}, got {got(value)}")
+    return n
+
+
+def _text(value: Any, *, limit: int) -> str:
+    if not isinstance(value, str):
+        raise BadValue(f"must be a string, got {got(value)}")
+    if not value.isprintable():
+        raise BadValue(f"must not contain newlines or other control characters, got {got(value)}")
+    if len(value) > limit:
+        raise BadValue(f"must be at most {limit} characters, got {len(value)}")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:  # cannot be passed to exec()
+        raise BadValue(f"must not contain NUL characters, got {got(value)}")
+    return value
+
+
+def check_name(value: Any) -> str:
+    return "" if value is None else _text(value, limit=MAX_NAME)
+
+
+def split_command(value: Any, *, allow_string: bool = True) -> list[Any]:
+    if value is None:
+        raise BadValue("is required (a string such as 'python train.py', or a list)")
+    if isinstance(value, str) and allow_string:
+        try:
+            words: list[Any] = shlex.split(value)
+        except ValueError as e:  # shlex: "No closing quotation"
+            raise BadValue(f"cannot split into words: {e}") from None
+    elif isinstance(value, (list, tuple)):
+        words = list(value)
+    else:
+        kinds = "a string or a list of strings" if allow_string else "a list of strings"
+        raise BadValue(f"must be {kinds}, got {got(value)}")
+    if not words:
+        raise BadValue("must not be empty")
+    if words[0] == "":
+        raise BadValue("argv[0] (the program) must not be empty")
+    return words
+
+
+def check_arg(value: Any) -> str:
+    # Numbers are allowed for `command: [sleep, 10]` written as a Python or JSON list.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise BadValue(f"must be a string, got {got(value)}")
+    return _no_nul(value)
+
+
+def check_gpus(value: Any) -> int:
+    if value is None:
+        return 0
+    note = " (fractions of a GPU are not supported yet: whole GPUs only)"
+    return _count(value, "GPUs", 0, MAX_GPUS, note)
+
+
+def check_gpu_type(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _text(value, limit=MAX_GPU_TYPE).strip()
+    if not text:
+        raise BadValue("must not be empty (leave it out to accept any GPU type)")
+    return text
+
+
+def check_cpus(value: Any) -> int | None:
+    return None if value is None else _count(value, "CPUs", 1, MAX_CPUS)
+
+
+def check_mem(value: Any) -> int | None:
+    if value is None:
+        return None
+    # units.parse_size reads a bare number as bytes, Slurm's --mem reads it as megabytes:
+    # either guess would be silently wrong for half the users, so ask for the unit.
+    if isinstance(value, (int, float)) or (
+        isinstance(value, str) and _BARE_NUMBER_RE.fullmatch(value)
+    ):
+        raise BadValue(f"needs a unit, such as 32GB or 512MB, got {got(value)}")
+    if not isinstance(value, str):
+        raise BadValue(f"must be a size such as 32GB, got {got(value)}")
+    n = parse_size(value)  # its ValueError already says what is wrong
+    if n <= 0:
+        raise BadValue(f"must be more than 0 bytes, got {got(value)}")
+    if n > MAX_MEM_BYTES:
+        raise BadValue(f"must be at most 1EiB, got {got(value)}")
+    return n
+
+
+def _duration(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise BadValue(f"must be a duration such as 2h or 30m, got {got(value)}")
+    seconds = parse_duration(value)
+    if not math.isfinite(seconds):
+        raise BadValue(f"must be a finite duration, got {got(value)}")
+    return seconds
+
+
+def check_time(value: Any) -> float | None:
+    if value is None:
+        return None
+    seconds = _duration(value)  # a bare number is minutes, as in sbatch --time
+    if seconds > MAX_TIME_S:
+        raise BadValue(f"must be at most 366 days, got {got(value)}")
+    return seconds
+
+
+def check_grace(value: Any) -> float:
+    if value is None:
+        return DEFAULT_GRACE_S
+    # parse_duration reads a bare number as minutes (Slurm's --time); for a kill delay
+    # people mean seconds, so neither reading is safe.
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        isinstance(value, str) and _BARE_NUMBER_RE.fullmatch(value)
+    ):
+        raise BadValue(f"needs a unit, such as 30s or 2m, got {got(value)}")
+    seconds = _duration(value)
+    if seconds > MAX_GRACE_S:
+        raise BadValue(f"must be at most 1h, got {got(value)}")
+    return seconds
+
+
+def check_project(value: Any) -> str:
+    if value is None:
+        return "default"
+    if not isinstance(value, str) or not _PROJECT_RE.fullmatch(value):
+        raise BadValue(f"must be 1-64 letters, digits, '_', '.' or '-', got {got(value)}")
+    return value
+
+
+def check_priority(value: Any) -> int:
+    if value is None:
+        return DEFAULT_PRIORITY
+    if isinstance(value, str) and value.strip().lower() in PRIORITY_CLASSES:
+        return PRIORITY_CLASSES[value.strip().lower()]
+    n = _number(value)
+    if isinstance(n, int) and 0 <= n <= MAX_PRIORITY:
+        return n
+    names = ", ".join(PRIORITY_CLASSES)
+    raise BadValue(f"must be one of {names} or a whole number 0..{MAX_PRIORITY}, got {got(value)}")
+
+
+def check_env_mapping(value: Any) -> Any:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
+    return dict(value)
+
+
+def check_env_name(value: Any) -> str:
+    if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+        raise BadValue(
+            "is not a valid variable name (letters, digits and _, not starting with a digit)"
+        )
+    if value in RESERVED_ENV:
+        raise BadValue("is set by gpupool for each job (to the GPUs it was given)")
+    if value.startswith(RESERVED_ENV_PREFIX):
+        raise BadValue(f"names starting with {RESERVED_ENV_PREFIX} are set by gpupool")
+    return value
+
+
+def check_env_value(value: Any) -> str:
+    if value is None:
+        raise BadValue("has no value (write NAME: '' for an empty string)")
+    if isinstance(value, bool):  # only from Python/JSON callers; a YAML file keeps its text
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if not isinstance(value, str):
+        raise BadValue(f"must be a string, got {got(value)}")
+    return _no_nul(value)
+
+
+def check_workdir(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadValue(f"must be a string, got {got(value)}")
+    if not os.path.isabs(value):
+        hint = " (~ is not expanded)" if value.startswith("~") else ""
+        raise BadValue(f"must be an absolute path{hint}, got {got(value)}")
+    return _no_nul(value)
+
+
+def clean_base_env(value: Any) -> tuple[tuple[str, str], ...]:
+    """The submitter's environment, sorted, without what the pool sets for each job."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
+    kept = []
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise BadValue(f"names and values must be strings, got {got(k)}: {got(v)}")
+        if k in RESERVED_ENV or k.startswith(RESERVED_ENV_PREFIX):
+            continue
+        if not k or "=" in k or "\x00" in k or "\x00" in v:  # cannot be passed to exec()
+            raise BadValue(f"{got(k)} cannot be an environment variable")
+        kept.append((k, v))
+    return tuple(sorted(kept))
+
+
+def seconds(value: Any, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadValue(f"must be a number of seconds, got {got(value)}")
+    if not (math.isfinite(value) and 0 < value <= maximum):
+        raise BadValue(f"must be more than 0 and at most {maximum:g} seconds, got {value!r}")
+    return float(value)
+
+
+def wire_mem(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_MEM_BYTES:
+        raise BadValue(f"must be a whole number of bytes > 0, got {got(value)}")
+    return value
+
+
+def seconds_or_none(value: Any, maximum: float) -> float | None:
+    return None if value is None else seconds(value, maximum)
+
+
+def wire_workdir(value: Any) -> str:
+    # "" is a spec built with no default_workdir: the daemon decides.
+    return "" if value in (None, "") else check_workdir(value) or ""

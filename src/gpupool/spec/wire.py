@@ -1,0 +1,41 @@
+"""A JobSpec as the HTTP API carries it: a JSON-safe dict, flat, in bytes and seconds.
+
+spec_to_wire runs in the CLI on every submit, so it needs neither pydantic nor yaml;
+spec_from_wire runs in the daemon and trusts nothing: it re-checks every field with the
+same rules as a spec file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpupool.core.job import JobSpec
+
+
+def spec_to_wire(spec: JobSpec) -> dict[str, Any]:
+    """JSON-safe dict; spec_from_wire(spec_to_wire(s)) == s for every valid spec."""
+    r = spec.resources
+    return {
+        "command": list(spec.command),
+        "name": spec.name,
+        "project": spec.project,
+        "priority": spec.priority,
+        "gpus": r.gpus,
+        "gpu_type": r.gpu_type,
+        "cpus": r.cpus,
+        "mem_bytes": r.mem_bytes,
+        "time_limit_s": spec.time_limit_s,
+        "env": dict(spec.env),
+        "base_env": dict(spec.base_env),
+        "workdir": spec.workdir,
+        "grace_s": spec.grace_s,
+    }
+
+
+def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
+    """The JobSpec a wire dict describes; SpecError naming each bad field (unknown keys too:
+    a newer client's request the daemon does not understand must not be half obeyed)."""
+    from gpupool.spec.model import spec_from_wire as from_wire
+
+    return from_wire(d)

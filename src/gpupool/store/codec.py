@@ -1,0 +1,97 @@
+"""Stored forms <-> core objects: JobSpec as a JSON-ready dict (exact both ways), rows as Jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from gpupool.core.job import Job, JobSpec, Resources, Transition
+
+if TYPE_CHECKING:
+    from gpupool.store.models import JobRow
+
+# Bumped if the layout of the dict changes in a way old readers cannot take; stored in each row
+# so a later migration can tell old rows from new ones.
+FORMAT = 1
+
+_SPEC_KEYS = frozenset(f.name for f in fields(JobSpec))
+_RESOURCE_KEYS = frozenset(f.name for f in fields(Resources))
+
+
+def encode_spec(spec: JobSpec) -> dict[str, Any]:
+    r = spec.resources
+    return {
+        "format": FORMAT,
+        "command": list(spec.command),
+        "resources": {
+            "gpus": r.gpus,
+            "gpu_type": r.gpu_type,
+            "cpus": r.cpus,
+            "mem_bytes": r.mem_bytes,
+        },
+        "name": spec.name,
+        "project": spec.project,
+        "priority": spec.priority,
+        "time_limit_s": spec.time_limit_s,
+        # Lists of pairs, not objects: they keep the order and any repeated name, so the
+        # tuple-of-pairs fields come back exactly as they went in.
+        "env": [[k, v] for k, v in spec.env],
+        "base_env": [[k, v] for k, v in spec.base_env],
+        "workdir": spec.workdir,
+        "grace_s": spec.grace_s,
+    }
+
+
+def decode_spec(data: Mapping[str, Any]) -> JobSpec:
+    """The JobSpec from `encode_spec`'s output; keys missing (older rows) take the defaults."""
+    data = dict(data)
+    fmt = data.pop("format", FORMAT)
+    if fmt != FORMAT:
+        raise ValueError(f"job spec format {fmt!r} is not supported (expected {FORMAT})")
+    unknown = set(data) - _SPEC_KEYS
+    if unknown:
+        # Refuse rather than drop: silently losing part of a stored request is worse.
+        raise ValueError(f"unknown job spec fields: {', '.join(sorted(unknown))}")
+    kwargs: dict[str, Any] = dict(data)
+    if "command" in data:
+        kwargs["command"] = tuple(data["command"])
+    if "resources" in data:
+        kwargs["resources"] = _decode_resources(data["resources"])
+    for key in ("env", "base_env"):
+        if key in data:
+            kwargs[key] = tuple(_pair(p, key) for p in data[key])
+    return JobSpec(**kwargs)
+
+
+def _decode_resources(data: Mapping[str, Any]) -> Resources:
+    unknown = set(data) - _RESOURCE_KEYS
+    if unknown:
+        raise ValueError(f"unknown resource fields: {', '.join(sorted(unknown))}")
+    return Resources(**data)
+
+
+def _pair(item: Any, key: str) -> tuple[str, str]:
+    if not isinstance(item, (list, tuple)) or len(item) != 2:
+        raise ValueError(f"{key}: expected [name, value] pairs, got {item!r}")
+    return (item[0], item[1])
+
+
+def job_from_row(row: JobRow, events: Iterable[Transition] = ()) -> Job:
+    return Job(
+        id=row.id,
+        spec=decode_spec(row.spec),
+        user=row.user,
+        state=row.state,
+        submit_time=row.submit_time,
+        start_time=row.start_time,
+        end_time=row.end_time,
+        exit_code=row.exit_code,
+        reason=row.reason,
+        node=row.node,
+        gpus=tuple(row.gpus or ()),
+        restart_count=row.restart_count,
+        cancel_requested=row.cancel_requested,
+        version=row.version,
+        events=tuple(events),
+    )

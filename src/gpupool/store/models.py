@@ -1,0 +1,199 @@
+"""The tables, as SQLAlchemy 2 declarative classes, and the writes that keep their rules.
+
+The schema itself is created and changed only by the Alembic migrations next door; these
+classes must describe the same tables (a test compares them with the migrated database).
+The functions at the end are the Store's building blocks; `transition` is the one place a
+job's state is ever written.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    Double,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    select,
+    update,
+)
+from sqlalchemy.engine import CursorResult, Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from gpupool.core.job import Job, JobState, Transition, check_transition
+from gpupool.store.codec import job_from_row
+
+# Fixed constraint names, identical on every database, so later migrations (including SQLite
+# batch mode, which recreates tables) can refer to constraints by name.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+META_ROW_ID = 1  # the meta table holds exactly one row
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class StateType(TypeDecorator[JobState]):
+    """A JobState stored as its name; a plain string column, so adding a state needs no DDL."""
+
+    impl = String(16)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else JobState(value).value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> JobState | None:
+        return None if value is None else JobState(value)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    # AUTOINCREMENT on SQLite: a job id is never handed out twice, even if rows were deleted.
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    token: Mapped[str | None] = mapped_column(String, unique=True)
+    # "user" is reserved in PostgreSQL; a different column name keeps hand-written SQL simple.
+    user: Mapped[str] = mapped_column("username", String, index=True)
+    name: Mapped[str] = mapped_column(String)
+    project: Mapped[str] = mapped_column(String, index=True)
+    priority: Mapped[int] = mapped_column(Integer)
+    state: Mapped[JobState] = mapped_column(StateType, index=True)
+    submit_time: Mapped[float] = mapped_column(Double)
+    start_time: Mapped[float | None] = mapped_column(Double)
+    end_time: Mapped[float | None] = mapped_column(Double)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    node: Mapped[str | None] = mapped_column(String)
+    # Kept after the job ends (history); the allocations table is what actually holds GPUs.
+    gpus: Mapped[list[int]] = mapped_column(JSON, default=list)
+    restart_count: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    cancel_requested_at: Mapped[float | None] = mapped_column(Double)
+    cancel_cause: Mapped[str | None] = mapped_column(Text)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    launch_info: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    version: Mapped[int] = mapped_column(Integer)
+
+    # The ORM adds "AND version = <what we read>" to every UPDATE and bumps it; a concurrent
+    # change (possible on PostgreSQL, whose writers are not serialized) then fails the flush.
+    __mapper_args__ = MappingProxyType({"version_id_col": version})
+
+
+# The jobs table for Core statements (executemany updates); typed as the Table it is.
+JOBS = cast(Table, JobRow.__table__)
+
+
+class TransitionRow(Base):
+    __tablename__ = "transitions"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    time: Mapped[float] = mapped_column(Double)
+    from_state: Mapped[JobState | None] = mapped_column(StateType)
+    to_state: Mapped[JobState] = mapped_column(StateType)
+    cause: Mapped[str] = mapped_column(Text)
+
+
+class AllocationRow(Base):
+    """One GPU held by one running job.
+
+    The primary key (node, gpu_index) is the guarantee that no GPU is ever given twice:
+    the database refuses the second row whatever the code above it believed.
+    """
+
+    __tablename__ = "allocations"
+
+    node: Mapped[str] = mapped_column(String, primary_key=True)
+    gpu_index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+
+
+class MetaRow(Base):
+    __tablename__ = "meta"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    # Bumped by every change to allocations; the scheduler compares-and-swaps it so a plan
+    # made from an old picture of the pool is refused as a whole.
+    allocation_version: Mapped[int] = mapped_column(Integer)
+
+
+# -- reads and writes shared by the Store's methods (inside the caller's transaction)
+
+
+def allocation_version(s: Session) -> int:
+    return s.execute(
+        select(MetaRow.allocation_version).where(MetaRow.id == META_ROW_ID)
+    ).scalar_one()
+
+
+def transition(s: Session, row: JobRow, to: JobState, now: float, cause: str) -> None:
+    """The only place a job's state is written: checked against the transition table."""
+    check_transition(row.state, to)
+    if to is not JobState.RUNNING:
+        free_gpus(s, row.id)
+    s.add(TransitionRow(job_id=row.id, time=now, from_state=row.state, to_state=to, cause=cause))
+    row.state = to
+
+
+def free_gpus(s: Session, job_id: int) -> None:
+    held = s.execute(
+        select(AllocationRow.gpu_index).where(AllocationRow.job_id == job_id).limit(1)
+    ).first()
+    if held is None:
+        return
+    # The meta row first, as commit_starts does: on PostgreSQL, taking row locks in the same
+    # order everywhere keeps concurrent writers from deadlocking.
+    bump_allocation_version(s)
+    s.execute(delete(AllocationRow).where(AllocationRow.job_id == job_id))
+
+
+def bump_allocation_version(s: Session, expected: int | None = None) -> bool:
+    """Add one to the allocation version (only if it is `expected`, when given)."""
+    stmt = update(MetaRow).where(MetaRow.id == META_ROW_ID)
+    if expected is not None:
+        stmt = stmt.where(MetaRow.allocation_version == expected)
+    stmt = stmt.values(allocation_version=MetaRow.allocation_version + 1)
+    return cast("CursorResult[Any]", s.execute(stmt)).rowcount == 1
+
+
+def load_jobs(s: Session, where: ColumnElement[bool]) -> list[Job]:
+    """Jobs matching `where`, with their events, in id order; one query, one snapshot.
+
+    Events come in the order they were written, which is time order as long as the clock
+    does not step back; if it does, the story still reads in the order things happened.
+    """
+    stmt = (
+        select(JobRow, TransitionRow)
+        .outerjoin(TransitionRow, TransitionRow.job_id == JobRow.id)
+        .where(where)
+        .order_by(JobRow.id, TransitionRow.id)
+    )
+    rows: dict[int, JobRow] = {}
+    events: dict[int, list[Transition]] = {}
+    for row, ev in s.execute(stmt):
+        rows[row.id] = row
+        bucket = events.setdefault(row.id, [])
+        if ev is not None:
+            bucket.append(
+                Transition(time=ev.time, frm=ev.from_state, to=ev.to_state, cause=ev.cause)
+            )
+    return [job_from_row(rows[i], events[i]) for i in rows]

@@ -1,0 +1,357 @@
+"""The durable record of every job and of which GPUs are held: one Engine, a session per call.
+
+Safe to share between threads. All SQL here is dialect-neutral; the connection setup, which
+knows about SQLite (file, pragmas, BEGIN IMMEDIATE), is in migrations/. On PostgreSQL writers
+are not serialized: conflicting updates fail the jobs.version check and are retried, or
+become StaleState.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import bindparam, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
+
+from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState
+from gpupool.store import models
+from gpupool.store.codec import encode_spec, job_from_row
+from gpupool.store.migrations import WRITE_OPTION, open_engine
+from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
+
+T = TypeVar("T")
+
+_ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
+# Optimistic-concurrency retries; only PostgreSQL ever needs them (SQLite writers are serial).
+_RETRIES = 5
+
+
+class StaleState(Exception):
+    """A decision was based on state that changed since; nothing was written."""
+
+
+class UnknownJob(KeyError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no job with id {self.job_id}"
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        """Use `Store.open`; this assumes the schema is already at head."""
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        """Create the database (and its directory) if needed, migrate it to head, open it."""
+        return cls(open_engine(url))
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- sessions
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with Session(self._engine, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with Session(self._writer, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    def _write_retrying(self, op: Callable[[Session], T]) -> T:
+        """Run `op` in a write transaction, again from the start if a row changed under it."""
+        for _ in range(_RETRIES):
+            try:
+                with self._write() as s:
+                    return op(s)
+            except StaleDataError:
+                continue
+        raise StaleState(f"the jobs kept changing concurrently ({_RETRIES} attempts)")
+
+    # -- reading
+
+    def get(self, job_id: int) -> Job:
+        with self._read() as s:
+            jobs = models.load_jobs(s, JobRow.id == job_id)
+        if not jobs:
+            raise UnknownJob(job_id)
+        return jobs[0]
+
+    def list_jobs(
+        self, *, include_finished: bool = False, user: str | None = None, limit: int | None = None
+    ) -> list[Job]:
+        """Jobs in id order, without events. `limit` keeps the newest `limit` of them."""
+        stmt = select(JobRow)
+        if not include_finished:
+            stmt = stmt.where(JobRow.state.in_(_ACTIVE_STATES))
+        if user is not None:
+            stmt = stmt.where(JobRow.user == user)
+        if limit is not None:
+            if limit < 0:
+                raise ValueError(f"limit must not be negative: {limit}")
+            stmt = stmt.order_by(JobRow.id.desc()).limit(limit)
+        else:
+            stmt = stmt.order_by(JobRow.id)
+        with self._read() as s:
+            rows = list(s.scalars(stmt))
+        rows.sort(key=lambda r: r.id)
+        return [job_from_row(r) for r in rows]
+
+    def active_jobs(self) -> list[Job]:
+        """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order."""
+        return self.list_jobs()
+
+    def allocation_version(self) -> int:
+        with self._read() as s:
+            return models.allocation_version(s)
+
+    def launch_info(self, job_id: int) -> dict[str, Any]:
+        with self._read() as s:
+            found = s.execute(select(JobRow.launch_info).where(JobRow.id == job_id)).first()
+        if found is None:
+            raise UnknownJob(job_id)
+        return dict(found[0] or {})
+
+    def cancel_request(self, job_id: int) -> tuple[float, str] | None:
+        """(when, cause) of the pending cancel request of a running job, or None."""
+        with self._read() as s:
+            row = _row(s, job_id)
+        if not row.cancel_requested or row.cancel_requested_at is None:
+            return None
+        return (row.cancel_requested_at, row.cancel_cause or "")
+
+    # -- writing
+
+    def submit(self, spec: JobSpec, user: str, now: float, token: str | None = None) -> Job:
+        """Store a new PENDING job; with a token already used, return that job instead."""
+        try:
+            with self._write() as s:
+                if token is not None:
+                    existing = models.load_jobs(s, JobRow.token == token)
+                    if existing:
+                        return existing[0]
+                # Job.name's own rule, so a filter on the column matches what users see.
+                name = Job(id=0, spec=spec, user=user, state=JobState.PENDING, submit_time=now).name
+                row = JobRow(
+                    token=token,
+                    user=user,
+                    name=name,
+                    project=spec.project,
+                    priority=spec.priority,
+                    state=JobState.PENDING,
+                    submit_time=now,
+                    spec=encode_spec(spec),
+                )
+                s.add(row)
+                s.flush()  # assigns row.id
+                # Creation is not an edge of the transition table: there is no state before it.
+                s.add(
+                    TransitionRow(
+                        job_id=row.id,
+                        time=now,
+                        from_state=None,
+                        to_state=JobState.PENDING,
+                        cause=f"submitted by {user}",
+                    )
+                )
+                return models.load_jobs(s, JobRow.id == row.id)[0]
+        except IntegrityError:
+            # Another submission with the same token committed between our check and insert.
+            if token is None:
+                raise
+            with self._read() as s:
+                existing = models.load_jobs(s, JobRow.token == token)
+            if not existing:
+                raise
+            return existing[0]
+
+    def commit_starts(
+        self,
+        starts: list[tuple[int, str, tuple[int, ...]]],
+        expected_version: int,
+        now: float,
+        cause: str = "scheduled",
+    ) -> list[Job]:
+        """Start all of `starts` (job id, node, GPU indices) or none of them.
+
+        Raises StaleState, with nothing written, if the allocation version is no longer
+        `expected_version`, a job is no longer startable, or a GPU is already held.
+        """
+        if not starts:
+            return []
+        ids = [job_id for job_id, _, _ in starts]
+        try:
+            with self._write() as s:
+                if not models.bump_allocation_version(s, expected_version):
+                    raise StaleState(
+                        f"allocation version is {models.allocation_version(s)}, "
+                        f"not {expected_version}: the pool changed"
+                    )
+                rows = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+                nodes = {node for _, node, _ in starts}
+                held = {
+                    (a.node, a.gpu_index): a.job_id
+                    for a in s.scalars(select(AllocationRow).where(AllocationRow.node.in_(nodes)))
+                }
+                for job_id, node, gpus in starts:
+                    row = rows.get(job_id)
+                    if row is None:
+                        raise UnknownJob(job_id)
+                    if row.state is not JobState.PENDING:
+                        raise StaleState(f"job {job_id} is {row.state.value}, not PENDING")
+                    if row.cancel_requested:
+                        raise StaleState(f"job {job_id} has a cancel request")
+                    gpu_list = [int(g) for g in gpus]
+                    for g in gpu_list:
+                        if (node, g) in held:
+                            raise StaleState(f"GPU {g} on {node} is held by job {held[(node, g)]}")
+                    models.transition(
+                        s, row, JobState.RUNNING, now, f"{cause} on {node} GPUs {gpu_list}"
+                    )
+                    row.start_time, row.node, row.gpus, row.reason = now, node, gpu_list, ""
+                    s.add_all(
+                        AllocationRow(node=node, gpu_index=g, job_id=job_id) for g in gpu_list
+                    )
+                # The primary key of allocations is the last word on double allocation (the
+                # same GPU twice in this call, or taken by a writer we could not see).
+                s.flush()
+                by_id = {j.id: j for j in models.load_jobs(s, JobRow.id.in_(ids))}
+                return [by_id[i] for i in ids]
+        except IntegrityError as e:
+            raise StaleState(f"GPU allocation refused by the database: {e.orig}") from e
+        except StaleDataError as e:
+            raise StaleState("a job changed while its start was being committed") from e
+
+    def finish(
+        self,
+        job_id: int,
+        to: JobState,
+        exit_code: int | None,
+        now: float,
+        cause: str,
+        reason: str = "",
+    ) -> Job:
+        """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op."""
+        to = JobState(to)
+        if not to.terminal:
+            raise InvalidTransition(f"finish needs a terminal state, not {to.value}")
+
+        def op(s: Session) -> Job:
+            row = _row(s, job_id)
+            if row.state is to:
+                return models.load_jobs(s, JobRow.id == job_id)[0]
+            full_cause = cause
+            if to is JobState.CANCELLED and row.cancel_cause:
+                # The request left no event of its own; keep who asked in the story.
+                full_cause = f"{cause}; {row.cancel_cause}"
+            models.transition(s, row, to, now, full_cause)
+            row.end_time, row.exit_code, row.reason = now, exit_code, reason
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
+    def requeue(self, job_id: int, now: float, cause: str) -> Job:
+        """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs."""
+
+        def op(s: Session) -> Job:
+            row = _row(s, job_id)
+            if row.cancel_requested:
+                raise StaleState(f"job {job_id} has a cancel request: finish it as CANCELLED")
+            models.transition(s, row, JobState.PENDING, now, cause)
+            row.restart_count += 1
+            row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
+    def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None:
+        """Cancel a job that is not running; None if it is running (signal it) or has ended."""
+
+        def op(s: Session) -> Job | None:
+            row = _row(s, job_id)
+            if row.state is JobState.RUNNING or row.state.terminal:
+                return None
+            models.transition(s, row, JobState.CANCELLED, now, cause)
+            row.end_time, row.reason = now, ""
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
+    def request_cancel(self, job_id: int, now: float, cause: str) -> Job:
+        """Record that a running job must be cancelled (the caller signals it).
+
+        The first request is kept; a job that is not running is cancelled at once (PENDING,
+        PREEMPTED) or left as it is (already ended). The returned job's state tells which.
+        """
+
+        def op(s: Session) -> Job:
+            row = _row(s, job_id)
+            if row.state is JobState.RUNNING:
+                if not row.cancel_requested:
+                    row.cancel_requested = True
+                    row.cancel_requested_at, row.cancel_cause = now, cause
+            elif not row.state.terminal:
+                models.transition(s, row, JobState.CANCELLED, now, cause)
+                row.end_time, row.reason = now, ""
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
+    def set_reasons(self, reasons: dict[int, str]) -> None:
+        """Set the reason of PENDING jobs; jobs in other states or unknown ids are skipped."""
+        if not reasons:
+            return
+        # Runs every scheduling pass: compare on a (lock-free) read first, so the usual
+        # nothing-changed case never takes the write lock or syncs the disk.
+        with self._read() as s:
+            current = dict(
+                s.execute(
+                    select(JobRow.id, JobRow.reason).where(JobRow.state == JobState.PENDING)
+                ).all()
+            )
+        changed = sorted((i, r) for i, r in reasons.items() if i in current and current[i] != r)
+        if not changed:
+            return
+        t = JOBS.c
+        stmt = (
+            update(JOBS)
+            .where(
+                t.id == bindparam("b_id"),
+                t.state == JobState.PENDING,
+                t.reason != bindparam("b_reason"),
+            )
+            .values(reason=bindparam("b_reason"), version=t.version + 1)
+        )
+        with self._write() as s:
+            s.connection().execute(stmt, [{"b_id": i, "b_reason": r} for i, r in changed])
+
+    def set_launch_info(self, job_id: int, info: dict[str, Any]) -> None:
+        t = JOBS.c
+        stmt = (
+            update(JOBS).where(t.id == job_id).values(launch_info=dict(info), version=t.version + 1)
+        )
+        with self._write() as s:
+            if s.connection().execute(stmt).rowcount != 1:
+                raise UnknownJob(job_id)
+
+
+# -- helpers shared by the methods above (each runs inside the caller's transaction)
+
+
+def _row(s: Session, job_id: int) -> JobRow:
+    row = s.get(JobRow, job_id)
+    if row is None:
+        raise UnknownJob(job_id)
+    return row

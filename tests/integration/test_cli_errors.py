@@ -1,0 +1,165 @@
+"""Bad input gets a clear error, the right exit code, and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from integration.pool_harness import Pool, free_port
+
+
+def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> None:
+    too_big = pool.cli("submit", "--gpus", "16", "--", "true")
+    assert too_big.returncode == 2
+    assert "needs 16 GPUs" in too_big.stderr and "has 4" in too_big.stderr
+    unknown = pool.cli("submit", "--gpus", "1", "--gpu-type", "H100", "--", "true")
+    assert unknown.returncode == 2
+    assert "H100" in unknown.stderr and "A100-80GB" in unknown.stderr
+    assert "Traceback" not in too_big.stderr + unknown.stderr
+    assert pool.client.jobs(include_finished=True) == []  # nothing was queued
+
+
+def test_malformed_yaml_names_file_line_and_field(pool: Pool, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: demo\ncommand: python train.py\ngpus: two\n")
+    proc = pool.cli("submit", str(spec))
+    assert proc.returncode == 2
+    assert "job.yaml:3" in proc.stderr and "gpus" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_yaml_spec_runs_and_flags_override_it(pool: Pool, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: from-yaml\ncommand: [sh, -c, 'echo $CUDA_VISIBLE_DEVICES']\ngpus: 1\nenv: {A: '1'}\n"
+    )
+    job_id = pool.submit("--gpus", "2", str(spec))
+    job = pool.wait(job_id)
+    assert job["name"] == "from-yaml"
+    assert job["state"] == "SUCCEEDED"
+    assert len(job["gpus"]) == 2
+    assert pool.cli("logs", str(job_id)).stdout.strip() == ",".join(map(str, job["gpus"]))
+
+
+def test_unknown_job_id_exits_1(pool: Pool) -> None:
+    for verb in ("show", "logs", "wait", "cancel"):
+        proc = pool.cli(verb, "9999")
+        assert proc.returncode == 1, verb
+        assert "no job with id 9999" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_daemon_not_running_says_how_to_start_it(tmp_path: Path) -> None:
+    env = {"GPUPOOL_STATE_DIR": str(tmp_path / "nowhere"), "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpupool", "queue"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert "no daemon is running" in proc.stderr and "gpupool server" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_second_daemon_on_same_state_dir_is_refused(pool: Pool) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpupool", "server", "--gpus", "1xA100-80GB"],
+        env=pool.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert "already running" in proc.stderr
+
+
+def test_listings_as_tables_and_json(pool: Pool) -> None:
+    job_id = pool.submit("--name", "sleepy", "--gpus", "2", "--", "sleep", "30")
+    pool.wait_state(job_id, "RUNNING")
+    table = pool.cli("queue", check=True).stdout
+    for col in (
+        "ID",
+        "NAME",
+        "USER",
+        "PROJECT",
+        "GPUS",
+        "STATE",
+        "SUBMITTED",
+        "STARTED",
+        "ELAPSED",
+        "EXIT",
+        "REASON",
+    ):
+        assert col in table
+    assert "sleepy" in table and "RUNNING" in table
+    rows = json.loads(pool.cli("ps", "--json", check=True).stdout)
+    assert [r["id"] for r in rows] == [job_id]
+    gpus = json.loads(pool.cli("gpus", "--json", check=True).stdout)
+    held = [g["index"] for g in gpus["nodes"][0]["gpus"] if g["job"] == job_id]
+    assert held == rows[0]["gpus"]
+    assert "sleepy" in pool.cli("gpus", check=True).stdout
+    shown = pool.cli("show", str(job_id), check=True).stdout
+    assert "PENDING -> RUNNING" in shown and "submitted by" in shown
+    pool.cli("cancel", str(job_id), check=True)
+    pool.wait(job_id)
+    assert json.loads(pool.cli("queue", "--json").stdout) == []
+    assert [r["id"] for r in json.loads(pool.cli("queue", "-a", "--json").stdout)] == [job_id]
+
+
+def test_pending_reason_and_why(pool: Pool) -> None:
+    big = pool.submit("--gpus", "3", "--", "sleep", "30")
+    pool.wait_state(big, "RUNNING")
+    blocked = pool.submit("--gpus", "2", "--", "true")
+    behind = pool.submit("--gpus", "1", "--", "true")
+    import time
+
+    time.sleep(0.5)
+    a, b = pool.client.job(blocked), pool.client.job(behind)
+    assert a["state"] == "PENDING" and a["reason"] == "Resources"
+    assert "needs 2 GPUs, 1 free" in a["why"]
+    assert b["state"] == "PENDING" and b["reason"] == "Priority"
+    pool.cli("cancel", "--mine", check=True)
+
+
+def test_tcp_listener_serves_the_same_api(tmp_path: Path) -> None:
+    port = free_port()
+    p = Pool(tmp_path / "tcp", listen=f"127.0.0.1:{port}").start()
+    try:
+        env = dict(p.env, GPUPOOL_STATE_DIR=str(tmp_path / "elsewhere"))
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpupool", "--url", url, "submit", "--parsable", "--", "true"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert p.wait(int(proc.stdout))["state"] == "SUCCEEDED"
+        assert f"listening on {url}" in p.daemon_log()
+    finally:
+        p.cleanup()
+
+
+def test_topology_from_inventory_file(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "nodes:\n  - name: box\n    gpus: 4xA100-80GB\n    links:\n"
+        "      - {gpus: [0, 2], type: nvlink, count: 12}\n"
+        "      - {gpus: [1, 3], type: nvlink, count: 12}\n"
+    )
+    p = Pool(tmp_path / "topo", gpus=None, inventory=inv).start()
+    try:
+        table = p.cli("gpus", check=True).stdout
+        assert "box" in table
+        job_id = p.submit("--gpus", "2", "--", "true")
+        assert p.wait(job_id)["gpus"] in ([0, 2], [1, 3])  # an NVLink pair, not 0,1
+    finally:
+        p.cleanup()

@@ -1,0 +1,117 @@
+"""SIGKILL the daemon at any moment: nothing acknowledged is lost, nothing starts twice,
+running jobs are re-adopted with their true exit codes, and their GPUs stay held."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from gpupool.client import ApiError, DaemonNotRunning
+from integration.pool_harness import Pool
+
+PY = sys.executable
+STARTER = """
+import os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write(os.environ["GPUPOOL_JOB_ID"] + "\\n")
+time.sleep(float(sys.argv[2]))
+sys.exit(int(sys.argv[3]))
+"""
+
+
+def test_running_jobs_survive_a_daemon_sigkill_and_are_readopted(
+    pool: Pool, tmp_path: Path
+) -> None:
+    script, starts = tmp_path / "starter.py", tmp_path / "starts.log"
+    script.write_text(STARTER)
+    first = [
+        pool.submit("--gpus", "1", "--", PY, str(script), str(starts), "4", str(n))
+        for n in range(4)
+    ]
+    later = [
+        pool.submit("--gpus", "2", "--", PY, str(script), str(starts), "0.2", "7") for _ in range(2)
+    ]
+    for job_id in first:
+        pool.wait_state(job_id, "RUNNING")
+    held_before = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
+    pool.kill()
+    time.sleep(0.5)
+    pool.start()
+    # Straight after the restart the GPUs are still held by the same jobs.
+    held_after = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
+    assert held_after == held_before
+    assert all(pool.client.job(j)["state"] == "RUNNING" for j in first)
+    for n, job_id in enumerate(first):
+        job = pool.wait(job_id)
+        assert job["exit_code"] == n
+        assert job["state"] == ("SUCCEEDED" if n == 0 else "FAILED")
+    for job_id in later:
+        job = pool.wait(job_id)
+        assert (job["state"], job["exit_code"]) == ("FAILED", 7)
+    started = starts.read_text().split()
+    assert sorted(started) == sorted(str(j) for j in first + later)  # each exactly once
+
+
+def test_repeated_sigkills_during_a_stream_of_jobs(pool: Pool, tmp_path: Path) -> None:
+    script, starts = tmp_path / "starter.py", tmp_path / "starts.log"
+    script.write_text(STARTER)
+    ids = [
+        pool.submit("--gpus", str(1 + n % 2), "--", PY, str(script), str(starts), "0.3", "0")
+        for n in range(12)
+    ]
+    for _ in range(3):
+        time.sleep(0.6)
+        pool.kill()
+        pool.start()
+    for job_id in ids:
+        assert pool.wait(job_id, timeout=90)["state"] == "SUCCEEDED"
+    started = starts.read_text().split()
+    assert sorted(started, key=int) == [str(j) for j in ids]
+
+
+def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
+    acknowledged: dict[str, int] = {}
+    in_flight: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def submitter() -> None:
+        n = 0
+        while not stop.is_set():
+            name, token = f"ack-{n}", uuid.uuid4().hex
+            in_flight[:] = [(name, token)]
+            try:
+                job = pool.client.submit(_spec(name), "tester", token)
+            except (DaemonNotRunning, ApiError, OSError):
+                return
+            acknowledged[name] = job["id"]
+            n += 1
+
+    thread = threading.Thread(target=submitter)
+    thread.start()
+    time.sleep(1.0)
+    pool.kill()
+    stop.set()
+    thread.join(10)
+    pool.start()
+    assert len(acknowledged) > 5
+    # The submission that was cut off is retried with its token: it lands at most once.
+    name, token = in_flight[0]
+    retried = pool.client.submit(_spec(name), "tester", token)
+    again = pool.client.submit(_spec(name), "tester", token)
+    assert retried["id"] == again["id"]
+    jobs = pool.client.jobs(include_finished=True)
+    by_name: dict[str, list[int]] = {}
+    for job in jobs:
+        by_name.setdefault(job["name"], []).append(job["id"])
+    for name, job_id in acknowledged.items():
+        assert by_name[name] == [job_id]
+    assert all(len(v) == 1 for v in by_name.values())
+
+
+def _spec(name: str) -> dict[str, object]:
+    from gpupool.spec import build_spec, spec_to_wire
+
+    return spec_to_wire(build_spec({"name": name, "command": ["true"]}, default_workdir="/"))

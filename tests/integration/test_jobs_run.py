@@ -1,0 +1,180 @@
+"""Jobs really run: GPUs given exclusively, environment, logs, exit codes, limits, cancel."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from integration.pool_harness import Pool
+
+PY = sys.executable
+
+RECORDER = """
+import json, os, sys, time
+start = time.time()
+for i in range(3):
+    print(f"job {os.environ['GPUPOOL_JOB_ID']} line {i}", flush=True)
+time.sleep(float(sys.argv[2]))
+rec = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+       "GPUPOOL_JOB_ID", "GPUPOOL_GPUS", "GPUPOOL_RESTART_COUNT", "MY_VAR")}
+rec.update(start=start, end=time.time(), cwd=os.getcwd())
+with open(sys.argv[1], "w") as f:
+    json.dump(rec, f)
+"""
+
+
+def test_twenty_jobs_never_share_a_gpu_and_all_succeed(pool: Pool, tmp_path: Path) -> None:
+    script = tmp_path / "rec.py"
+    script.write_text(RECORDER)
+    rng = random.Random(7)
+    jobs = {}
+    for n in range(20):
+        gpus = rng.randint(1, 4)
+        out = tmp_path / f"rec-{n}.json"
+        job_id = pool.submit(
+            "--gpus", str(gpus), "--", PY, str(script), str(out), str(rng.uniform(0.1, 0.4))
+        )
+        jobs[job_id] = (gpus, out)
+    intervals: dict[str, list[tuple[float, float, int]]] = {}
+    for job_id, (gpus, out) in jobs.items():
+        job = pool.wait(job_id, timeout=120)
+        assert job["state"] == "SUCCEEDED", job
+        assert job["exit_code"] == 0
+        rec = json.loads(out.read_text())
+        visible = rec["CUDA_VISIBLE_DEVICES"].split(",")
+        assert len(visible) == gpus
+        assert rec["NVIDIA_VISIBLE_DEVICES"] == rec["CUDA_VISIBLE_DEVICES"]
+        assert rec["GPUPOOL_GPUS"] == rec["CUDA_VISIBLE_DEVICES"]
+        assert rec["GPUPOOL_JOB_ID"] == str(job_id)
+        assert [int(g) for g in visible] == job["gpus"]
+        for g in visible:
+            intervals.setdefault(g, []).append((rec["start"], rec["end"], job_id))
+        log = pool.cli("logs", str(job_id), check=True).stdout
+        assert log == "".join(f"job {job_id} line {i}\n" for i in range(3))
+    for gpu, spans in intervals.items():
+        spans.sort()
+        for (s1, e1, j1), (s2, e2, j2) in zip(spans, spans[1:]):
+            assert e1 <= s2, f"GPU {gpu}: job {j1} ({s1}-{e1}) overlaps job {j2} ({s2}-{e2})"
+
+
+def test_environment_workdir_and_env_flags(pool: Pool, tmp_path: Path) -> None:
+    script = tmp_path / "rec.py"
+    script.write_text(RECORDER)
+    out = tmp_path / "rec.json"
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    job_id = pool.submit(
+        "--gpus",
+        "2",
+        "--env",
+        "MY_VAR=hello=world",
+        "--",
+        PY,
+        str(script),
+        str(out),
+        "0",
+        cwd=workdir,
+    )
+    assert pool.wait(job_id)["state"] == "SUCCEEDED"
+    rec = json.loads(out.read_text())
+    assert rec["MY_VAR"] == "hello=world"
+    assert rec["cwd"] == str(workdir)
+    assert rec["GPUPOOL_RESTART_COUNT"] == "0"
+    # A 2-GPU job on an idle 4-GPU box gets a pair; the pair is what it was told.
+    assert len(rec["CUDA_VISIBLE_DEVICES"].split(",")) == 2
+
+
+def test_exit_code_is_recorded_and_wait_returns_it(pool: Pool) -> None:
+    job_id = pool.submit("--", PY, "-c", "import sys; print('bye'); sys.exit(3)")
+    waited = pool.cli("wait", str(job_id), timeout=60)
+    assert waited.returncode == 3
+    job = pool.client.job(job_id)
+    assert job["state"] == "FAILED"
+    assert job["exit_code"] == 3
+    assert "exited with code 3" in job["events"][-1]["cause"]
+
+
+def test_submit_wait_streams_log_and_exits_with_job_code(pool: Pool) -> None:
+    proc = pool.cli(
+        "submit",
+        "--wait",
+        "--",
+        PY,
+        "-c",
+        "import sys, time\nfor i in range(3):\n print('tick', i, flush=True)\n"
+        " time.sleep(0.2)\nsys.exit(4)",
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert "tick 0\ntick 1\ntick 2\n" in proc.stdout
+    assert proc.stdout.startswith("Submitted job ")
+
+
+def test_command_not_found_fails_with_127_and_the_pool_goes_on(pool: Pool) -> None:
+    bad = pool.submit("--", "no-such-command-gpupool-test", "--flag")
+    job = pool.wait(bad)
+    assert job["state"] == "FAILED"
+    assert job["exit_code"] == 127
+    assert "command not found" in pool.cli("logs", str(bad)).stdout
+    good = pool.submit("--gpus", "1", "--", "true")
+    assert pool.wait(good)["state"] == "SUCCEEDED"
+
+
+def test_time_limit_sends_sigterm_then_kills(pool: Pool, tmp_path: Path) -> None:
+    marker = tmp_path / "term"
+    code = (
+        "import signal, sys, time\n"
+        f"def h(*a):\n open({str(marker)!r}, 'w').write('term'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, h)\nprint('up', flush=True)\ntime.sleep(60)"
+    )
+    started = time.monotonic()
+    job_id = pool.submit("--time", "1s", "--grace", "2s", "--", PY, "-c", code)
+    job = pool.wait(job_id, timeout=30)
+    assert job["state"] == "TIMEOUT"
+    assert marker.read_text() == "term"  # the job saw SIGTERM and could clean up
+    assert time.monotonic() - started < 20
+    stubborn = pool.submit(
+        "--time",
+        "1s",
+        "--grace",
+        "1s",
+        "--",
+        PY,
+        "-c",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)",
+    )
+    job = pool.wait(stubborn, timeout=30)
+    assert job["state"] == "TIMEOUT"
+    assert job["exit_code"] == 128 + 9
+
+
+def test_cancel_running_and_pending_jobs(pool: Pool, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    code = (
+        "import signal, sys, time\n"
+        f"def h(*a):\n open({str(marker)!r}, 'w').write('x'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, h)\nprint('up', flush=True)\ntime.sleep(60)"
+    )
+    running = pool.submit("--gpus", "4", "--", PY, "-c", code)
+    pool.wait_state(running, "RUNNING")
+    pending = pool.submit("--gpus", "4", "--", "true")
+    time.sleep(0.3)
+    assert pool.client.job(pending)["state"] == "PENDING"
+    out = pool.cli("cancel", str(pending), str(running), check=True)
+    assert f"job {pending}: cancelled" in out.stdout
+    assert pool.wait(pending)["state"] == "CANCELLED"
+    job = pool.wait(running)
+    assert job["state"] == "CANCELLED"
+    assert marker.exists()
+    assert any("cancelled by" in e["cause"] for e in job["events"])
+    gpus = pool.client.gpus()["nodes"][0]["gpus"]
+    assert all(g["job"] is None for g in gpus)
+
+
+def test_cancel_mine(pool: Pool) -> None:
+    ids = [pool.submit("--gpus", "4", "--", "sleep", "30") for _ in range(3)]
+    pool.wait_state(ids[0], "RUNNING")
+    pool.cli("cancel", "--mine", check=True)
+    assert [pool.wait(i)["state"] for i in ids] == ["CANCELLED"] * 3

@@ -1,0 +1,206 @@
+"""spec_to_wire / spec_from_wire: the HTTP API's form, and the cost of importing gpupool.spec."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpupool.core.job import JobSpec, Resources
+from gpupool.spec import SpecError, build_spec, spec_from_wire, spec_to_wire
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+RESERVED = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}
+
+SAMPLE = JobSpec(
+    command=("python", "train.py"),
+    resources=Resources(gpus=2, gpu_type="A100", cpus=8, mem_bytes=32 << 30),
+    name="train",
+    project="vision",
+    priority=300,
+    time_limit_s=7200.0,
+    env=(("A", "1"),),
+    base_env=(("HOME", "/h"),),
+    workdir="/w",
+    grace_s=30.0,
+)
+SAMPLE_WIRE = {
+    "command": ["python", "train.py"],
+    "name": "train",
+    "project": "vision",
+    "priority": 300,
+    "gpus": 2,
+    "gpu_type": "A100",
+    "cpus": 8,
+    "mem_bytes": 32 << 30,
+    "time_limit_s": 7200.0,
+    "env": {"A": "1"},
+    "base_env": {"HOME": "/h"},
+    "workdir": "/w",
+    "grace_s": 30.0,
+}
+
+
+def test_to_wire_shape() -> None:
+    assert spec_to_wire(SAMPLE) == SAMPLE_WIRE
+
+
+def test_from_wire_accepts_minimal_dict_with_defaults() -> None:
+    assert spec_from_wire({"command": ["x"]}) == JobSpec(command=("x",))
+
+
+def test_from_wire_accepts_int_seconds() -> None:
+    spec = spec_from_wire({**SAMPLE_WIRE, "time_limit_s": 7200, "grace_s": 30})
+    assert spec == SAMPLE
+    assert isinstance(spec.time_limit_s, float) and isinstance(spec.grace_s, float)
+
+
+def test_from_wire_drops_what_the_pool_sets_from_base_env() -> None:
+    wire = {"command": ["x"], "base_env": {"CUDA_VISIBLE_DEVICES": "0", "GPUPOOL_X": "1", "B": "2"}}
+    assert spec_from_wire(wire).base_env == (("B", "2"),)
+
+
+# (id, change to the sample wire dict (None: remove the key), field named, text in message)
+BAD_WIRE = [
+    ("command-missing", {"command": None}, "command", "is required"),
+    ("command-string", {"command": "python train.py"}, "command", "a list of strings"),
+    ("command-empty", {"command": []}, "command", "must not be empty"),
+    ("command-item", {"command": ["x", {"a": 1}]}, "command", "argv[1]"),
+    ("name-newline", {"name": "a\nb"}, "name", "newlines"),
+    ("project", {"project": "a b"}, "project", "1-64 letters"),
+    ("priority-range", {"priority": 5000}, "priority", "0..1000"),
+    ("priority-bool", {"priority": True}, "priority", "0..1000"),
+    ("gpus-negative", {"gpus": -1}, "gpus", ">= 0"),
+    ("gpus-fraction", {"gpus": 0.5}, "gpus", "whole GPUs only"),
+    ("gpu_type-without-gpus", {"gpus": 0}, "gpu_type", "needs gpus"),
+    ("cpus-zero", {"cpus": 0}, "cpus", ">= 1"),
+    ("mem-text", {"mem_bytes": "32GB"}, "mem_bytes", "whole number of bytes"),
+    ("mem-zero", {"mem_bytes": 0}, "mem_bytes", "whole number of bytes > 0"),
+    ("mem-bool", {"mem_bytes": True}, "mem_bytes", "whole number of bytes"),
+    ("time-text", {"time_limit_s": "2h"}, "time_limit_s", "number of seconds"),
+    ("time-negative", {"time_limit_s": -1.0}, "time_limit_s", "more than 0"),
+    ("time-nan", {"time_limit_s": float("nan")}, "time_limit_s", "more than 0"),
+    ("time-inf", {"time_limit_s": float("inf")}, "time_limit_s", "more than 0"),
+    ("grace-too-long", {"grace_s": 7200.0}, "grace_s", "at most 3600"),
+    ("grace-zero", {"grace_s": 0}, "grace_s", "more than 0"),
+    ("env-reserved", {"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env.CUDA_VISIBLE_DEVICES", "gpupool"),
+    ("env-bad-name", {"env": {"1X": "0"}}, "env.1X", "not a valid variable name"),
+    ("env-not-mapping", {"env": ["A=1"]}, "env", "must be a mapping"),
+    ("base_env-non-string", {"base_env": {"A": 1}}, "base_env", "must be strings"),
+    ("workdir-relative", {"workdir": "rel"}, "workdir", "absolute"),
+    ("unknown-key", {"gpu": 1}, "gpu", 'did you mean "gpus"?'),
+    ("user-form-key", {"mem": "32GB"}, "mem", "unknown key"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"), [c[1:] for c in BAD_WIRE], ids=[c[0] for c in BAD_WIRE]
+)
+def test_bad_wire_names_the_field(change: dict[str, Any], field: str, fragment: str) -> None:
+    wire = {**SAMPLE_WIRE, **change}
+    wire = {k: v for k, v in wire.items() if v is not None}
+    with pytest.raises(SpecError) as info:
+        spec_from_wire(wire)
+    (error,) = info.value.errors
+    assert error.field == field
+    assert fragment in error.message
+    assert info.value.source is None
+
+
+def test_wire_not_a_mapping() -> None:
+    with pytest.raises(SpecError, match="must be a mapping"):
+        spec_from_wire(["x"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"command": "python t.py", "gpus": "2", "gpu_type": "A100", "mem": "1.5T", "time": "1h30m"},
+        {"command": ["a"], "priority": "interactive", "env": {"X": 1.5}, "grace": "500ms"},
+        {"command": "a", "cpus": 3, "workdir": "/data", "time": "1-00:00:01", "name": "n"},
+    ],
+    ids=["resources", "priority-env-grace", "cpus-workdir-time"],
+)
+def test_built_specs_round_trip(fields: dict[str, Any]) -> None:
+    spec = build_spec(fields, base_env={"HOME": "/h", "CUDA_VISIBLE_DEVICES": "1"})
+    assert spec_from_wire(json.loads(json.dumps(spec_to_wire(spec)))) == spec
+
+
+# ---- property: every valid spec survives the wire exactly, through real JSON ----
+
+_no_nul = st.text(st.characters(exclude_characters="\x00"), max_size=20)
+_printable = st.text(max_size=30).filter(str.isprintable)
+_env_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True).filter(
+    lambda k: k not in RESERVED and not k.startswith("GPUPOOL_")
+)
+_base_name = st.text(st.characters(exclude_characters="\x00="), min_size=1, max_size=15).filter(
+    lambda k: k not in RESERVED and not k.startswith("GPUPOOL_")
+)
+
+
+@st.composite
+def job_specs(draw: st.DrawFn) -> JobSpec:
+    gpus = draw(st.integers(0, 1024))
+    gpu_type = None
+    if gpus:
+        gpu_type = draw(
+            st.none()
+            | st.text(min_size=1, max_size=64).filter(
+                lambda t: t.isprintable() and t == t.strip() and t != ""
+            )
+        )
+    seconds = st.floats(min_value=0, max_value=366 * 86400.0, exclude_min=True, allow_nan=False)
+    return JobSpec(
+        command=tuple(draw(st.lists(_no_nul, min_size=1, max_size=5).filter(lambda c: c[0] != ""))),
+        resources=Resources(
+            gpus=gpus,
+            gpu_type=gpu_type,
+            cpus=draw(st.none() | st.integers(1, 65536)),
+            mem_bytes=draw(st.none() | st.integers(1, 1 << 60)),
+        ),
+        name=draw(_printable),
+        project=draw(st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True)),
+        priority=draw(st.integers(0, 1000)),
+        time_limit_s=draw(st.none() | seconds),
+        env=tuple(sorted(draw(st.dictionaries(_env_name, _no_nul, max_size=4)).items())),
+        base_env=tuple(sorted(draw(st.dictionaries(_base_name, _no_nul, max_size=4)).items())),
+        workdir=draw(st.just("") | _no_nul.map(lambda p: "/" + p)),
+        grace_s=draw(st.floats(min_value=0, max_value=3600.0, exclude_min=True)),
+    )
+
+
+@given(job_specs())
+def test_wire_round_trip_is_exact(spec: JobSpec) -> None:
+    wire = spec_to_wire(spec)
+    assert spec_from_wire(json.loads(json.dumps(wire, allow_nan=False))) == spec
+
+
+# ---- import cost: the CLI imports gpupool.spec on every command ----
+
+_PROBE = """
+import sys
+import gpupool.spec as spec
+from gpupool.core.job import JobSpec
+spec.spec_to_wire(JobSpec(command=("x",)))
+spec.merge_flags({}, {"env": spec.parse_env_assignments(["A=1"])})
+print("pydantic" in sys.modules, "yaml" in sys.modules)
+spec.build_spec({"command": "x"})
+spec.load_spec_text("command: x")
+print("pydantic" in sys.modules, "yaml" in sys.modules)
+"""
+
+
+def test_import_does_not_load_pydantic_or_yaml() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == "False False"  # import + spec_to_wire + flag helpers stay light
+    assert out[1] == "True True"  # and the probe does see them once they are needed
