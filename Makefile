@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 LISTEN ?= 127.0.0.1:8765
 
-.PHONY: run test lint typecheck unit clean
+.PHONY: run test lint typecheck unit clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,10 @@ typecheck: $(VENV)/.installed-test
 unit: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/unit -q
 
-test: $(VENV)/.installed-test lint typecheck
+system-deps:
+	@bash scripts/system-deps.sh
+
+test: $(VENV)/.installed-test system-deps lint typecheck
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -1,9 +1,13 @@
 """Submit-to-process-start latency and submission throughput against a real daemon.
 
 Starts a daemon on a declared 8-GPU inventory in a temporary state directory and measures:
-- api: submit through the HTTP API (Unix socket) -> the job's first instruction runs (p50, p99)
-- cli: the same, end to end through `gpupool submit` (a new Python process per call)
-- throughput: acknowledged submissions per second through the API, one client
+- api_idle: submit through the HTTP API (Unix socket) -> the job's first instruction runs,
+  one submission at a time on an idle pool (p50, p99)
+- api_back_to_back: the same with no pause, so each start competes with the previous job's
+  teardown and the next standby supervisor's start-up on this machine's cores
+- cli: submit end to end through `gpupool submit` (a new Python process per call) -> start
+- throughput: acknowledged submissions per second through the API, one client, while the
+  pool is full (the jobs queue: this measures the submit path, not job start-up)
 - queue_cli: wall time of `gpupool queue` with jobs in the queue (p50, p99)
 - baseline_spawn: the by-hand floor, subprocess.Popen of the same command (no scheduler)
 Prints one JSON object. Usage: python bench/submit_latency.py [--jobs 50]
@@ -61,10 +65,11 @@ def wait_marker(path: Path, timeout: float = 30.0) -> float:
     raise TimeoutError(path)
 
 
-def bench_api(pool: Pool, tmp: Path, n: int) -> list[float]:
+def bench_api(pool: Pool, tmp: Path, n: int, tag: str = "api", pause: float = 0.0) -> list[float]:
     out = []
     for i in range(n):
-        marker = tmp / f"api-{i}"
+        time.sleep(pause)
+        marker = tmp / f"{tag}-{i}"
         wire = spec_to_wire(
             build_spec({"command": marker_command(marker), "gpus": 1}, default_workdir=str(tmp))
         )
@@ -74,9 +79,10 @@ def bench_api(pool: Pool, tmp: Path, n: int) -> list[float]:
     return out
 
 
-def bench_cli(pool: Pool, tmp: Path, n: int) -> list[float]:
+def bench_cli(pool: Pool, tmp: Path, n: int, pause: float = 0.25) -> list[float]:
     out = []
     for i in range(n):
+        time.sleep(pause)
         marker = tmp / f"cli-{i}"
         t0 = time.time()
         pool.cli("submit", "--gpus", "1", "--", *marker_command(marker), check=True)
@@ -85,7 +91,7 @@ def bench_cli(pool: Pool, tmp: Path, n: int) -> list[float]:
 
 
 def bench_throughput(pool: Pool, tmp: Path, n: int) -> float:
-    wire = spec_to_wire(build_spec({"command": ["true"]}, default_workdir=str(tmp)))
+    wire = spec_to_wire(build_spec({"command": ["true"], "gpus": 8}, default_workdir=str(tmp)))
     t0 = time.perf_counter()
     for _ in range(n):
         pool.client.submit(wire, "bench", uuid.uuid4().hex)
@@ -120,13 +126,12 @@ def main() -> None:
         tmp = Path(d)
         pool = Pool(tmp / "pool", gpus="8xA100-80GB").start()
         try:
-            bench_api(pool, tmp, 5)  # warm up the daemon's code paths
-            api = bench_api(pool, tmp, args.jobs)
+            bench_api(pool, tmp, 5, tag="warmup", pause=0.25)  # warm the daemon's code paths
+            api_idle = bench_api(pool, tmp, args.jobs, tag="idle", pause=0.25)
+            api_busy = bench_api(pool, tmp, args.jobs, tag="busy")
             cli = bench_cli(pool, tmp, max(10, args.jobs // 2))
+            pool.submit("--gpus", "8", "--", "sleep", "600")  # fill the pool: the rest queue
             throughput = bench_throughput(pool, tmp, args.jobs * 4)
-            pool.submit("--gpus", "8", "--", "sleep", "60")
-            for _ in range(20):
-                pool.submit("--gpus", "4", "--", "true")
             queue = bench_queue_cli(pool, 20)
         finally:
             pool.cleanup()
@@ -134,10 +139,12 @@ def main() -> None:
     result = {
         "benchmark": "submit_latency",
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "api_submit_to_start": summary(api),
+        "api_submit_to_start_idle": summary(api_idle),
+        "api_submit_to_start_back_to_back": summary(api_busy),
         "cli_submit_to_start": summary(cli),
         "api_submissions_per_s": round(throughput, 1),
         "cli_queue_wall": summary(queue),
+        "queue_length_during_cli_queue": args.jobs * 4 + 1,
         "baseline_spawn_by_hand": summary(spawn),
         "targets": {"api_p50_ms": 50, "cli_queue_ms": 150},
     }

@@ -13,6 +13,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
+_pg_server = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the store tests a real PostgreSQL unless GPUPOOL_TEST_POSTGRES_URL names one.
+
+    Runs before collection: the store tests read the URL when they are imported."""
+    global _pg_server
+    if os.environ.get("GPUPOOL_TEST_POSTGRES_URL") or os.environ.get("GPUPOOL_NO_POSTGRES"):
+        return
+    from pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        _pg_server = PostgresServer().start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("GPUPOOL_REQUIRE_ALL") == "1":
+            raise pytest.UsageError(f"store tests on PostgreSQL cannot run: {exc}") from None
+        return
+    os.environ["GPUPOOL_TEST_POSTGRES_URL"] = _pg_server.url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _pg_server is not None:
+        _pg_server.stop()
+        os.environ.pop("GPUPOOL_TEST_POSTGRES_URL", None)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
     outcome = yield

@@ -100,6 +100,7 @@ def ex(tmp_path: Path) -> Iterator[LocalExecutor]:
         end = time.monotonic() + 10
         while executor.status(job_id) == JobStatus.RUNNING and time.monotonic() < end:
             time.sleep(0.01)
+    executor.close()
     executor.reap()
 
 

@@ -115,6 +115,7 @@ def run_daemon(config: DaemonConfig, out: TextIO = sys.stdout) -> int:
     }
     app = create_app(service, info)
     engine.start()
+    executor.warm()
 
     inv = config.inventory
     models = sorted({g.model for n in inv.nodes for g in n.gpus})
@@ -148,6 +149,7 @@ def run_daemon(config: DaemonConfig, out: TextIO = sys.stdout) -> int:
         asyncio.run(server.serve(sockets=sockets))
     finally:
         engine.stop()
+        executor.close()
         store.close()
         sock_path.unlink(missing_ok=True)
         lock.close()

@@ -29,14 +29,18 @@ def cmd_server(args: argparse.Namespace) -> int:
     import logging
 
     from gpupool.api.daemon import DaemonConfig, DaemonError, run_daemon
-    from gpupool.inventory import InventoryError, resolve_inventory
+    from gpupool.inventory import DiscoveryError, InventoryError, resolve_inventory
 
     logging.basicConfig(level=logging.INFO, format="gpupool: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations only speak on trouble
     try:
         inventory = resolve_inventory(gpus=args.declare_gpus, inventory_file=args.inventory)
     except InventoryError as exc:
         print(f"gpupool: bad inventory: {exc}", file=sys.stderr)
         return 2
+    except DiscoveryError as exc:
+        print(f"gpupool: GPU discovery failed: {exc}", file=sys.stderr)
+        return 1
     config = DaemonConfig(
         state_dir=state_dir(args.state_dir),
         inventory=inventory,

@@ -8,6 +8,7 @@ supervisors this process started, kept to reap them and to know a job is "starti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,6 +55,7 @@ class LocalExecutor:
         self.state_dir = Path(state_dir).absolute()
         self.notify_socket = None if notify_socket is None else Path(notify_socket).absolute()
         self._procs: dict[int, list[subprocess.Popen[bytes]]] = {}
+        self._standby: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # the daemon may launch and poll from several threads
 
     def job_dir(self, job_id: int) -> Path:
@@ -94,17 +96,54 @@ class LocalExecutor:
         # Not fsynced: if the machine dies before the claim, nothing ran and a relaunch
         # rewrites it. Atomic so a supervisor never reads a torn spec.
         atomic_write_json(d / "launch.json", spec)
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SUPERVISOR), str(d)],
-            stdin=subprocess.DEVNULL,
+        proc = self._hand_to_standby(d) or self._spawn_supervisor(d)
+        with self._lock:
+            self._procs.setdefault(int(job_id), []).append(proc)
+        self.warm()  # the next launch skips interpreter start-up
+
+    def _spawn_supervisor(self, jobdir: Path | None) -> subprocess.Popen[bytes]:
+        """A supervisor for `jobdir`, or (None) a standby that waits for one on stdin."""
+        arg = "--standby" if jobdir is None else str(jobdir)
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", str(SUPERVISOR), arg],
+            stdin=subprocess.PIPE if jobdir is None else subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
             start_new_session=True,  # Ctrl-C / SIGHUP for the daemon's terminal miss it
             cwd="/",  # do not pin the daemon's cwd
         )
+
+    def warm(self) -> None:
+        """Keep one standby supervisor started (a zygote): Python's start-up, ~30 ms on a
+        small machine, is most of submit-to-start latency. If the daemon dies, the standby
+        reads EOF and exits."""
         with self._lock:
-            self._procs.setdefault(int(job_id), []).append(proc)
+            if self._standby is not None and self._standby.poll() is None:
+                return
+            self._standby = self._spawn_supervisor(None)
+
+    def _hand_to_standby(self, jobdir: Path) -> subprocess.Popen[bytes] | None:
+        with self._lock:
+            standby, self._standby = self._standby, None
+        if standby is None or standby.poll() is not None or standby.stdin is None:
+            return None
+        try:
+            standby.stdin.write(f"{jobdir}\n".encode())
+            standby.stdin.close()
+        except OSError:  # it died between poll() and write: start a fresh one instead
+            return None
+        return standby
+
+    def close(self) -> None:
+        """Let the standby go (EOF on its stdin); running supervisors are not touched."""
+        with self._lock:
+            standby, self._standby = self._standby, None
+        if standby is not None and standby.stdin is not None:
+            with contextlib.suppress(OSError):
+                standby.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                standby.wait(5)
 
     def read_exit(self, job_id: int) -> ExitRecord | None:
         """The recorded exit, or None when there is none (or it is unreadable)."""

@@ -362,8 +362,28 @@ def _wake(spec):
         s.recv(1024)  # let the server read the request before we hang up
 
 
+def _await_handover():
+    """Standby mode: the interpreter is already up and everything imported; block until the
+    daemon writes a job directory on stdin (EOF: the daemon went away, nothing to do)."""
+    global T0
+    line = sys.stdin.buffer.readline().decode().strip()
+    if not line:
+        return None
+    T0 = time.monotonic()  # the job's time limit counts from the handover, not our start
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # let go of the daemon's pipe
+    os.close(null)
+    return line
+
+
 def main(argv):
-    jobdir = os.path.abspath(argv[1])
+    if argv[1] == "--standby":
+        handed = _await_handover()
+        if handed is None:
+            return 0
+        jobdir = os.path.abspath(handed)
+    else:
+        jobdir = os.path.abspath(argv[1])
     wake_fd = _install_signals()  # before the claim: no cancel is lost after it
     if not _claim(jobdir):
         return 0  # another supervisor owns the job: start nothing

@@ -56,7 +56,8 @@ def why_not(free: NodeFree, res: Resources) -> str | None:
     if res.gpus:
         usable = [i for i in matching_gpus(node, res) if i in free.gpus]
         if len(usable) < res.gpus:
-            kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
+            kind = "GPU" if res.gpus == 1 else "GPUs"
+            kind = f"{res.gpu_type} {kind}" if res.gpu_type else kind
             return f"node {node.name}: needs {res.gpus} {kind}, {len(usable)} free"
     if res.cpus and free.cpus is not None and free.cpus < res.cpus:
         return f"node {node.name}: needs {res.cpus} CPUs, {free.cpus} free"

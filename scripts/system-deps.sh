@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# System packages the test suite runs for real (not mocks): PostgreSQL for the store tests.
+# Installed with apt-get when run as root and missing; otherwise says what is missing and
+# leaves it to the tests (which fail under GPUPOOL_REQUIRE_ALL=1 if they cannot run).
+set -u
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing system packages for the tests: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "note: not root: cannot install ${missing[*]}; the tests that need them will not run" >&2
+fi
+exit 0

@@ -1,0 +1,81 @@
+"""A throwaway PostgreSQL server for the store tests, started and stopped by PID.
+
+initdb refuses to run as root, so as root the cluster belongs to the `postgres` user.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+class PostgresUnavailable(RuntimeError):
+    pass
+
+
+def _bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if not found:
+        raise PostgresUnavailable(
+            "PostgreSQL is not installed (as root, `make test` installs it with apt-get)"
+        )
+    return found[-1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="gpupool-pg-"))
+        self.port = _free_port()
+        self.data = self.root / "data"
+        self.sockdir = self.root / "sock"
+        self._as_user: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        proc = subprocess.run([*self._as_user, *args], capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise PostgresUnavailable(f"{' '.join(args[:2])} failed: {proc.stderr.strip()}")
+
+    def start(self) -> PostgresServer:
+        initdb, pg_ctl = _bin("initdb"), _bin("pg_ctl")
+        self.sockdir.mkdir(parents=True)
+        if os.geteuid() == 0:
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self.root, "postgres")
+            shutil.chown(self.sockdir, "postgres")
+        self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        opts = (
+            f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c max_connections=200"
+        )
+        self._run(
+            pg_ctl, "-D", str(self.data), "-w", "-l", str(self.root / "log"), "-o", opts, "start"
+        )
+        return self
+
+    def stop(self) -> None:
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text().split()[0])
+            try:
+                os.kill(pid, 15)  # smart shutdown of this server only, by its PID
+                for _ in range(100):
+                    os.kill(pid, 0)
+                    __import__("time").sleep(0.05)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
