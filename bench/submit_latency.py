@@ -10,7 +10,11 @@ Starts a daemon on a declared 8-GPU inventory in a temporary state directory and
   pool is full (the jobs queue: this measures the submit path, not job start-up)
 - queue_cli: wall time of `gpupool queue` with jobs in the queue (p50, p99)
 - baseline_spawn: the by-hand floor, subprocess.Popen of the same command (no scheduler)
-Prints one JSON object. Usage: python bench/submit_latency.py [--jobs 50]
+- slurm_baseline: the same measurements for a real one-node Slurm brought up on this machine
+  (bench/slurm_local.py, 8 fake GPUs): `sbatch --gres=gpu:1` of the same command -> start, idle,
+  and `squeue` wall time with ~200 pending jobs. Skipped with --no-slurm; recorded as
+  {"skipped": reason} when Slurm cannot be had (it is installed with apt-get when root).
+Prints one JSON object. Usage: python bench/submit_latency.py [--jobs 50] [--no-slurm]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -28,6 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+from slurm_local import (  # noqa: E402
+    SlurmCluster,
+    SlurmUnavailable,
+    ensure_installed,
+    local_slurm,
+)
 
 from gpupool.spec import build_spec, spec_to_wire  # noqa: E402
 from integration.pool_harness import Pool  # noqa: E402
@@ -118,9 +130,66 @@ def bench_spawn(tmp: Path, n: int) -> list[float]:
     return out
 
 
+def slurm_script(command: list[str]) -> str:
+    return "#!/bin/sh\n" + shlex.join(command) + "\n"
+
+
+def bench_sbatch(cluster: SlurmCluster, tmp: Path, n: int, tag: str) -> list[float]:
+    out = []
+    for i in range(n):
+        time.sleep(0.25)
+        marker = tmp / f"slurm-{tag}-{i}"
+        t0 = time.time()
+        cluster.sbatch(slurm_script(marker_command(marker)), gres_gpus=1)
+        out.append((wait_marker(marker) - t0) * 1000)
+    return out
+
+
+def bench_slurm(tmp: Path, n: int, pending: int = 200, setup_budget_s: float = 60.0) -> dict:
+    t0 = time.perf_counter()
+    ensure_installed()  # apt-get install when missing and root (timed apart from start-up)
+    installed = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with local_slurm(tmp / "slurm", gpus=8) as cluster:
+        startup = time.perf_counter() - t0
+        version = cluster.run(["sbatch", "--version"]).stdout.strip()
+        bench_sbatch(cluster, tmp, 3, "warmup")
+        idle = bench_sbatch(cluster, tmp, n, "idle")
+        t1 = time.perf_counter()
+        cluster.sbatch(slurm_script(["sleep", "600"]), gres_gpus=8)  # fill the node: the rest queue
+        submitted = 0
+        while submitted < pending and time.perf_counter() - t1 < setup_budget_s:
+            cluster.sbatch(slurm_script(["true"]), gres_gpus=1)
+            submitted += 1
+        setup = time.perf_counter() - t1
+        queue = []
+        for _ in range(20):
+            t2 = time.perf_counter()
+            cluster.run(["squeue"])
+            queue.append((time.perf_counter() - t2) * 1000)
+        listed = cluster.run(["squeue", "-h", "-o", "%i %T"]).stdout.splitlines()
+    return {
+        "version": version,
+        "install_s": round(installed, 2),
+        "startup_s": round(startup, 2),
+        "settings": "one node, CPUs=nproc, gres gpu:8 (mknod), select/cons_tres CR_Core, "
+        "batch_sched_delay=0, sched_min_interval=0, sched_interval=2, munge auth",
+        "sbatch_submit_to_start_idle": summary(idle),
+        "squeue_wall": summary(queue),
+        "queue_during_squeue": {
+            "jobs": len(listed),
+            "pending": sum(line.endswith("PENDING") for line in listed),
+            "setup": f"1 job holding all 8 GPUs, then {submitted} `sbatch --gres=gpu:1` jobs "
+            f"(target {pending}) submitted in {setup:.2f} s",
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--slurm-jobs", type=int, default=20, help="sbatch submissions timed")
+    parser.add_argument("--no-slurm", action="store_true", help="skip the Slurm baseline")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as d:
         tmp = Path(d)
@@ -136,6 +205,12 @@ def main() -> None:
         finally:
             pool.cleanup()
         spawn = bench_spawn(tmp, args.jobs)
+        slurm: dict | None = None
+        if not args.no_slurm:
+            try:
+                slurm = bench_slurm(tmp, args.slurm_jobs)
+            except (SlurmUnavailable, RuntimeError, OSError, subprocess.SubprocessError) as e:
+                slurm = {"skipped": f"{type(e).__name__}: {e}"[:2000]}
     result = {
         "benchmark": "submit_latency",
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
@@ -148,6 +223,8 @@ def main() -> None:
         "baseline_spawn_by_hand": summary(spawn),
         "targets": {"api_p50_ms": 50, "cli_queue_ms": 150},
     }
+    if slurm is not None:
+        result["slurm_baseline"] = slurm
     print(json.dumps(result, indent=2))
 
 

@@ -178,3 +178,35 @@ def test_cancel_mine(pool: Pool) -> None:
     pool.wait_state(ids[0], "RUNNING")
     pool.cli("cancel", "--mine", check=True)
     assert [pool.wait(i)["state"] for i in ids] == ["CANCELLED"] * 3
+
+
+def test_ctrl_c_on_wait_or_follow_detaches_and_never_cancels(pool: Pool) -> None:
+    import signal
+    import subprocess
+
+    def interrupt(*args: str) -> str:
+        proc = subprocess.Popen(
+            [PY, "-m", "gpupool", *args],
+            env=pool.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130
+        assert "detached" in err and "Traceback" not in err
+        return first
+
+    job_id = int(
+        interrupt(
+            "submit", "--wait", "--gpus", "1", "--", "sh", "-c", "echo started; sleep 30"
+        ).split()[-1]
+    )
+    assert pool.client.job(job_id)["state"] == "RUNNING"
+    assert interrupt("logs", "-f", str(job_id)) == "started\n"
+    assert pool.client.job(job_id)["state"] == "RUNNING"
+    pool.cli("cancel", str(job_id), check=True)

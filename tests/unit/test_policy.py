@@ -100,7 +100,7 @@ CASES = [
         nodes=(node("solo", 1),),
         pending=(pending(1, 1, prio=200, t=0.0), pending(2, 1, prio=300, t=5.0)),
         starts={2: ("solo", (0,))},
-        waits={1: wait(Code.RESOURCES, "node solo: needs 1 GPUs, 0 free")},
+        waits={1: wait(Code.RESOURCES, "node solo: needs 1 GPU, 0 free")},
     ),
     Case(
         "FIFO among equal priority (submit time, not id)",

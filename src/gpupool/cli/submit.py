@@ -12,20 +12,11 @@ from typing import Any
 
 from gpupool.cli.jobs import exit_status, stream_log, wait_for
 from gpupool.client import Client
+from gpupool.spec.flags import SPEC_KEYS
 
-# CLI flag -> spec field; the spec layer names the field in its errors.
-FLAG_FIELDS = (
-    "name",
-    "gpus",
-    "gpu_type",
-    "cpus",
-    "mem",
-    "time",
-    "project",
-    "priority",
-    "workdir",
-    "grace",
-)
+# Every spec key is also a flag of the same name (gpu_type: --gpu-type); command and env
+# come from `-- CMD` and repeated --env instead.
+FLAG_FIELDS = tuple(k for k in SPEC_KEYS if k not in ("command", "env"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,6 +11,8 @@ a new revision against a scratch database (autogenerate compares it with models.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +62,7 @@ def make_engine(url: str | URL, *, migrating: bool = False) -> Engine:
         cur.execute("PRAGMA busy_timeout=10000")  # first, so the pragmas below wait too
         if migrating:
             # Persistent in the file: set once when the store opens, not on every connection.
-            mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = _set_wal(cur)
             if str(mode).lower() != "wal":
                 raise RuntimeError(
                     f"{db}: SQLite refused WAL mode (got {mode!r}); is it on a network filesystem?"
@@ -80,6 +82,20 @@ def make_engine(url: str | URL, *, migrating: bool = False) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def _set_wal(cur: Any) -> str:
+    """Switch the file to WAL. SQLite answers "database is locked" at once, without calling
+    the busy handler, while another connection holds a lock for the same switch (two
+    processes opening one fresh file): retry for as long as busy_timeout would wait."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            return str(cur.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def config(url: str | None = None) -> Config:
