@@ -35,7 +35,7 @@ from gpupool.policy import (
     check_satisfiable,
     decide,
 )
-from gpupool.policy.ordering import queue_order
+from gpupool.policy.ordering import rank
 
 # Expected GPUs of a start: an exact tuple, a frozenset of acceptable tuples (ties the policy
 # may break either way), or None (any set of the right size).
@@ -423,7 +423,7 @@ def test_queue_order_priority_then_submit_time_then_id() -> None:
         pending(7, prio=300, t=8.0),
         pending(1, prio=200, t=3.0),
     ]
-    assert [j.id for j in queue_order(jobs)] == [7, 2, 5, 1, 9]
+    assert [j.id for j in rank(Snapshot(nodes=(), pending=tuple(jobs)), 0.0)[0]] == [7, 2, 5, 1, 9]
 
 
 # --- check_satisfiable: refused at submit -----------------------------------------------------

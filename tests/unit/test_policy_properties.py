@@ -26,7 +26,7 @@ from gpupool.policy import (
     check_satisfiable,
     decide,
 )
-from gpupool.policy.ordering import queue_order
+from gpupool.policy.ordering import rank
 
 GiB = 1 << 30
 MODELS = ("A100-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3")
@@ -206,7 +206,7 @@ def test_no_job_behind_a_blocked_one_starts(snap: Snapshot) -> None:
     d = decide(snap, 0.0)
     started = {s.job_id for s in d.starts}
     blocker: int | None = None
-    for job in queue_order(snap.pending):
+    for job in rank(snap, 0.0)[0]:
         status = d.pending.get(job.id)
         if status is not None and status.code is Code.UNSATISFIABLE:
             continue  # never runnable: it blocks nobody

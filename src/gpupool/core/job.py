@@ -95,6 +95,7 @@ class JobSpec:
     base_env: tuple[tuple[str, str], ...] = ()  # the submitter's environment (sbatch --export=ALL)
     workdir: str = ""
     grace_s: float = 30.0  # SIGTERM -> SIGKILL delay on cancel and time limit
+    begin_time: float | None = None  # held until then (epoch seconds), as sbatch --begin
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpupool.core.hardware import Node
 from gpupool.policy.feasibility import check_satisfiable
-from gpupool.policy.ordering import queue_order
+from gpupool.policy.ordering import rank
 from gpupool.policy.placement import NodeFree, place
 from gpupool.policy.snapshot import Decision, Snapshot, Start
 from gpupool.policy.status import Code, Status
@@ -40,7 +40,8 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
     starts: list[Start] = []
     pending: dict[int, Status] = {}
     blocker: int | None = None
-    for job in queue_order(snapshot.pending):
+    ordered, priorities = rank(snapshot, now)
+    for job in ordered:
         impossible = check_satisfiable(job.resources, snapshot.nodes)
         if impossible is not None:
             # Refused at submit normally; the inventory may have shrunk since.
@@ -62,4 +63,4 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
             if free.node.name == placement.node:
                 free.take(placement.gpus, job.resources)
         starts.append(Start(job.id, placement.node, placement.gpus))
-    return Decision(starts=tuple(starts), pending=pending)
+    return Decision(starts=tuple(starts), pending=pending, priorities=priorities)

@@ -1,12 +1,21 @@
-"""The order in which pending jobs are considered: priority, then submit order."""
+"""The order in which pending jobs are considered.
+
+`rank` is the one entry point: decide() and `gpupool queue --priority` both use it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from gpupool.policy.snapshot import PendingJob
+from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
 
 
-def queue_order(pending: Iterable[PendingJob]) -> list[PendingJob]:
-    """Highest priority first; among equals, earliest submission, then lowest id."""
-    return sorted(pending, key=lambda j: (-j.priority, j.submit_time, j.id))
+def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
+    """Pending jobs best first, and the factors behind each one's place.
+
+    Priority class first (higher first); inside a class, earliest submission, then lowest id.
+    """
+    ordered = sorted(snapshot.pending, key=lambda j: (-j.priority, j.submit_time, j.id))
+    factors = {
+        j.id: PriorityFactors(j.id, j.priority, fairshare=0.0, age=0.0, size=0.0, score=0.0)
+        for j in ordered
+    }
+    return ordered, factors

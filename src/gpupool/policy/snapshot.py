@@ -14,11 +14,12 @@ from gpupool.policy.status import Status
 class PendingJob:
     id: int
     resources: Resources
-    priority: int
+    priority: int  # 0..1000; the class names map to 100/200/300/400 (core.job)
     submit_time: float
     user: str = ""
     project: str = "default"
     time_limit_s: float | None = None
+    begin_time: float | None = None  # not startable before this (sbatch --begin)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,33 @@ class RunningJob:
 
 
 @dataclass(frozen=True)
+class PriorityWeights:
+    """Weights of the factors that order jobs inside one priority class (each factor is in
+    [0, 1]); the class itself always comes first."""
+
+    fairshare: float = 10_000.0
+    age: float = 1_000.0
+    size: float = 100.0
+    age_max_s: float = 7 * 86400.0  # the age factor reaches 1 after this long in the queue
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    # Backfill needs an end time for every running job; jobs without --time get this one.
+    default_time_limit_s: float = 24 * 3600.0
+    weights: PriorityWeights = PriorityWeights()
+    fairshare_half_life_s: float = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Decayed GPU-seconds (half-life PolicyConfig.fairshare_half_life_s) up to the snapshot."""
+
+    by_project: Mapping[str, float] = field(default_factory=dict)
+    by_user: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (project, user)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Nodes, what runs where, and what waits. `version` is the store's allocation version
     the snapshot was read at: a decision is committed only if it is still current."""
@@ -43,6 +71,8 @@ class Snapshot:
     pending: tuple[PendingJob, ...] = ()
     running: tuple[RunningJob, ...] = ()
     version: int = 0
+    config: PolicyConfig = PolicyConfig()
+    usage: Usage = Usage()
 
     def used_gpus(self) -> dict[str, set[int]]:
         used: dict[str, set[int]] = {n.name: set() for n in self.nodes}
@@ -59,6 +89,32 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """GPUs held back for a blocked job from `time` on (EASY backfill's one reservation)."""
+
+    job_id: int
+    node: str
+    gpus: tuple[int, ...]
+    time: float
+
+
+@dataclass(frozen=True)
+class PriorityFactors:
+    """How a pending job's place in the queue was computed (`gpupool queue --priority`)."""
+
+    job_id: int
+    klass: int  # the priority class value, compared first
+    fairshare: float
+    age: float
+    size: float
+    score: float  # the weighted sum of the factors, compared inside a class
+
+
+@dataclass(frozen=True)
 class Decision:
     starts: tuple[Start, ...] = ()
     pending: Mapping[int, Status] = field(default_factory=dict)  # why each non-started job waits
+    reservations: tuple[Reservation, ...] = ()
+    # Expected start per pending job (epoch seconds) where the model can tell; absent: unknown.
+    estimated_start: Mapping[int, float] = field(default_factory=dict)
+    priorities: Mapping[int, PriorityFactors] = field(default_factory=dict)

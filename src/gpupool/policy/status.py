@@ -14,6 +14,7 @@ class Code(str, Enum):
     # Short codes shown in the REASON column, Slurm-like.
     RESOURCES = "Resources"  # not enough free resources now; they exist in the pool
     PRIORITY = "Priority"  # a job ahead in the queue waits for resources first
+    BEGIN_TIME = "BeginTime"  # held until its --begin time
     UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
 
 

@@ -40,6 +40,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "base_env": [[k, v] for k, v in spec.base_env],
         "workdir": spec.workdir,
         "grace_s": spec.grace_s,
+        "begin_time": spec.begin_time,
     }
 
 
