@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from integration.pool_harness import Pool, free_port
@@ -114,17 +115,17 @@ def test_listings_as_tables_and_json(pool: Pool) -> None:
 
 
 def test_pending_reason_and_why(pool: Pool) -> None:
-    big = pool.submit("--gpus", "3", "--", "sleep", "30")
+    big = pool.submit("--gpus", "3", "--time", "10m", "--", "sleep", "30")
     pool.wait_state(big, "RUNNING")
-    blocked = pool.submit("--gpus", "2", "--", "true")
-    behind = pool.submit("--gpus", "1", "--", "true")
-    import time
-
+    blocked = pool.submit("--gpus", "4", "--", "true")
+    # Fits on the free GPU now, but would still run when the 4-GPU job's reservation begins.
+    behind = pool.submit("--gpus", "1", "--time", "1h", "--", "true")
     time.sleep(0.5)
     a, b = pool.client.job(blocked), pool.client.job(behind)
     assert a["state"] == "PENDING" and a["reason"] == "Resources"
-    assert "needs 2 GPUs, 1 free" in a["why"]
+    assert "needs 4 GPUs, 1 free" in a["why"]
     assert b["state"] == "PENDING" and b["reason"] == "Priority"
+    assert f"waiting for job {blocked}" in b["why"]
     pool.cli("cancel", "--mine", check=True)
 
 

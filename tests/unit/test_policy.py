@@ -8,8 +8,9 @@ waits (its code and words of its message).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
+from typing import TypeVar
 
 import pytest
 from policy_builders import (
@@ -36,6 +37,14 @@ from gpupool.policy import (
     decide,
 )
 from gpupool.policy.ordering import rank
+
+J = TypeVar("J", PendingJob, RunningJob)
+
+
+def limited(job: J, limit_s: float) -> J:
+    """`job` with a time limit (backfill needs one; without it, the config's default)."""
+    return replace(job, time_limit_s=limit_s)
+
 
 # Expected GPUs of a start: an exact tuple, a frozenset of acceptable tuples (ties the policy
 # may break either way), or None (any set of the right size).
@@ -117,34 +126,50 @@ CASES = [
         waits={7: wait(Code.RESOURCES)},
     ),
     Case(
-        "head blocked: later smaller jobs get Priority and do not start",
+        "head blocked: later jobs that would delay its reservation get Priority",
         nodes=(node("box", 4),),
-        running=(running(100, "box", [0, 1]),),
-        pending=(pending(1, 4), pending(2, 1), pending(3, 2)),
+        running=(limited(running(100, "box", [0, 1]), 3600.0),),
+        pending=(
+            pending(1, 4, prio=300),
+            limited(pending(2, 1), 7200.0),
+            limited(pending(3, 2), 7200.0),
+        ),
         waits={
-            1: wait(Code.RESOURCES, "node box: needs 4 GPUs, 2 free"),
-            2: wait(Code.PRIORITY, "waiting behind job 1"),
-            3: wait(Code.PRIORITY, "waiting behind job 1"),
+            1: wait(Code.RESOURCES, "node box: needs 4 GPUs, 2 free", "reserved GPUs 0,1,2,3"),
+            2: wait(Code.PRIORITY, "waiting for job 1", "would still be running then"),
+            3: wait(Code.PRIORITY, "waiting for job 1"),
         },
     ),
     Case(
-        "blocked high-priority head holds back an older low-priority job",
+        "blocked high-priority head holds back an older low-priority job that would delay it",
+        nodes=(node("box", 4),),
+        running=(running(100, "box", [0]),),  # no limit: ends after the default, 24h
+        pending=(limited(pending(1, 1, prio=100, t=0.0), 2 * 86400.0), pending(2, 4, prio=300)),
+        waits={
+            2: wait(Code.RESOURCES, "needs 4 GPUs, 3 free", "on box from now+1d0h"),
+            1: wait(Code.PRIORITY, "waiting for job 2"),
+        },
+    ),
+    Case(
+        "a job that ends before the head's reservation backfills onto the reserved GPUs",
         nodes=(node("box", 4),),
         running=(running(100, "box", [0]),),
-        pending=(pending(1, 1, prio=100, t=0.0), pending(2, 4, prio=300, t=9.0)),
-        waits={
-            2: wait(Code.RESOURCES, "needs 4 GPUs, 3 free"),
-            1: wait(Code.PRIORITY, "waiting behind job 2"),
-        },
+        pending=(limited(pending(1, 1, prio=100, t=0.0), 3600.0), pending(2, 4, prio=300)),
+        starts={1: ("box", singles(1, 2, 3))},
+        waits={2: wait(Code.RESOURCES, "needs 4 GPUs, 3 free")},
     ),
     Case(
         "jobs ahead of the blocked one still start",
         nodes=(node("box", 4),),
-        pending=(pending(1, 2), pending(2, 4), pending(3, 1)),
+        pending=(
+            pending(1, 2, prio=300),
+            pending(2, 4, prio=200),
+            limited(pending(3, 1, prio=100), 2 * 86400.0),
+        ),
         starts={1: ("box", None)},
         waits={
             2: wait(Code.RESOURCES, "node box: needs 4 GPUs, 2 free"),
-            3: wait(Code.PRIORITY, "waiting behind job 2"),
+            3: wait(Code.PRIORITY, "waiting for job 2"),
         },
     ),
     # --- GPUs on a node: NVLink islands ----------------------------------------------------
@@ -403,16 +428,28 @@ def test_starts_are_listed_in_queue_order() -> None:
     assert [s.job_id for s in decide(snap, 0.0).starts] == [2, 3, 1]
 
 
-def test_decision_does_not_depend_on_now_and_does_not_mutate_the_snapshot() -> None:
-    snap = Snapshot(
-        nodes=(demo_node(cpus=32),),
-        running=(running(100, "gpu0", [0], cpus=4),),
-        pending=(pending(1, 2, cpus=8), pending(2, 8), pending(3, 1)),
-    )
-    first = decide(snap, 0.0)
-    assert decide(snap, 1e9) == first
-    assert snap.used_gpus() == {"gpu0": {0}}
-    assert decide(snap, 0.0) == first
+def test_only_differences_of_times_matter_and_the_snapshot_is_not_mutated() -> None:
+    def snap(t0: float) -> Snapshot:
+        return Snapshot(
+            nodes=(demo_node(cpus=32),),
+            running=(replace(running(100, "gpu0", [0], cpus=4), start_time=t0),),
+            pending=(
+                pending(1, 2, cpus=8, t=t0 + 1.0),
+                pending(2, 8, t=t0 + 2.0),
+                pending(3, 1, t=t0 + 3.0),
+            ),
+        )
+
+    base = snap(0.0)
+    first = decide(base, 10.0)
+    shifted = decide(snap(1e6), 1e6 + 10.0)
+    assert shifted.starts == first.starts
+    assert shifted.pending == first.pending
+    assert shifted.priorities == first.priorities
+    assert [replace(r, time=r.time - 1e6) for r in shifted.reservations] == list(first.reservations)
+    assert {j: t - 1e6 for j, t in shifted.estimated_start.items()} == first.estimated_start
+    assert base.used_gpus() == {"gpu0": {0}}
+    assert decide(base, 10.0) == first
 
 
 def test_queue_order_priority_then_submit_time_then_id() -> None:

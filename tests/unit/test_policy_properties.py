@@ -1,14 +1,17 @@
 """Property tests of `decide` over random clusters and random running + pending jobs.
 
 Clusters: 1-4 nodes, 1-8 GPUs each (a few models), random NVLink/PCIe links, CPUs and memory
-declared or not. Running jobs hold disjoint GPUs. Pending jobs ask for 0-9 GPUs, maybe a GPU
-type, CPUs and memory, with tied priorities and submit times to exercise the ordering.
+declared or not. Running jobs hold disjoint GPUs, with or without time limits (some already
+past them). Pending jobs ask for 0-9 GPUs, maybe a GPU type, CPUs and memory, with tied
+priorities and submit times to exercise the ordering, time limits or not, and some --begin
+holds. Decisions are taken at NOW.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import replace
 from itertools import combinations
 
 from hypothesis import HealthCheck, given, settings
@@ -31,6 +34,8 @@ GiB = 1 << 30
 MODELS = ("A100-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3")
 GPU_TYPES = (None, None, None, "A100", "A100-80GB", "H100", "V100")  # V100: not in any pool
 RUNNING_EXTRAS = [(None, None), (2, None), (8, 16 * GiB), (None, 16 * GiB)]  # (cpus, mem)
+LIMITS = (None, 50.0, 100.0, 1000.0)
+NOW = 60.0  # some running jobs (started at 0, limit 50) are past their limit
 
 SETTINGS = settings(
     max_examples=200,
@@ -81,7 +86,10 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         for owner in sorted(held):
             cpus, mem = draw(st.sampled_from(RUNNING_EXTRAS))
             request = Resources(len(held[owner]), None, cpus, mem)
-            running.append(RunningJob(next_id, n.name, tuple(held[owner]), request, 0.0))
+            limit = draw(st.sampled_from(LIMITS))
+            running.append(
+                RunningJob(next_id, n.name, tuple(held[owner]), request, 0.0, time_limit_s=limit)
+            )
             next_id += 1
 
     n_jobs = draw(st.integers(1, 10))
@@ -94,14 +102,16 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 st.sampled_from([None, None, 8 * GiB, 128 * GiB, 1024 * GiB]),
                 st.sampled_from([100, 200, 300]),
                 st.integers(0, 4),
+                st.sampled_from(LIMITS),
+                st.sampled_from([None, None, None, 10.0, 100.0]),
             ),
             min_size=n_jobs,
             max_size=n_jobs,
         )
     )
     pending = tuple(
-        PendingJob(i + 1, Resources(g, ty, c, m), prio, float(t))
-        for i, (g, ty, c, m, prio, t) in enumerate(jobs)
+        PendingJob(i + 1, Resources(g, ty, c, m), prio, float(t), time_limit_s=lim, begin_time=b)
+        for i, (g, ty, c, m, prio, t, lim, b) in enumerate(jobs)
     )
     return Snapshot(nodes=nodes, pending=pending, running=tuple(running))
 
@@ -116,7 +126,7 @@ def _jobs(snap: Snapshot) -> dict[int, PendingJob]:
 @SETTINGS
 @given(snapshots())
 def test_no_overallocation_and_starts_match_node_and_type(snap: Snapshot) -> None:
-    d = decide(snap, 0.0)
+    d = decide(snap, NOW)
     nodes = {n.name: n for n in snap.nodes}
     jobs = _jobs(snap)
     held: dict[str, list[int]] = defaultdict(list)
@@ -154,7 +164,7 @@ def test_no_overallocation_and_starts_match_node_and_type(snap: Snapshot) -> Non
 @given(snapshots())
 def test_each_start_has_exactly_the_requested_gpus(snap: Snapshot) -> None:
     jobs = _jobs(snap)
-    for s in decide(snap, 0.0).starts:
+    for s in decide(snap, NOW).starts:
         assert len(s.gpus) == jobs[s.job_id].resources.gpus, s
         assert len(set(s.gpus)) == len(s.gpus), s
 
@@ -167,17 +177,19 @@ def test_each_start_has_exactly_the_requested_gpus(snap: Snapshot) -> None:
 def test_same_input_same_decision_whatever_the_tuple_order(
     snap: Snapshot, rnd: random.Random
 ) -> None:
-    first = decide(snap, 0.0)
-    assert decide(snap, 0.0) == first
+    first = decide(snap, NOW)
+    assert decide(snap, NOW) == first
 
     pend, run, nodes = list(snap.pending), list(snap.running), list(snap.nodes)
     rnd.shuffle(pend)
     rnd.shuffle(run)
     rnd.shuffle(nodes)
     shuffled = Snapshot(nodes=tuple(nodes), pending=tuple(pend), running=tuple(run))
-    again = decide(shuffled, 0.0)
+    again = decide(shuffled, NOW)
     assert again.starts == first.starts  # same jobs, same nodes, same GPUs, same order
     assert dict(again.pending) == dict(first.pending)
+    assert again.reservations == first.reservations
+    assert dict(again.estimated_start) == dict(first.estimated_start)
 
 
 # (4) every job that did not start says why -----------------------------------------------------
@@ -186,7 +198,7 @@ def test_same_input_same_decision_whatever_the_tuple_order(
 @SETTINGS
 @given(snapshots())
 def test_every_pending_job_starts_or_has_a_reason(snap: Snapshot) -> None:
-    d = decide(snap, 0.0)
+    d = decide(snap, NOW)
     started = [s.job_id for s in d.starts]
     assert len(started) == len(set(started)), "a job started twice"
     assert set(started).isdisjoint(d.pending)
@@ -196,61 +208,113 @@ def test_every_pending_job_starts_or_has_a_reason(snap: Snapshot) -> None:
         assert status.message
 
 
-# (5) strict order: nothing behind a blocked job starts -----------------------------------------
+# (5) EASY backfill: one reservation, for the first job that cannot start, never delayed -------
+
+
+def _end(snap: Snapshot, limit: float | None) -> float:
+    return NOW + (snap.config.default_time_limit_s if limit is None else limit)
 
 
 @SETTINGS
 @given(snapshots())
-def test_no_job_behind_a_blocked_one_starts(snap: Snapshot) -> None:
-    d = decide(snap, 0.0)
-    started = {s.job_id for s in d.starts}
-    blocker: int | None = None
-    for job in rank(snap, 0.0)[0]:
+def test_the_first_blocked_job_gets_the_one_reservation_and_later_starts_keep_off_it(
+    snap: Snapshot,
+) -> None:
+    d = decide(snap, NOW)
+    started = {s.job_id: s for s in d.starts}
+    assert len(d.reservations) <= 1
+    reservation = d.reservations[0] if d.reservations else None
+    head: int | None = None
+    for job in rank(snap, NOW)[0]:
         status = d.pending.get(job.id)
-        if status is not None and status.code is Code.UNSATISFIABLE:
-            continue  # never runnable: it blocks nobody
-        if blocker is None:
+        if status is not None and status.code in (Code.UNSATISFIABLE, Code.BEGIN_TIME):
+            continue  # never runnable, or not yet: it blocks nobody
+        if head is None:
             if job.id not in started:
                 assert status is not None and status.code is Code.RESOURCES, (job, status)
-                blocker = job.id
+                head = job.id
+                assert reservation is not None and reservation.job_id == head
+                assert reservation.time >= NOW
+                assert d.estimated_start[head] == reservation.time
+                assert "reserved" in status.message
+        elif job.id in started:
+            # A job started behind the reserved one ends by the reservation time, or keeps
+            # off its GPUs (CPUs and memory: the simulation in test_policy_backfill checks).
+            assert reservation is not None
+            s = started[job.id]
+            assert (
+                _end(snap, job.time_limit_s) <= reservation.time
+                or s.node != reservation.node
+                or not set(s.gpus) & set(reservation.gpus)
+            ), (s, reservation)
         else:
-            assert job.id not in started, f"job {job.id} started behind blocked job {blocker}"
-            assert status is not None and status.code is Code.PRIORITY, (job, status)
-            assert f"job {blocker}" in status.message
-    assert sum(1 for s in d.pending.values() if s.code is Code.RESOURCES) <= 1
+            assert status is not None and status.code in (Code.RESOURCES, Code.PRIORITY)
+            if status.code is Code.PRIORITY:
+                assert f"waiting for job {head}," in status.message
+    if head is None:
+        assert reservation is None
+        assert not any(s.code is Code.PRIORITY for s in d.pending.values())
 
 
 @SETTINGS
 @given(snapshots())
-def test_the_blocked_job_really_does_not_fit_anywhere_now(snap: Snapshot) -> None:
-    """An oracle, independent of placement.py: after the running jobs and this pass's starts,
-    no node has enough free matching GPUs, CPUs and memory for the job that blocks."""
-    d = decide(snap, 0.0)
-    blocked = [jid for jid, s in d.pending.items() if s.code is Code.RESOURCES]
-    if not blocked:
-        return
-    job = _jobs(snap)[blocked[0]]
-    req = job.resources
+def test_the_reservation_is_a_valid_placement_and_estimates_are_where_promised(
+    snap: Snapshot,
+) -> None:
+    d = decide(snap, NOW)
+    nodes = {n.name: n for n in snap.nodes}
     jobs = _jobs(snap)
+    for r in d.reservations:
+        req = jobs[r.job_id].resources
+        assert len(r.gpus) == len(set(r.gpus)) == req.gpus
+        for g in r.gpus:
+            model = nodes[r.node].gpu(g).model
+            assert not req.gpu_type or model_matches(req.gpu_type, model)
+    reserved = {r.job_id for r in d.reservations}
+    for job_id, at in d.estimated_start.items():
+        job = jobs[job_id]
+        if job_id not in reserved:
+            assert d.pending[job_id].code is Code.BEGIN_TIME and at == job.begin_time
+    for job in snap.pending:
+        held = job.begin_time is not None and job.begin_time > NOW
+        if held and check_satisfiable(job.resources, snap.nodes) is None:
+            assert d.pending[job.id].code is Code.BEGIN_TIME
+
+
+@SETTINGS
+@given(snapshots())
+def test_a_job_waiting_for_resources_really_does_not_fit_anywhere_now(snap: Snapshot) -> None:
+    """An oracle, independent of placement.py: after the running jobs and this pass's starts,
+    no node has enough free matching GPUs, CPUs and memory for a job that waits for Resources
+    (what is free only shrinks during a pass, so what did not fit at its turn does not fit at
+    the end)."""
+    d = decide(snap, NOW)
+    jobs = _jobs(snap)
+    reserved = {r.job_id for r in d.reservations}
     taken = [(r.node, r.gpus, r.resources) for r in snap.running]
     taken += [(s.node, s.gpus, jobs[s.job_id].resources) for s in d.starts]
-    for n in snap.nodes:
-        mine = [t for t in taken if t[0] == n.name]
-        used = {g for _, gs, _ in mine for g in gs}
-        free_gpus = [
-            g.index
-            for g in n.gpus
-            if g.index not in used and (not req.gpu_type or model_matches(req.gpu_type, g.model))
-        ]
-        fits = len(free_gpus) >= req.gpus
-        if n.cpus and req.cpus:
-            fits = fits and n.cpus - sum(r.cpus or 0 for _, _, r in mine) >= req.cpus
-        if n.memory_bytes and req.mem_bytes:
-            fits = (
-                fits and n.memory_bytes - sum(r.mem_bytes or 0 for _, _, r in mine) >= req.mem_bytes
-            )
-        assert not fits, f"job {job.id} waits for Resources but fits on {n.name}"
-        assert f"node {n.name}:" in d.pending[job.id].message
+    for job_id, status in d.pending.items():
+        if status.code is not Code.RESOURCES:
+            continue
+        req = jobs[job_id].resources
+        for n in snap.nodes:
+            mine = [t for t in taken if t[0] == n.name]
+            used = {g for _, gs, _ in mine for g in gs}
+            free_gpus = [
+                g.index
+                for g in n.gpus
+                if g.index not in used
+                and (not req.gpu_type or model_matches(req.gpu_type, g.model))
+            ]
+            fits = len(free_gpus) >= req.gpus
+            if n.cpus and req.cpus:
+                fits = fits and n.cpus - sum(r.cpus or 0 for _, _, r in mine) >= req.cpus
+            if n.memory_bytes and req.mem_bytes:
+                left = n.memory_bytes - sum(r.mem_bytes or 0 for _, _, r in mine)
+                fits = fits and left >= req.mem_bytes
+            assert not fits, f"job {job_id} waits for Resources but fits on {n.name}"
+            if job_id in reserved:
+                assert f"node {n.name}:" in status.message
 
 
 # feasibility agrees with placement -------------------------------------------------------------
@@ -259,7 +323,7 @@ def test_the_blocked_job_really_does_not_fit_anywhere_now(snap: Snapshot) -> Non
 @SETTINGS
 @given(snapshots())
 def test_unsatisfiable_exactly_when_check_satisfiable_says_so(snap: Snapshot) -> None:
-    d = decide(snap, 0.0)
+    d = decide(snap, NOW)
     for job in snap.pending:
         verdict = check_satisfiable(job.resources, snap.nodes)
         status = d.pending.get(job.id)
@@ -275,7 +339,8 @@ def test_a_satisfiable_job_alone_on_the_empty_pool_starts(snap: Snapshot) -> Non
     """check_satisfiable promises that some node could run the job with everything else gone;
     if that promise is wrong, the job blocks the whole queue forever."""
     for job in snap.pending:
-        alone = decide(Snapshot(nodes=snap.nodes, pending=(job,)), 0.0)
+        job = replace(job, begin_time=None)
+        alone = decide(Snapshot(nodes=snap.nodes, pending=(job,)), NOW)
         if check_satisfiable(job.resources, snap.nodes) is None:
             assert [s.job_id for s in alone.starts] == [job.id], alone.pending
         else:

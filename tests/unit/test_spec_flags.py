@@ -86,6 +86,7 @@ def test_spec_keys_are_the_file_keys() -> None:
         "cpus",
         "mem",
         "time",
+        "begin",
         "project",
         "priority",
         "env",

@@ -30,6 +30,7 @@ SAMPLE = JobSpec(
     base_env=(("HOME", "/h"),),
     workdir="/w",
     grace_s=30.0,
+    begin_time=1795392000.5,
 )
 SAMPLE_WIRE = {
     "command": ["python", "train.py"],
@@ -45,6 +46,7 @@ SAMPLE_WIRE = {
     "base_env": {"HOME": "/h"},
     "workdir": "/w",
     "grace_s": 30.0,
+    "begin_time": 1795392000.5,
 }
 
 
@@ -60,6 +62,15 @@ def test_from_wire_accepts_int_seconds() -> None:
     spec = spec_from_wire({**SAMPLE_WIRE, "time_limit_s": 7200, "grace_s": 30})
     assert spec == SAMPLE
     assert isinstance(spec.time_limit_s, float) and isinstance(spec.grace_s, float)
+
+
+def test_from_wire_begin_time_forms() -> None:
+    assert spec_from_wire({"command": ["x"]}).begin_time is None
+    assert spec_from_wire({"command": ["x"], "begin_time": None}).begin_time is None
+    at_epoch = spec_from_wire({"command": ["x"], "begin_time": 0}).begin_time
+    assert at_epoch == 0.0 and isinstance(at_epoch, float)
+    whole = spec_from_wire({"command": ["x"], "begin_time": 1795392000}).begin_time
+    assert whole == 1795392000.0 and isinstance(whole, float)
 
 
 def test_from_wire_drops_what_the_pool_sets_from_base_env() -> None:
@@ -90,6 +101,15 @@ BAD_WIRE = [
     ("time-inf", {"time_limit_s": float("inf")}, "time_limit_s", "more than 0"),
     ("grace-too-long", {"grace_s": 7200.0}, "grace_s", "at most 3600"),
     ("grace-zero", {"grace_s": 0}, "grace_s", "more than 0"),
+    ("time-huge-int", {"time_limit_s": 10**400}, "time_limit_s", "at most"),
+    ("begin-text", {"begin_time": "22:00"}, "begin_time", "epoch seconds"),
+    ("begin-negative", {"begin_time": -1.0}, "begin_time", "epoch seconds from 0"),
+    ("begin-nan", {"begin_time": float("nan")}, "begin_time", "epoch seconds"),
+    ("begin-inf", {"begin_time": float("inf")}, "begin_time", "epoch seconds"),
+    ("begin-huge-int", {"begin_time": 10**400}, "begin_time", "epoch seconds"),
+    ("begin-past-year-9999", {"begin_time": 253402300800}, "begin_time", "253402300799"),
+    ("begin-bool", {"begin_time": True}, "begin_time", "epoch seconds"),
+    ("begin-user-form-key", {"begin": "22:00"}, "begin", "unknown key"),
     ("env-reserved", {"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env.CUDA_VISIBLE_DEVICES", "gpupool"),
     ("env-bad-name", {"env": {"1X": "0"}}, "env.1X", "not a valid variable name"),
     ("env-not-mapping", {"env": ["A=1"]}, "env", "must be a mapping"),
@@ -125,11 +145,23 @@ def test_wire_not_a_mapping() -> None:
         {"command": "python t.py", "gpus": "2", "gpu_type": "A100", "mem": "1.5T", "time": "1h30m"},
         {"command": ["a"], "priority": "interactive", "env": {"X": 1.5}, "grace": "500ms"},
         {"command": "a", "cpus": 3, "workdir": "/data", "time": "1-00:00:01", "name": "n"},
+        {"command": "a", "begin": "now+90"},
+        {"command": "a", "begin": "22:00:30"},
+        {"command": "a", "begin": "1970-01-01"},  # before the epoch in UTC+: floored at 0
     ],
-    ids=["resources", "priority-env-grace", "cpus-workdir-time"],
+    ids=[
+        "resources",
+        "priority-env-grace",
+        "cpus-workdir-time",
+        "begin-now",
+        "begin-clock",
+        "begin-1970",
+    ],
 )
 def test_built_specs_round_trip(fields: dict[str, Any]) -> None:
-    spec = build_spec(fields, base_env={"HOME": "/h", "CUDA_VISIBLE_DEVICES": "1"})
+    # An odd now: its fraction must survive JSON exactly.
+    now = 1795365123.456789
+    spec = build_spec(fields, base_env={"HOME": "/h", "CUDA_VISIBLE_DEVICES": "1"}, now=now)
     assert spec_from_wire(json.loads(json.dumps(spec_to_wire(spec)))) == spec
 
 
@@ -173,6 +205,7 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         base_env=tuple(sorted(draw(st.dictionaries(_base_name, _no_nul, max_size=4)).items())),
         workdir=draw(st.just("") | _no_nul.map(lambda p: "/" + p)),
         grace_s=draw(st.floats(min_value=0, max_value=3600.0, exclude_min=True)),
+        begin_time=draw(st.none() | st.floats(min_value=0, max_value=253402300799.0)),
     )
 
 

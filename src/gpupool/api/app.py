@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from gpupool import __version__
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.clock import Clock, SystemClock
-from gpupool.core.job import Job
+from gpupool.core.job import Job, JobState
 from gpupool.engine import PoolService, RequestRefused
 
 
@@ -25,12 +25,28 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
     clock = clock or SystemClock()
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
 
+    from gpupool.api.projects import add_routes
+    from gpupool.core.project import InvalidProject
     from gpupool.spec import SpecError, spec_from_wire
-    from gpupool.store import UnknownJob
+    from gpupool.store import ProjectExists, ProjectInUse, UnknownJob, UnknownProject
 
     @app.exception_handler(UnknownJob)
-    def _unknown(_: Request, exc: UnknownJob) -> JSONResponse:
+    @app.exception_handler(UnknownProject)
+    def _unknown(_: Request, exc: KeyError) -> JSONResponse:
         return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(InvalidProject)
+    def _bad_project(_: Request, exc: InvalidProject) -> JSONResponse:
+        errors = [{"field": f, "message": m} for f, m in exc.problems]
+        return _error(400, "invalid_project", str(exc), errors=errors)
+
+    @app.exception_handler(ProjectExists)
+    def _exists(_: Request, exc: ProjectExists) -> JSONResponse:
+        return _error(409, "project_exists", str(exc))
+
+    @app.exception_handler(ProjectInUse)
+    def _in_use(_: Request, exc: ProjectInUse) -> JSONResponse:
+        return _error(409, "project_in_use", str(exc))
 
     @app.exception_handler(SpecError)
     def _bad_spec(_: Request, exc: SpecError) -> JSONResponse:
@@ -42,7 +58,8 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return _error(422, exc.code, exc.message)
 
     def wire(job: Job) -> dict[str, Any]:
-        return job_to_wire(job, service.why(job.id), str(service.executor.log_path(job.id)))
+        explain = service.explain(job.id) if job.state is JobState.PENDING else None
+        return job_to_wire(job, explain, str(service.executor.log_path(job.id)))
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
@@ -58,7 +75,9 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         user: str = Body(...),
         token: str | None = Body(None),
     ) -> dict[str, Any]:
-        job = service.submit(spec_from_wire(spec), user, clock.now(), token)
+        # A project absent or null means "not given": the user's default project applies.
+        given = spec.get("project") not in (None, "")
+        job = service.submit(spec_from_wire(spec), user, clock.now(), token, project_given=given)
         return wire(job)
 
     @app.get("/v1/jobs")
@@ -86,6 +105,8 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
     @app.get("/v1/gpus")
     def gpus() -> dict[str, Any]:
         return gpus_to_wire(service.inventory, service.gpu_holders())
+
+    add_routes(app, service)
 
     @app.post("/v1/internal/wake")
     def wake() -> dict[str, Any]:

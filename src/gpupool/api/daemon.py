@@ -15,12 +15,13 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from gpupool.core.hardware import Inventory
 from gpupool.core.paths import database_url, socket_path
+from gpupool.policy.snapshot import PolicyConfig
 
 log = logging.getLogger("gpupool.daemon")
 
@@ -36,6 +37,7 @@ class DaemonConfig:
     listen: str | None = None  # "HOST:PORT" for TCP, in addition to the Unix socket
     database_url: str | None = None
     poll_interval: float = 0.5
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
 
 
 def _lock_state_dir(state: Path) -> TextIO:
@@ -87,15 +89,35 @@ def run_daemon(config: DaemonConfig, out: TextIO = sys.stdout) -> int:
 
     from gpupool.api.app import create_app
     from gpupool.engine import Engine, PoolService
+    from gpupool.engine.projects import CONFIG_NAME, ConfigError, apply, load_config
     from gpupool.executor import LocalExecutor
     from gpupool.store import Store
 
     state = config.state_dir
     lock = _lock_state_dir(state)
     sock_path = socket_path(state)
+    # gpupool.toml (projects, departments, users' defaults): a bad file refuses the start,
+    # before anything is written, with every problem named (exit 2, as bad input).
+    config_path = state / CONFIG_NAME
+    try:
+        projects_config = load_config(config_path)
+    except ConfigError as exc:
+        lock.close()
+        print(f"gpupool: bad config file, not starting:\n{exc}", file=sys.stderr)
+        return 2
     store = Store.open(config.database_url or database_url(state))
+    if projects_config is not None:
+        try:
+            log.info("%s", apply(store, projects_config, str(config_path)))
+        except ConfigError as exc:
+            store.close()
+            lock.close()
+            print(f"gpupool: bad config file, not starting:\n{exc}", file=sys.stderr)
+            return 2
     executor = LocalExecutor(state, notify_socket=sock_path)
-    engine = Engine(store, executor, config.inventory, poll_interval=config.poll_interval)
+    engine = Engine(
+        store, executor, config.inventory, poll_interval=config.poll_interval, config=config.policy
+    )
     service = PoolService(store, executor, engine, config.inventory)
     sockets = [_unix_socket(sock_path)]
     url = None

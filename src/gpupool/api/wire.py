@@ -8,7 +8,11 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
 
 
-def job_to_wire(job: Job, why: str = "", log_path: str = "") -> dict[str, Any]:
+def job_to_wire(
+    job: Job, explain: dict[str, Any] | None = None, log_path: str = ""
+) -> dict[str, Any]:
+    """A job as JSON; `explain` adds what the last scheduling pass said about it."""
+    explain = explain or {}
     spec = job.spec
     res = spec.resources
     out: dict[str, Any] = {
@@ -37,7 +41,11 @@ def job_to_wire(job: Job, why: str = "", log_path: str = "") -> dict[str, Any]:
         "end_time": job.end_time,
         "exit_code": job.exit_code,
         "reason": job.reason,
-        "why": why,
+        "why": explain.get("why", ""),
+        "estimated_start": explain.get("estimated_start"),
+        "reservation": explain.get("reservation"),
+        "priority_factors": explain.get("priority_factors"),
+        "begin_time": spec.begin_time,
         "restart_count": job.restart_count,
         "cancel_requested": job.cancel_requested,
         "log_path": log_path,

@@ -32,6 +32,11 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print_json(jobs)
         return 0
+    if args.priority:
+        from gpupool.cli.explain import print_priorities
+
+        print_priorities(jobs)
+        return 0
     now = time.time()
     rows = [
         (
@@ -66,6 +71,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         ("Job", f"{job['id']} ({job['name']})"),
         ("State", job["state"] + (f"  [{job['reason']}]" if job["reason"] else "")),
         ("Why", job["why"] or "-"),
+        ("Expected start", _expected(job)),
         ("User / project", f"{job['user']} / {job['project']}"),
         ("Priority", f"{job['priority_name']} ({job['priority']})"),
         ("Command", " ".join(job["command"])),
@@ -97,6 +103,14 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         frm = e["from"] or "(new)"
         print(f"  {clock_time(e['time'])}  {frm:>9} -> {e['to']:<9}  {e['cause']}")
     return 0
+
+
+def _expected(job: dict[str, Any]) -> str:
+    if job["state"] != "PENDING":
+        return "-"
+    from gpupool.cli.explain import estimate_text
+
+    return estimate_text(job, time.time())
 
 
 def _limit(job: dict[str, Any]) -> str:

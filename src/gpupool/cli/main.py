@@ -1,7 +1,7 @@
 """Entry point: parse the verb, find the pool, turn errors into one clear line and an exit code.
 
-Exit codes: 0 ok; 1 an unknown job or no daemon; 2 bad input or a request refused at submit;
-with --wait/wait, the job's own exit code.
+Exit codes: 0 ok; 1 an unknown job or project, or no daemon; 2 bad input or a request refused
+(at submit, or an admin change that cannot be made); with --wait/wait, the job's own exit code.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import sys
 from collections.abc import Callable
 
 from gpupool import __version__
+
+# Why the daemon refused a job it understood (exit 2, "job refused: ...").
+SUBMIT_REFUSALS = frozenset({"unsatisfiable", "bad_workdir", "unknown_project", "not_a_member"})
 
 
 def _common(default: object) -> argparse.ArgumentParser:
@@ -42,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     sub.required = True
 
+    from gpupool.cli import project as project_cmd
     from gpupool.cli import server as server_cmd
     from gpupool.cli import submit as submit_cmd
 
@@ -63,7 +67,16 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument("-a", "--all", action="store_true", help="include finished jobs")
         p.add_argument("-u", "--user", help="only this user's jobs")
+        p.add_argument(
+            "--priority",
+            action="store_true",
+            help="pending jobs in queue order with their priority factors (sprio)",
+        )
     p = sub.add_parser("show", parents=[common, listing], help="a job's full record and story")
+    p.add_argument("job_id", type=int)
+    p = sub.add_parser(
+        "why", parents=[common, listing], help="why a job waits, and when it is expected to start"
+    )
     p.add_argument("job_id", type=int)
     p = sub.add_parser("logs", parents=[common], help="print a job's output (-f follows)")
     p.add_argument("job_id", type=int)
@@ -75,11 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("job_id", type=int)
     p.add_argument("-q", "--quiet", action="store_true")
     sub.add_parser("gpus", parents=[common, listing], help="GPUs, holders and NVLink peers")
+    project_cmd.add_parser(sub, common, listing)
     return parser
 
 
 def _handlers() -> dict[str, Callable[..., int]]:
-    from gpupool.cli import gpus, jobs, submit
+    from gpupool.cli import explain, gpus, jobs, project, submit
 
     return {
         "submit": submit.cmd_submit,
@@ -90,6 +104,8 @@ def _handlers() -> dict[str, Callable[..., int]]:
         "cancel": jobs.cmd_cancel,
         "wait": jobs.cmd_wait,
         "gpus": gpus.cmd_gpus,
+        "why": explain.cmd_why,
+        "project": project.cmd_project,
     }
 
 
@@ -114,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except ApiError as exc:
-        refused = exc.code in ("unsatisfiable", "bad_workdir")
+        refused = args.verb == "submit" and exc.code in SUBMIT_REFUSALS
         print(f"gpupool: {'job refused: ' if refused else ''}{exc.message}", file=sys.stderr)
         if exc.code == "not_found":
             return 1
-        return 2 if exc.status in (400, 422) else 1
+        return 2 if exc.status in (400, 409, 422) else 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpupool queue | head`

@@ -22,6 +22,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--inventory", metavar="FILE", help="YAML description of nodes, GPUs, links")
     p.add_argument("--database-url", help="SQLAlchemy URL (default: SQLite in the state dir)")
+    p.add_argument(
+        "--default-time-limit",
+        default="24h",
+        metavar="DURATION",
+        help="assumed run time of jobs without --time, for backfill (default 24h)",
+    )
+    p.add_argument(
+        "--fairshare-half-life",
+        default="7d",
+        metavar="DURATION",
+        help="half-life of past GPU usage in fair share (default 7d)",
+    )
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
 
 
@@ -41,12 +53,24 @@ def cmd_server(args: argparse.Namespace) -> int:
     except DiscoveryError as exc:
         print(f"gpupool: GPU discovery failed: {exc}", file=sys.stderr)
         return 1
+    from gpupool.core.units import parse_duration
+    from gpupool.policy.snapshot import PolicyConfig
+
+    try:
+        policy = PolicyConfig(
+            default_time_limit_s=parse_duration(args.default_time_limit),
+            fairshare_half_life_s=parse_duration(args.fairshare_half_life),
+        )
+    except ValueError as exc:
+        print(f"gpupool: {exc}", file=sys.stderr)
+        return 2
     config = DaemonConfig(
         state_dir=state_dir(args.state_dir),
         inventory=inventory,
         listen=args.listen,
         database_url=args.database_url,
         poll_interval=args.poll_interval,
+        policy=policy,
     )
     try:
         return run_daemon(config)

@@ -25,6 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", type=str, help="CPU cores")
     p.add_argument("--mem", help="host memory, e.g. 32GB")
     p.add_argument("--time", help="time limit, e.g. 2h, 30m, 1-12:00:00")
+    p.add_argument(
+        "--begin",
+        help="start no earlier than, e.g. 22:00, 2026-11-23T02:00, "
+        "now+1h, midnight (held until then, reason BeginTime)",
+    )
     p.add_argument("--name", help="job name (default: the command)")
     p.add_argument("--project", help="project (team) to charge")
     p.add_argument("--priority", help="low, normal, high, interactive, or 0-1000")
@@ -100,7 +105,10 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
         base_env=dict(os.environ),
         default_workdir=os.getcwd(),
     )
-    return spec_to_wire(spec)
+    wire = spec_to_wire(spec)
+    if merged.get("project") is None:
+        wire["project"] = None  # not given: the daemon picks the user's default project
+    return wire
 
 
 def _number(value: str | None) -> Any:

@@ -16,7 +16,9 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.engine.environment import job_environment
 from gpupool.engine.outcome import outcome_of
-from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, Status, decide
+from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, decide
+from gpupool.policy.fairshare import UsageInterval, decayed_usage
+from gpupool.policy.snapshot import PolicyConfig, Usage
 
 log = logging.getLogger("gpupool.engine")
 
@@ -29,13 +31,19 @@ class Engine:
         inventory: Inventory,
         clock: Clock | None = None,
         poll_interval: float = 0.5,
+        config: PolicyConfig | None = None,
+        usage_refresh_s: float = 10.0,
     ) -> None:
         self.store = store
         self.executor = executor
         self.inventory = inventory
         self.clock = clock or SystemClock()
         self.poll_interval = poll_interval
-        self.last_reasons: dict[int, Status] = {}
+        self.config = config or PolicyConfig()
+        self.last_decision = Decision()
+        self._usage = Usage()
+        self._usage_at: float | None = None
+        self.usage_refresh_s = usage_refresh_s
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,6 +135,13 @@ class Engine:
         version = self.store.allocation_version()
         pending: list[PendingJob] = []
         running: list[RunningJob] = []
+        # For backfill estimates only: a project's default limit stands in for a missing
+        # --time (the supervisor enforces only the job's own limit).
+        limits = {
+            p.name: p.default_time_limit_s
+            for p in self.store.projects()
+            if p.default_time_limit_s is not None
+        }
         for job in self.store.active_jobs():
             spec = job.spec
             if job.state is JobState.PENDING and not job.cancel_requested:
@@ -138,7 +153,8 @@ class Engine:
                         job.submit_time,
                         job.user,
                         spec.project,
-                        spec.time_limit_s,
+                        spec.time_limit_s or limits.get(spec.project),
+                        spec.begin_time,
                     )
                 )
             elif job.state is JobState.RUNNING and job.node is not None:
@@ -152,10 +168,30 @@ class Engine:
                         spec.priority,
                         job.user,
                         spec.project,
-                        spec.time_limit_s,
+                        spec.time_limit_s or limits.get(spec.project),
                     )
                 )
-        return Snapshot(self.inventory.nodes, tuple(pending), tuple(running), version)
+        return Snapshot(
+            self.inventory.nodes,
+            tuple(pending),
+            tuple(running),
+            version,
+            config=self.config,
+            usage=self.usage(),
+        )
+
+    def usage(self) -> Usage:
+        """Decayed GPU-seconds per project and user, recomputed every usage_refresh_s: it
+        moves slowly, and reading the history every pass would grow with it."""
+        now = self.clock.now()
+        if self._usage_at is None or now - self._usage_at >= self.usage_refresh_s:
+            half_life = self.config.fairshare_half_life_s
+            # Older than ten half-lives weighs under 0.1%: not worth reading.
+            rows = self.store.usage_history(since=now - 10 * half_life)
+            intervals = [UsageInterval(p, u, float(g), st, en) for p, u, g, st, en in rows]
+            self._usage = decayed_usage(intervals, now, half_life)
+            self._usage_at = now
+        return self._usage
 
     def _schedule(self) -> Decision:
         snapshot = self.snapshot()
@@ -174,7 +210,7 @@ class Engine:
                 return decision
             for job in started:
                 self._launch(job)
-        self.last_reasons = dict(decision.pending)
+        self.last_decision = decision
         self.store.set_reasons({jid: st.code.value for jid, st in decision.pending.items()})
         return decision
 

@@ -5,16 +5,20 @@ The API layer only translates HTTP to these calls and back.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
+from gpupool.core.project import DEFAULT_PROJECT, Project
 from gpupool.engine.loop import Engine
 from gpupool.policy import check_satisfiable
 
 MAX_LOG_CHUNK = 1 << 20
+log = logging.getLogger("gpupool.projects")
 
 
 class RequestRefused(ValueError):
@@ -40,7 +44,21 @@ class PoolService:
         self.engine = engine
         self.inventory = inventory
 
-    def submit(self, spec: JobSpec, user: str, now: float, token: str | None = None) -> Job:
+    def submit(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None = None,
+        *,
+        project_given: bool | None = None,
+    ) -> Job:
+        """Queue a job. Its project is `spec.project` when one was given (`project_given`;
+        by default, when it is not ""), else the user's (see `choose_project`)."""
+        given = bool(spec.project) if project_given is None else project_given
+        project = self.choose_project(user, spec.project if given else None)
+        if project != spec.project:
+            spec = dataclasses.replace(spec, project=project)
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
         if impossible is not None:
             raise RequestRefused("unsatisfiable", impossible.message)
@@ -53,6 +71,36 @@ class PoolService:
         self.engine.wake()
         return job
 
+    def choose_project(self, user: str, requested: str | None) -> str:
+        """The project a job of `user` goes to: `requested`, else the user's default project,
+        else the first project (by name) that lists the user as a member, else `default`.
+        RequestRefused if it does not exist or does not admit the user."""
+        projects: list[Project] = self.store.projects()
+        by_name = {p.name: p for p in projects}
+        name, hint = requested, ""
+        if name is None:
+            name = self.store.default_project(user)
+            hint = (
+                "; it is your default project: use --project, or change it with "
+                "`gpupool project default`"
+            )
+            if name is None:
+                hint = ""
+                member_of = [p.name for p in projects if user in p.members]
+                name = member_of[0] if member_of else DEFAULT_PROJECT
+        project = by_name.get(name)
+        if project is None:
+            raise RequestRefused(
+                "unknown_project", f"no project named {name}; see gpupool project list"
+            )
+        if not project.admits(user):
+            raise RequestRefused(
+                "not_a_member",
+                f"{user} is not a member of project {name} "
+                f"(members: {', '.join(project.members)}){hint}",
+            )
+        return name
+
     def get(self, job_id: int) -> Job:
         job: Job = self.store.get(job_id)
         return job
@@ -61,10 +109,35 @@ class PoolService:
         jobs: list[Job] = self.store.list_jobs(include_finished=include_finished, user=user)
         return jobs
 
-    def why(self, job_id: int) -> str:
-        """The last pass's explanation for a pending job, in words ('' if none)."""
-        status = self.engine.last_reasons.get(job_id)
-        return status.message if status else ""
+    def explain(self, job_id: int) -> dict[str, Any]:
+        """What the last scheduling pass said about a pending job: the binding constraint,
+        when it is expected to start (None: unknown), its reservation and priority factors."""
+        decision = self.engine.last_decision
+        status = decision.pending.get(job_id)
+        reservation = next((r for r in decision.reservations if r.job_id == job_id), None)
+        factors = decision.priorities.get(job_id)
+        return {
+            "code": status.code.value if status else "",
+            "why": status.message if status else "",
+            "source": status.source if status else "",
+            "estimated_start": decision.estimated_start.get(job_id),
+            "reservation": None
+            if reservation is None
+            else {
+                "node": reservation.node,
+                "gpus": list(reservation.gpus),
+                "time": reservation.time,
+            },
+            "priority_factors": None
+            if factors is None
+            else {
+                "class": factors.klass,
+                "fairshare": factors.fairshare,
+                "age": factors.age,
+                "size": factors.size,
+                "score": factors.score,
+            },
+        }
 
     def cancel(self, job_id: int, user: str, now: float) -> Job:
         """Cancel a pending job at once; ask the engine to stop a running one (SIGTERM, grace,
@@ -98,3 +171,50 @@ class PoolService:
                 for g in job.gpus:
                     holders[(job.node, g)] = job
         return holders
+
+    # -- projects: admin commands. No authentication exists yet: like the rest of the API,
+    # they trust the user name the client sends, so every local user may run them.
+
+    def project_usage(self) -> dict[str, dict[str, int]]:
+        """Per project: GPUs held by its running jobs, and its running and pending jobs."""
+        usage: dict[str, dict[str, int]] = {}
+        for job in self.store.active_jobs():
+            u = usage.setdefault(
+                job.spec.project,
+                {"in_use_gpus": 0, "running_jobs": 0, "pending_jobs": 0, "pending_gpus": 0},
+            )
+            if job.state is JobState.RUNNING:
+                u["in_use_gpus"] += len(job.gpus)
+                u["running_jobs"] += 1
+            elif job.state is JobState.PENDING:
+                u["pending_jobs"] += 1
+                u["pending_gpus"] += job.spec.resources.gpus
+        return usage
+
+    def create_project(self, project: Project, by: str) -> Project:
+        created: Project = self.store.create_project(project)
+        log.info("project %s created by %s: %s", project.name, by or "?", created)
+        return created
+
+    def set_project(self, name: str, changes: dict[str, Any], by: str) -> Project:
+        """Change a project: any Project field, plus add_members / remove_members."""
+        changed: Project = self.store.set_project(name, **changes)
+        log.info("project %s changed by %s: %s", name, by or "?", changed)
+        self.engine.wake()  # quotas, limits and weights feed the next scheduling pass
+        return changed
+
+    def delete_project(self, name: str, by: str) -> None:
+        self.store.delete_project(name)
+        log.info("project %s deleted by %s", name, by or "?")
+
+    def set_default_project(self, user: str, project: str | None) -> None:
+        """Make `project` the default of `user` (None: forget it); refused if the project
+        would not take the user's jobs."""
+        if project is not None:
+            p: Project = self.store.project(project)  # UnknownProject
+            if not p.admits(user):
+                raise RequestRefused(
+                    "not_a_member",
+                    f"{user} is not a member of project {p.name} (members: {', '.join(p.members)})",
+                )
+        self.store.set_default_project(user, project)

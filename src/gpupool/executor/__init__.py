@@ -1,5 +1,6 @@
 """Starting jobs as processes on this machine, each under a supervisor that outlives the daemon."""
 
-from gpupool.executor.local import ExitRecord, JobStatus, LocalExecutor
+from gpupool.executor.local import LocalExecutor
+from gpupool.executor.records import ExitRecord, JobBusyError, JobStatus
 
-__all__ = ["ExitRecord", "JobStatus", "LocalExecutor"]
+__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "LocalExecutor"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -113,3 +114,15 @@ def process_alive(pid: int, start_ticks: int, boot: str | None = None) -> bool:
         return False
     st = proc_stat(pid)
     return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
+
+
+def own_claim() -> dict[str, object]:
+    """A claim.json body naming this process: the daemon standing in for a supervisor
+    when it stops a job that no supervisor has claimed yet."""
+    st = proc_stat(os.getpid())
+    return {
+        "supervisor_pid": os.getpid(),
+        "supervisor_start_ticks": st.start_ticks if st else 0,
+        "boot_id": boot_id(),
+        "time": time.time(),
+    }

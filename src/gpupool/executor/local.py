@@ -4,6 +4,9 @@ The executor holds no state that matters: everything about a job is in its direc
 (state_dir/jobs/<id>), written by the supervisor, so a daemon restarted after SIGKILL
 rebuilds the picture with ``adopt``. The only in-memory state is the Popen handles of
 supervisors this process started, kept to reap them and to know a job is "starting".
+
+A requeued (e.g. preempted) job runs again under the same id: ``archive`` moves the
+finished run's files into JOBDIR/attempt-<n>/ first, see attempts.py.
 """
 
 from __future__ import annotations
@@ -16,37 +19,22 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from enum import Enum
+from dataclasses import asdict
 from pathlib import Path
 
+from gpupool.executor import attempts
 from gpupool.executor.files import (
     atomic_write_json,
-    boot_id,
     create_json,
-    proc_stat,
+    own_claim,
     process_alive,
     read_json,
 )
+from gpupool.executor.records import ExitRecord, JobBusyError, JobStatus, read_exit_record
+
+__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "LocalExecutor"]
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
-
-
-@dataclass(frozen=True)
-class ExitRecord:
-    exit_code: int  # 128+N when killed by signal N, as shells report it
-    signal: int | None
-    reason: str  # "exited" | "timeout" | "cancelled" | "spawn_failed"
-    start_time: float
-    end_time: float
-    message: str
-
-
-class JobStatus(str, Enum):
-    RUNNING = "running"  # a live supervisor owns it, or ours is still starting
-    EXITED = "exited"  # exit.json recorded
-    LOST = "lost"  # claimed, but the supervisor died without recording an exit
-    UNLAUNCHED = "unlaunched"  # never claimed: safe to launch (again)
 
 
 class LocalExecutor:
@@ -78,7 +66,8 @@ class LocalExecutor:
         """Start a supervisor for the job and return at once.
 
         Safe to call again for a job that may already run: the supervisors race for
-        claim.json and every loser exits without starting anything.
+        claim.json and every loser exits without starting anything. After ``archive``,
+        starts the next attempt (marked in output.log, which keeps the earlier ones).
         """
         d = self.job_dir(job_id)
         d.mkdir(parents=True, exist_ok=True)
@@ -93,9 +82,15 @@ class LocalExecutor:
             "uid": uid,
             "gid": gid,
         }
-        # Not fsynced: if the machine dies before the claim, nothing ran and a relaunch
-        # rewrites it. Atomic so a supervisor never reads a torn spec.
-        atomic_write_json(d / "launch.json", spec)
+        with self._lock:  # one separator, even with two threads launching the attempt
+            attempts.finish_partial(d)
+            n = attempts.count(d)
+            if n and not (d / "launch.json").exists() and not (d / "claim.json").exists():
+                with open(d / "output.log", "ab") as log:
+                    log.write(f"gpupool: --- attempt {n} (restart) ---\n".encode())
+            # Not fsynced: if the machine dies before the claim, nothing ran and a relaunch
+            # rewrites it. Atomic so a supervisor never reads a torn spec.
+            atomic_write_json(d / "launch.json", spec)
         proc = self._hand_to_standby(d) or self._spawn_supervisor(d)
         with self._lock:
             self._procs.setdefault(int(job_id), []).append(proc)
@@ -145,23 +140,13 @@ class LocalExecutor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 standby.wait(5)
 
-    def read_exit(self, job_id: int) -> ExitRecord | None:
-        """The recorded exit, or None when there is none (or it is unreadable)."""
-        obj = read_json(self.job_dir(job_id) / "exit.json")
-        if obj is None:
-            return None
-        try:
-            sig = obj.get("signal")
-            return ExitRecord(
-                exit_code=int(obj["exit_code"]),
-                signal=None if sig is None else int(sig),
-                reason=str(obj["reason"]),
-                start_time=float(obj["start_time"]),
-                end_time=float(obj["end_time"]),
-                message=str(obj.get("message", "")),
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
+    def read_exit(self, job_id: int, attempt: int | None = None) -> ExitRecord | None:
+        """The recorded exit of the current run, or of archived ``attempt``; None when there
+        is none (or it is unreadable)."""
+        d = self.job_dir(job_id)
+        return read_exit_record(
+            (d if attempt is None else attempts.attempt_dir(d, attempt)) / "exit.json"
+        )
 
     def _starting(self, job_id: int) -> list[subprocess.Popen[bytes]]:
         """Our supervisors for the job that have not exited (polls, so reaps the rest)."""
@@ -169,21 +154,21 @@ class LocalExecutor:
             procs = list(self._procs.get(int(job_id), []))
         return [p for p in procs if p.poll() is None]
 
-    def _owner(self, job_id: int) -> tuple[bool, int | None]:
-        """(claim.json exists, pid of the supervisor that claimed it if still alive)."""
+    def _owner(self, job_id: int) -> tuple[bool, int | None, dict[str, object]]:
+        """(claim.json exists, pid of the supervisor that claimed it if still alive, claim)."""
         path = self.job_dir(job_id) / "claim.json"
         if not path.exists():
-            return False, None
+            return False, None, {}
         claim = read_json(path)
         if claim is None:  # only after a crash: claims are linked with their content
-            return True, None
+            return True, None, {}
         try:
             pid = int(claim["supervisor_pid"])
             ticks = int(claim["supervisor_start_ticks"])
             boot = str(claim.get("boot_id") or "")
         except (KeyError, TypeError, ValueError):
-            return True, None
-        return True, pid if process_alive(pid, ticks, boot or None) else None
+            return True, None, claim
+        return True, pid if process_alive(pid, ticks, boot or None) else None, claim
 
     def status(self, job_id: int) -> JobStatus:
         # Poll our handles FIRST: a supervisor of ours that is gone has already linked
@@ -191,7 +176,7 @@ class LocalExecutor:
         starting = bool(self._starting(job_id))
         if self.read_exit(job_id) is not None:
             return JobStatus.EXITED
-        claimed, owner = self._owner(job_id)
+        claimed, owner, _ = self._owner(job_id)
         if claimed:
             if owner is not None:
                 return JobStatus.RUNNING
@@ -205,39 +190,42 @@ class LocalExecutor:
         """Stop the job: its supervisor sends SIGTERM, waits grace_s, then SIGKILL.
 
         Idempotent. Returns False when there is nothing to stop: no live supervisor, or
-        the exit is already recorded.
+        the exit is already recorded. True only says the supervisor was told: read the
+        outcome from read_exit (a job that ended on its own just before says "exited").
         """
+        return self._stop(job_id, "cancelled")
+
+    def preempt(self, job_id: int) -> bool:
+        """Stop the job as cancel does, but record reason "preempted" (to requeue it).
+
+        The supervisor gets SIGUSR1 (cancel is SIGTERM), so a cancel before or during the
+        preemption's grace is never lost and wins: the job then ends "cancelled". Safe to
+        repeat, also from a restarted daemon. A supervisor older than preemption (its
+        claim names no preempt signal) is cancelled instead: the job still stops.
+        """
+        return self._stop(job_id, "preempted")
+
+    def _stop(self, job_id: int, reason: str) -> bool:
         starting = bool(self._starting(job_id))
         if self.read_exit(job_id) is not None:
             return False  # over; its supervisor may linger a moment to notify the daemon
         d = self.job_dir(job_id)
-        if starting and create_json(d / "claim.json", self._own_claim()):
+        if starting and create_json(d / "claim.json", own_claim()):
             # Launched by us but not claimed yet: we took the claim, so no supervisor will
             # ever start the command (they all step aside). Record the outcome for them.
             now = time.time()
-            rec = ExitRecord(
-                128 + signal.SIGTERM, None, "cancelled", now, now, "cancelled before start"
-            )
+            rec = ExitRecord(128 + signal.SIGTERM, None, reason, now, now, f"{reason} before start")
             atomic_write_json(d / "exit.json", asdict(rec), durable=True)
             return True
-        _, owner = self._owner(job_id)
+        _, owner, claim = self._owner(job_id)
         if owner is None:
             return False  # no claim, or its supervisor is gone (LOST)
+        sig = claim.get("preempt_signal") if reason == "preempted" else None
         try:
-            os.kill(owner, signal.SIGTERM)
+            os.kill(owner, sig if isinstance(sig, int) else signal.SIGTERM)
         except ProcessLookupError:
             return False
         return True
-
-    @staticmethod
-    def _own_claim() -> dict[str, object]:
-        st = proc_stat(os.getpid())
-        return {
-            "supervisor_pid": os.getpid(),  # the daemon itself, standing in for one
-            "supervisor_start_ticks": st.start_ticks if st else 0,
-            "boot_id": boot_id(),
-            "time": time.time(),
-        }
 
     def reap(self) -> None:
         """Forget supervisors of ours that have exited (poll() reaps the zombie)."""
@@ -248,6 +236,40 @@ class LocalExecutor:
                     self._procs[job_id] = live
                 else:
                     del self._procs[job_id]
+
+    def archive(self, job_id: int, wait_s: float = 5.0) -> int:
+        """Move this run's control files to JOBDIR/attempt-<n>/ so that the job can be
+        launched again (requeued); returns n, or -1 when there was nothing to move.
+
+        Raises JobBusyError while the run's supervisor or main process is alive. A run
+        whose exit is recorded gets up to ``wait_s`` for its supervisor to finish (it
+        lingers a moment to notify the daemon); one without, none.
+        """
+        d = self.job_dir(job_id)
+        end = time.monotonic() + wait_s
+        while (busy := self._busy(job_id)) is not None:
+            if self.read_exit(job_id) is None or time.monotonic() >= end:
+                raise JobBusyError(f"job {job_id}: {busy}; not archived")
+            time.sleep(0.01)
+        with self._lock:
+            return attempts.archive(d)
+
+    def attempt_count(self, job_id: int) -> int:
+        """How many earlier runs are archived: read_exit(job_id, attempt=0 .. this - 1)."""
+        return attempts.count(self.job_dir(job_id))
+
+    def _busy(self, job_id: int) -> str | None:
+        """Why the current run's files must stay where they are, or None."""
+        if self._starting(job_id):
+            return "its supervisor is still running"
+        _, owner, _ = self._owner(job_id)
+        if owner is not None and owner != os.getpid():  # our pid: we took the claim
+            return f"its supervisor (pid {owner}) is still running"
+        child = read_json(self.job_dir(job_id) / "child.json") or {}
+        pid, ticks = child.get("pid"), child.get("start_ticks")
+        if isinstance(pid, int) and isinstance(ticks, int) and process_alive(pid, ticks):
+            return f"its process (pid {pid}) is still running"
+        return None
 
     def adopt(self, job_id: int) -> JobStatus:
         """For a restarted daemon: what became of a job the store says is running.

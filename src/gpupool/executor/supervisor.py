@@ -5,6 +5,11 @@ the job leaves behind and records its true exit durably in JOBDIR, where a resta
 daemon finds it. Run as a script with the standard library only, never importing
 gpupool: interpreter start-up is most of the launch latency (``-I -S`` skips
 site-packages; what the spawn does not need is imported after it).
+
+Signals it takes: SIGTERM (or SIGINT) = cancel, SIGUSR1 = preempt. Both stop the job the
+same way (SIGTERM to its group, grace, SIGKILL); only the recorded reason differs, and a
+cancel, even one arriving during a preemption's grace, wins. Separate signals rather than
+a marker file, so that a cancel racing a preempt can never be read as either one.
 """
 
 import os
@@ -21,6 +26,8 @@ import signal
 import subprocess
 
 _cancel_requested = False
+_preempt_requested = False
+PREEMPT_SIGNAL = signal.SIGUSR1  # announced in claim.json: older supervisors lack it
 
 
 def _on_cancel(signum, frame):
@@ -28,6 +35,11 @@ def _on_cancel(signum, frame):
     # a byte to the wakeup fd, which is what ends the loop's select() at once.
     global _cancel_requested
     _cancel_requested = True
+
+
+def _on_preempt(signum, frame):
+    global _preempt_requested
+    _preempt_requested = True
 
 
 def _ignore(signum, frame):
@@ -40,6 +52,7 @@ def _install_signals():
     signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, _on_cancel)
     signal.signal(signal.SIGINT, _on_cancel)
+    signal.signal(PREEMPT_SIGNAL, _on_preempt)
     signal.signal(signal.SIGHUP, _ignore)  # a closing terminal is not a cancel
     signal.signal(signal.SIGCHLD, _ignore)  # the default (ignore) would not wake us
     return r
@@ -93,6 +106,7 @@ def _claim(jobdir):
         "supervisor_start_ticks": _start_ticks(),
         "boot_id": boot,  # start ticks only name a process within one boot
         "time": time.time(),
+        "preempt_signal": int(PREEMPT_SIGNAL),  # the executor sends it only when present
     }
     tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
     # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
@@ -136,15 +150,23 @@ class Supervisor:
                 self.spec = json.loads(f.read())
             if not isinstance(self.spec, dict):
                 raise TypeError("not a JSON object")
+        except FileNotFoundError:
+            # launch() writes launch.json before starting us, so this supervisor is stale:
+            # one of a previous attempt, claiming after archive() moved that attempt away.
+            # Give the claim back and start nothing; the next launch's supervisor runs it.
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.jobdir, "claim.json"))
+            return
         except (OSError, ValueError, TypeError) as exc:
             self.spec = {}
             self.record(1, None, "spawn_failed", f"bad launch.json: {exc}")
             return
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         self.log_fd = os.open(os.path.join(self.jobdir, "output.log"), flags, 0o644)
-        if _cancel_requested:  # cancelled between the claim and here: never start it
-            self.log("cancelled before start")
-            self.record(128 + signal.SIGTERM, None, "cancelled", "cancelled before start")
+        if _cancel_requested or _preempt_requested:  # between the claim and here: never start
+            why = "cancelled" if _cancel_requested else "preempted"
+            self.log(f"{why} before start")
+            self.record(128 + signal.SIGTERM, None, why, f"{why} before start")
             return
         self.start_time = time.time()
         child = self.spawn()
@@ -216,20 +238,28 @@ class Supervisor:
         limit = self.spec.get("time_limit_s")
         grace = max(0.0, float(self.spec.get("grace_s") or 0.0))
         deadline = None if limit is None else T0 + float(limit)
-        reason = None  # set once: "timeout" or "cancelled"
+        reason = None  # set once ("timeout", "cancelled", "preempted"), but cancel wins
         kill_at = None  # when the grace period after SIGTERM ends
         killed = False
         while not _main_exited(pid):
             now = time.monotonic()
             if reason is None:
+                extra = ""
                 if _cancel_requested:
                     reason, self.why = "cancelled", "cancelled"
+                elif _preempt_requested:
+                    reason, self.why, extra = "preempted", "preempted", f" (grace {grace:g} s)"
                 elif deadline is not None and now >= deadline:
                     reason, self.why = "timeout", f"time limit of {float(limit):g} s reached"
                 if reason is not None:
-                    self.log(f"{self.why}, sending SIGTERM")
+                    self.log(f"{self.why}, sending SIGTERM{extra}")
                     _killpg(pid, signal.SIGTERM)
                     kill_at = now + grace
+            elif reason == "preempted" and _cancel_requested:
+                # The job already has its SIGTERM and its grace runs on: only the outcome
+                # changes, so the scheduler does not requeue a job its user cancelled.
+                reason, self.why = "cancelled", "cancelled during preemption"
+                self.log("cancelled during preemption grace")
             elif not killed and now >= kill_at:
                 self.log(f"grace period of {grace:g} s over, sending SIGKILL")
                 _killpg(pid, signal.SIGKILL)

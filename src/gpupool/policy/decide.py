@@ -1,17 +1,43 @@
-"""One scheduling pass: strict priority order, whole job on one node, best-fit GPUs.
+"""One scheduling pass: EASY backfill in queue order, whole job on one node, best-fit GPUs.
 
-Jobs are taken in queue order. The first job that cannot start blocks every job behind it
-(reason `Priority`), so a big job is never starved by a stream of small ones; backfill, which
-lets small jobs run ahead without delaying it, replaces this rule in the next policy.
+Jobs are taken in `rank` order:
+
+- A job no node could ever run is `Unsatisfiable`; a job whose --begin time is still to come
+  is `BeginTime`. Neither holds anything back for the others.
+- Jobs that fit start now (best-fit node, best-linked GPUs: `placement.place`).
+- The first job that does not fit gets the pass's one reservation (`backfill.reserve`): the
+  earliest time enough will be free for it on one node, with the node and GPUs it will get
+  then. It waits with `Resources`, and the message names both what is missing now and the
+  reservation.
+- Every later job starts now only if it fits now and cannot delay that reservation (it ends
+  by then, or keeps off what is reserved). Otherwise it waits: `Resources` when it does not
+  fit now at all, `Priority` when it fits now but would delay the reserved job.
+
+`Decision.estimated_start` is given for the reserved job (its reservation time, an upper bound
+while the queue order holds) and for jobs held by --begin (their begin time, a lower bound).
+Other waiting jobs get no estimate: that would need a reservation each (conservative backfill),
+quadratic in the queue.
+
+Cost: O(pending + (starts + distinct requests) x nodes), not quadratic in the queue. What the
+pass learns about a request holds for the rest of it, because what is free only shrinks: a
+request that fits nowhere now (or would delay the reservation) is answered from a memo for every
+later job asking the same, and a GPU job asking for more GPUs than any node has free is refused
+at once. Placement looks first at the nodes with the fewest free GPUs (best fit), so a start
+usually checks a few nodes. A reused status may state free counts from when it was first
+computed: upper bounds of what is free by the job's turn.
 """
 
 from __future__ import annotations
 
+import math
+
 from gpupool.core.hardware import Node
+from gpupool.core.job import Resources
+from gpupool.policy.backfill import FreeIndex, Release, Shadow, expected_end, reserve
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.ordering import rank
-from gpupool.policy.placement import NodeFree, place
-from gpupool.policy.snapshot import Decision, Snapshot, Start
+from gpupool.policy.placement import NodeFree, Placement, place, why_not
+from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
 from gpupool.policy.status import Code, Status
 
 
@@ -34,33 +60,170 @@ def _free_view(snapshot: Snapshot) -> list[NodeFree]:
     return [view(n) for n in sorted(snapshot.nodes, key=lambda n: n.name)]
 
 
-def decide(snapshot: Snapshot, now: float) -> Decision:
-    """Which pending jobs start now and where, and why each other one waits."""
-    frees = _free_view(snapshot)
-    starts: list[Start] = []
-    pending: dict[int, Status] = {}
-    blocker: int | None = None
-    ordered, priorities = rank(snapshot, now)
-    for job in ordered:
-        impossible = check_satisfiable(job.resources, snapshot.nodes)
-        if impossible is not None:
-            # Refused at submit normally; the inventory may have shrunk since.
-            pending[job.id] = impossible
-            continue
-        if blocker is not None:
-            pending[job.id] = Status(
+def _gpu_words(res: Resources) -> str:
+    kind = "GPU" if res.gpus == 1 else "GPUs"
+    return f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
+
+
+class _Request:
+    """What the pass has learned about one distinct request. It stays true for the rest of
+    the pass, because what is free only shrinks during it."""
+
+    __slots__ = ("behind", "behind_at", "impossible", "no_fit", "no_spare")
+
+    def __init__(self, impossible: Status | None) -> None:
+        self.impossible = impossible  # Unsatisfiable, or None
+        self.no_fit: Status | None = None  # fits nowhere now: its Resources status
+        self.no_spare = False  # does not fit what a job outlasting the reservation may use
+        # For a job outlasting the reservation: its Priority status, valid while no other job
+        # starts (_Pass.version), since it relies on the request fitting the reserved node now.
+        self.behind: Status | None = None
+        self.behind_at = -1
+
+
+_HELD = Status(Code.BEGIN_TIME, "held until its --begin time", "begin")
+
+
+class _Pass:
+    """The state of one pass: what is free now, what started, the reservation, the verdicts."""
+
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot, self.now, self.config = snapshot, now, snapshot.config
+        self.free = FreeIndex(_free_view(snapshot))
+        self.starts: list[Start] = []
+        self.started: list[Release] = []  # this pass's starts, for the reservation timeline
+        self.version = 0  # one more at each start
+        self.pending: dict[int, Status] = {}
+        self.estimated: dict[int, float] = {}
+        self.shadow: Shadow | None = None
+        self.behind: Status | None = None  # the Priority status of jobs that would delay it
+
+    def run(self, ordered: list[PendingJob]) -> None:
+        """Every job in queue order. Most of a long queue is settled by what the pass already
+        knows about the same request, so that comes first, in line (this loop is the hot path
+        on 10,000 pending jobs)."""
+        now, pending, estimated = self.now, self.pending, self.estimated
+        default_limit = self.config.default_time_limit_s
+        requests: dict[tuple[int, str | None, int | None, int | None], _Request] = {}
+        for job in ordered:
+            res = job.resources
+            # A tuple key: hashing the frozen dataclass runs Python code, a tuple's does not.
+            key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes)
+            req = requests.get(key)
+            if req is None:
+                req = requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes))
+            if req.impossible is not None:
+                # Refused at submit normally; the inventory may have shrunk since.
+                pending[job.id] = req.impossible
+            elif job.begin_time is not None and job.begin_time > now:
+                pending[job.id] = _HELD
+                estimated[job.id] = job.begin_time
+            elif req.no_fit is not None:
+                pending[job.id] = req.no_fit
+            else:
+                limit = default_limit if job.time_limit_s is None else job.time_limit_s
+                if (
+                    req.behind is not None
+                    and req.behind_at == self.version
+                    and self.shadow is not None
+                    and self.shadow.outlasts(now + limit)
+                ):
+                    pending[job.id] = req.behind
+                    continue
+                status = self._try_start(job, req, now + limit)
+                if status is not None:
+                    pending[job.id] = status
+
+    def _try_start(self, job: PendingJob, req: _Request, end: float) -> Status | None:
+        res, shadow = job.resources, self.shadow
+        if shadow is None:
+            placement = self.free.place(res)
+            if placement is None:
+                return self._reserve(job, self._no_fit(req, res))
+            self._start(job, placement, end, outlasts=False)
+            return None
+        most_now = self.free.most()
+        if res.gpus > most_now:
+            msg = f"needs {_gpu_words(res)} on one node; no node has more than {most_now} free now"
+            req.no_fit = Status(Code.RESOURCES, msg, "placement")
+            return req.no_fit
+        if not shadow.outlasts(end):
+            # It ends by the time the reservation begins: anything free now will do.
+            placement = self.free.place(res)
+            if placement is None:
+                return self._no_fit(req, res)
+            self._start(job, placement, end, outlasts=False)
+            return None
+        reserved_node = self.free.by_name[shadow.node]
+        spare = shadow.spare(reserved_node)
+        if not req.no_spare and res.gpus <= max(len(spare.gpus), self.free.most(shadow.node)):
+            placement = self.free.place(res, swap=spare)
+            if placement is not None:
+                self._start(job, placement, end, outlasts=True)
+                return None
+            req.no_spare = True
+        # The spare view differs from what is free now only on the reserved node.
+        if why_not(reserved_node, res) is None:
+            req.behind, req.behind_at = self._behind(shadow), self.version
+            return req.behind
+        return self._no_fit(req, res)
+
+    def _no_fit(self, req: _Request, res: Resources) -> Status:
+        """Resources, naming each node's binding constraint (once per request: O(nodes))."""
+        req.no_fit = Status(Code.RESOURCES, "; ".join(place(self.free.frees, res)[1]), "placement")
+        return req.no_fit
+
+    def _behind(self, shadow: Shadow) -> Status:
+        if self.behind is None:
+            self.behind = Status(
                 Code.PRIORITY,
-                f"waiting behind job {blocker}, which is first in the queue",
-                "ordering",
+                f"waiting for job {shadow.reservation.job_id}, which holds a reservation "
+                f"({shadow.describe()}): this job fits now only on what is reserved, and would "
+                "still be running then (a shorter --time may let it start now)",
+                "backfill",
             )
-            continue
-        placement, reasons = place(frees, job.resources)
-        if placement is None:
-            pending[job.id] = Status(Code.RESOURCES, "; ".join(reasons), "placement")
-            blocker = job.id
-            continue
-        for free in frees:
-            if free.node.name == placement.node:
-                free.take(placement.gpus, job.resources)
-        starts.append(Start(job.id, placement.node, placement.gpus))
-    return Decision(starts=tuple(starts), pending=pending, priorities=priorities)
+        return self.behind
+
+    def _reserve(self, job: PendingJob, status: Status) -> Status:
+        running = [
+            Release(
+                expected_end(r.start_time, r.time_limit_s, self.config, self.now),
+                r.node,
+                r.gpus,
+                r.resources,
+            )
+            for r in self.snapshot.running
+        ]
+        shadow = reserve(job.id, job.resources, self.free.frees, running + self.started, self.now)
+        if shadow is None:  # only for an unsatisfiable job, ruled out above
+            return status
+        self.shadow = shadow
+        if not math.isinf(shadow.time):  # only if some running job has no end at all
+            self.estimated[job.id] = shadow.time
+        return Status(Code.RESOURCES, f"{status.message}; {shadow.describe()}", "placement")
+
+    def _start(self, job: PendingJob, placement: Placement, end: float, outlasts: bool) -> None:
+        self.free.take(placement, job.resources)
+        if outlasts and self.shadow is not None and placement.node == self.shadow.node:
+            self.shadow.took(job.resources)
+        self.version += 1
+        self.starts.append(Start(job.id, placement.node, placement.gpus))
+        self.started.append(Release(end, placement.node, placement.gpus, job.resources))
+
+
+def decide(snapshot: Snapshot, now: float) -> Decision:
+    """Which pending jobs start now and where, why each other one waits, the reservation of
+    the first job that cannot start, and start estimates (module docstring)."""
+    state = _Pass(snapshot, now)
+    ordered, priorities = rank(snapshot, now)
+    state.run(ordered)
+    reservations: tuple[Reservation, ...] = ()
+    if state.shadow is not None:
+        reservations = (state.shadow.reservation,)
+    return Decision(
+        starts=tuple(state.starts),
+        pending=state.pending,
+        reservations=reservations,
+        estimated_start=state.estimated,
+        priorities=priorities,
+    )

@@ -1,21 +1,94 @@
-"""The order in which pending jobs are considered.
+"""The order in which pending jobs are considered: multifactor priority.
 
-`rank` is the one entry point: decide() and `gpupool queue --priority` both use it.
+`rank` is the one entry point: decide() and `gpupool queue --priority` both use it. It is a
+simplified form of Slurm's multifactor priority plugin.
+
+Jobs are ordered by the key
+
+    (priority class, score, -submit_time, -id)      highest first
+
+1. **Priority class** (`PendingJob.priority`: low 100 < normal 200 < high 300 < interactive 400,
+   any int 0..1000) is a hard tier: a job of a higher class always comes before one of a lower
+   class, whatever its other factors.
+2. **Score**, inside a class: `w.fairshare * F + w.age * A + w.size * S`, each factor in [0, 1],
+   with the weights `w` of `PolicyConfig.weights`:
+
+   - **F, fair share** (weight 10,000 by default): from the decayed GPU usage in
+     `Snapshot.usage` (half-life `PolicyConfig.fairshare_half_life_s`, 7 days by default), two
+     levels, project then user inside the project, each `2 ** (-U / S)` (U: the entity's
+     fraction of its level's usage, S: its share; every project with pending or running jobs
+     or usage has an equal share, and so does every such user inside its project), combined as
+     `F = F_project * (0.5 + 0.5 * F_user)`. F is 1 with no usage at all, and lower the more
+     the project, then the user, used (details in `gpupool.policy.fairshare`).
+   - **A, age** (weight 1,000): `min(1, (now - submit_time) / w.age_max_s)`, 0 for a submit time
+     in the future; it saturates after `age_max_s` (7 days by default).
+   - **S, size** (weight 100): `gpus / the most GPUs of any node in the snapshot`, clipped to
+     [0, 1] (0 for CPU-only jobs): bigger jobs are harder to start, so they get a slight edge.
+
+   With the default weights fair share dominates, age next (one point every ~10 minutes of
+   waiting), and size is worth at most about 17 hours of age.
+3. **Submit time**, earliest first, then **id**, lowest first: the tie-breaks.
+
+With no usage and equal ages this is priority, then size, then submit order.
 """
 
 from __future__ import annotations
 
+from gpupool.policy.fairshare import fairshare_factors
 from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
-    """Pending jobs best first, and the factors behind each one's place.
+    """Pending jobs best first, and the factors behind each one's place (module docstring).
 
-    Priority class first (higher first); inside a class, earliest submission, then lowest id.
+    O(n log n) in the pending jobs: the fair-share factor is computed once per (project, user)
+    and the size factor once per GPU count, then one sort on plain tuples.
     """
-    ordered = sorted(snapshot.pending, key=lambda j: (-j.priority, j.submit_time, j.id))
-    factors = {
-        j.id: PriorityFactors(j.id, j.priority, fairshare=0.0, age=0.0, size=0.0, score=0.0)
-        for j in ordered
-    }
-    return ordered, factors
+    pending = snapshot.pending
+    if not pending:
+        return [], {}
+    weights = snapshot.config.weights
+    w_fs, w_age, w_size, age_max = weights.fairshare, weights.age, weights.size, weights.age_max_s
+
+    active = {(j.project, j.user) for j in pending}
+    active.update((r.project, r.user) for r in snapshot.running)
+    fairshare: dict[str, dict[str, float]] = {}
+    for (project, user), f in fairshare_factors(snapshot.usage, active).items():
+        fairshare.setdefault(project, {})[user] = f
+    biggest = max((len(n.gpus) for n in snapshot.nodes), default=0)
+    size_of = [g / biggest for g in range(biggest + 1)] if biggest > 0 else [0.0]
+    most = len(size_of) - 1
+
+    new, set_ = _new, _set
+    keyed: list[tuple[int, float, float, int, int]] = []
+    append = keyed.append
+    factors: dict[int, PriorityFactors] = {}
+    for index, job in enumerate(pending):
+        job_id, klass = job.id, job.priority
+        f = fairshare[job.project][job.user]
+        gpus = job.resources.gpus
+        s = size_of[gpus] if 0 <= gpus <= most else (1.0 if gpus > 0 and biggest > 0 else 0.0)
+        waited = now - job.submit_time
+        if waited <= 0.0:
+            a = 0.0
+        elif waited >= age_max:  # also age_max_s <= 0: saturated at once
+            a = 1.0
+        else:
+            a = waited / age_max
+        score = w_fs * f + w_size * s + w_age * a
+        append((-klass, -score, job.submit_time, job_id, index))
+        # PriorityFactors(job_id, klass, f, a, s, score) without the frozen dataclass __init__
+        # (one object.__setattr__ per field), which would be a third of rank's time on 10,000
+        # jobs; test_policy_ordering checks that the result equals the constructor's.
+        pf = new(PriorityFactors)
+        set_(
+            pf,
+            "__dict__",
+            {"job_id": job_id, "klass": klass, "fairshare": f, "age": a, "size": s, "score": score},
+        )
+        factors[job_id] = pf
+    keyed.sort()
+    return [pending[k[4]] for k in keyed], factors

@@ -46,6 +46,7 @@ def build_spec(
     source: str | None = None,
     base_env: Mapping[str, str] | None = None,
     default_workdir: str = "",
+    now: float | None = None,
 ) -> JobSpec:
     """Validate a raw spec (file data, flags, or both merged) into a JobSpec.
 
@@ -53,10 +54,17 @@ def build_spec(
     `source` (the file's path) let each error point at its line. `base_env` is the
     submitter's environment, kept minus what the pool sets for each job
     (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUPOOL_*). `default_workdir` (absolute,
-    or "") is used when the spec gives no workdir.
+    or "") is used when the spec gives no workdir. `now`
+    (epoch seconds; time.time() when None) is what `begin: now+1h` or `begin: 22:00` are
+    read against, in local time (time.localtime, so TZ decides).
     """
     from gpupool.spec.model import build_spec as build
 
     return build(
-        data, lines=lines, source=source, base_env=base_env, default_workdir=default_workdir
+        data,
+        lines=lines,
+        source=source,
+        base_env=base_env,
+        default_workdir=default_workdir,
+        now=now,
     )

@@ -53,6 +53,9 @@ _ALIASES = {
     "gres": "gpus",
     "time_limit": "time",
     "timeout": "time",
+    "start_at": "begin",
+    "start_time": "begin",
+    "not_before": "begin",
 }
 
 

@@ -20,6 +20,7 @@ SPEC_KEYS: tuple[str, ...] = (
     "cpus",
     "mem",
     "time",
+    "begin",
     "project",
     "priority",
     "env",

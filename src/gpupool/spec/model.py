@@ -9,10 +9,11 @@ pydantic, and gpupool.spec imports it lazily so that the CLI starts fast.
 from __future__ import annotations
 
 import os
+import time as _time
 from collections.abc import Mapping
 from typing import Annotated, Any, NoReturn
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from gpupool.core.job import DEFAULT_PRIORITY, JobSpec, Resources
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
@@ -22,6 +23,7 @@ from gpupool.spec.rules import (
     MAX_GRACE_S,
     MAX_TIME_S,
     check_arg,
+    check_begin,
     check_cpus,
     check_env_mapping,
     check_env_name,
@@ -40,6 +42,7 @@ from gpupool.spec.rules import (
     seconds,
     seconds_or_none,
     split_command,
+    wire_begin,
     wire_mem,
     wire_workdir,
 )
@@ -53,6 +56,12 @@ EnvName = Annotated[str, _v(check_env_name)]
 EnvValue = Annotated[str, _v(check_env_value)]
 Env = Annotated[dict[EnvName, EnvValue], _v(check_env_mapping)]
 Arg = Annotated[str, _v(check_arg)]
+
+
+def _begin(value: Any, info: ValidationInfo) -> float | None:
+    # "now" comes from build_spec through the validation context, so tests can fix it.
+    context = info.context or {}
+    return check_begin(value, context.get("now", _time.time()))
 
 
 class _Strict(BaseModel):
@@ -69,6 +78,7 @@ class SpecModel(_Strict):
     cpus: Annotated[int | None, _v(check_cpus)] = None
     mem: Annotated[int | None, _v(check_mem)] = None
     time: Annotated[float | None, _v(check_time)] = None
+    begin: Annotated[float | None, _v(_begin)] = None
     project: Annotated[str, _v(check_project)] = "default"
     priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
     env: Env = {}
@@ -92,6 +102,7 @@ class WireModel(_Strict):
     base_env: Annotated[tuple[tuple[str, str], ...], _v(clean_base_env)] = ()
     workdir: Annotated[str, _v(wire_workdir)] = ""
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
+    begin_time: Annotated[float | None, _v(wire_begin)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -100,7 +111,11 @@ WIRE_KEYS: tuple[str, ...] = tuple(WireModel.model_fields)
 
 
 def _validate(
-    model: type[_Strict], data: Any, keys: tuple[str, ...], lines: Mapping[str, int]
+    model: type[_Strict],
+    data: Any,
+    keys: tuple[str, ...],
+    lines: Mapping[str, int],
+    context: dict[str, Any] | None = None,
 ) -> tuple[Any, list[FieldError]]:
     """The model instance (None when invalid) and every error, each mapped to its field."""
     if not isinstance(data, Mapping):
@@ -114,7 +129,7 @@ def _validate(
             errors.append(FieldError(str(key), unknown_key_message(key, keys), lines.get(str(key))))
     instance: Any = None
     try:
-        instance = model.model_validate(known)
+        instance = model.model_validate(known, context=context)
     except ValidationError as e:
         for err in e.errors(include_url=False):
             field, message = _field_and_message(err)
@@ -158,12 +173,14 @@ def build_spec(
     source: str | None = None,
     base_env: Mapping[str, str] | None = None,
     default_workdir: str = "",
+    now: float | None = None,
 ) -> JobSpec:
     """See gpupool.spec.build_spec."""
     if default_workdir and not os.path.isabs(default_workdir):
         raise ValueError(f"default_workdir must be absolute, got {default_workdir!r}")
     lines = lines or {}
-    m, errors = _validate(SpecModel, data, SPEC_KEYS, lines)
+    now = _time.time() if now is None else now
+    m, errors = _validate(SpecModel, data, SPEC_KEYS, lines, {"now": now})
     try:
         base = clean_base_env(base_env)
     except ValueError as e:
@@ -181,6 +198,7 @@ def build_spec(
         base_env=base,
         workdir=m.workdir if m.workdir is not None else default_workdir,
         grace_s=m.grace,
+        begin_time=m.begin,
     )
 
 
@@ -200,4 +218,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         base_env=m.base_env,
         workdir=m.workdir,
         grace_s=m.grace_s,
+        begin_time=m.begin_time,
     )

@@ -17,6 +17,8 @@ from typing import Any
 
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES
 from gpupool.core.units import parse_duration, parse_size
+from gpupool.spec.begin import EXAMPLES as BEGIN_EXAMPLES
+from gpupool.spec.begin import parse_begin
 
 
 class BadValue(ValueError):
@@ -35,6 +37,8 @@ DEFAULT_GRACE_S = 30.0
 MAX_PRIORITY = 1000
 MAX_NAME = 128
 MAX_GPU_TYPE = 64
+MAX_BEGIN_AHEAD_S = 366 * 86400.0
+MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: past it, dates cannot be formatted
 
 _PROJECT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -202,6 +206,26 @@ def check_grace(value: Any) -> float:
     return seconds
 
 
+def check_begin(value: Any, now: float) -> float | None:
+    """Epoch seconds from Slurm's --begin forms (see begin.py), relative to `now`.
+
+    Only text: a bare number could be epoch seconds or Slurm's MMDDYY, so it is refused
+    (the HTTP API's begin_time takes epoch seconds). A time in the past is kept (the job
+    may start at once), floored at 0 so that it fits the wire form.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadValue(f"not a time: {got(value)} ({BEGIN_EXAMPLES})")
+    try:
+        t = parse_begin(value, now)
+    except ValueError as e:
+        raise BadValue(f"not a time: {got(value)} ({str(e) or BEGIN_EXAMPLES})") from None
+    if t - now > MAX_BEGIN_AHEAD_S:
+        raise BadValue(f"must be at most 366 days from now, got {got(value)}")
+    return max(t, 0.0)
+
+
 def check_project(value: Any) -> str:
     if value is None:
         return "default"
@@ -283,10 +307,16 @@ def clean_base_env(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(kept))
 
 
+def _finite(value: int | float) -> bool:
+    # math.isfinite(10**400) raises OverflowError (not a ValueError: it would escape
+    # validation), and JSON can carry such an int.
+    return isinstance(value, int) or math.isfinite(value)
+
+
 def seconds(value: Any, maximum: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BadValue(f"must be a number of seconds, got {got(value)}")
-    if not (math.isfinite(value) and 0 < value <= maximum):
+    if not (_finite(value) and 0 < value <= maximum):
         raise BadValue(f"must be more than 0 and at most {maximum:g} seconds, got {value!r}")
     return float(value)
 
@@ -301,6 +331,20 @@ def wire_mem(value: Any) -> int | None:
 
 def seconds_or_none(value: Any, maximum: float) -> float | None:
     return None if value is None else seconds(value, maximum)
+
+
+def wire_begin(value: Any) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (_finite(value) and 0 <= value <= MAX_EPOCH)
+    ):
+        raise BadValue(
+            f"must be epoch seconds from 0 to {MAX_EPOCH:.0f}, or null, got {got(value)}"
+        )
+    return float(value)
 
 
 def wire_workdir(value: Any) -> str:

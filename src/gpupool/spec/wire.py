@@ -30,6 +30,7 @@ def spec_to_wire(spec: JobSpec) -> dict[str, Any]:
         "base_env": dict(spec.base_env),
         "workdir": spec.workdir,
         "grace_s": spec.grace_s,
+        "begin_time": spec.begin_time,  # epoch seconds, or None: free to start now
     }
 
 

@@ -197,3 +197,43 @@ def load_jobs(s: Session, where: ColumnElement[bool]) -> list[Job]:
                 Transition(time=ev.time, frm=ev.from_state, to=ev.to_state, cause=ev.cause)
             )
     return [job_from_row(rows[i], events[i]) for i in rows]
+
+
+# -- projects (teams) and departments: configuration, read by the submit path and the policy
+
+
+class DepartmentRow(Base):
+    __tablename__ = "departments"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    quota: Mapped[float | None] = mapped_column(Double)
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    quota: Mapped[float] = mapped_column(Double)
+    # "limit" is reserved in SQL.
+    gpu_limit: Mapped[float | None] = mapped_column(Double)
+    weight: Mapped[float] = mapped_column(Double)
+    department: Mapped[str | None] = mapped_column(ForeignKey("departments.name"))
+    default_time_limit_s: Mapped[float | None] = mapped_column(Double)
+
+
+class ProjectMemberRow(Base):
+    """One user allowed to submit to one project (a project with none is open to all)."""
+
+    __tablename__ = "project_members"
+
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), primary_key=True)
+    user: Mapped[str] = mapped_column("username", String, primary_key=True, index=True)
+
+
+class UserDefaultRow(Base):
+    """The project a user's jobs go to when they name none."""
+
+    __tablename__ = "user_defaults"
+
+    user: Mapped[str] = mapped_column("username", String, primary_key=True)
+    project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)

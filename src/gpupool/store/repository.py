@@ -23,6 +23,7 @@ from gpupool.store import models
 from gpupool.store.codec import encode_spec, job_from_row
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
+from gpupool.store.projects import ProjectMethods
 
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store:
+class Store(ProjectMethods):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine
@@ -112,6 +113,18 @@ class Store:
     def active_jobs(self) -> list[Job]:
         """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order."""
         return self.list_jobs()
+
+    def usage_history(self, since: float) -> list[tuple[str, str, int, float, float | None]]:
+        """(project, user, GPUs, start, end or None) of every job that ran after `since`:
+        the raw material of fair-share usage. Reads columns only, no spec decoding."""
+        stmt = select(
+            JobRow.project, JobRow.user, JobRow.gpus, JobRow.start_time, JobRow.end_time
+        ).where(
+            JobRow.start_time.is_not(None),
+            (JobRow.end_time.is_(None)) | (JobRow.end_time >= since),
+        )
+        with self._read() as s:
+            return [(p, u, len(g or []), st, en) for p, u, g, st, en in s.execute(stmt)]
 
     def allocation_version(self) -> int:
         with self._read() as s:

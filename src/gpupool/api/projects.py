@@ -1,0 +1,107 @@
+"""/v1/projects: list, create, change and delete projects; users' default projects.
+
+Admin commands without authentication (none exists yet): the daemon trusts the user name the
+client sends, as the rest of the API does, so every local user may run them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Body, FastAPI
+
+from gpupool.core.project import InvalidProject, Project
+from gpupool.engine import PoolService, RequestRefused
+
+# Project fields a request may set; members also through add_members / remove_members.
+FIELDS = ("quota", "limit", "weight", "department", "members", "default_time_limit_s")
+EDITS = ("add_members", "remove_members")
+
+
+def project_to_wire(p: Project, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    usage = usage or {}
+    return {
+        "name": p.name,
+        "quota": p.quota,
+        "limit": p.limit,
+        "weight": p.weight,
+        "department": p.department,
+        "members": list(p.members),
+        "open": p.is_open,
+        "default_time_limit_s": p.default_time_limit_s,
+        "in_use_gpus": usage.get("in_use_gpus", 0),
+        "running_jobs": usage.get("running_jobs", 0),
+        "pending_jobs": usage.get("pending_jobs", 0),
+        "pending_gpus": usage.get("pending_gpus", 0),
+    }
+
+
+def _fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The project fields of a request body (all but `user`); InvalidProject for unknown ones
+    or for a member list that is not a list."""
+    fields = {k: v for k, v in body.items() if k != "user"}
+    unknown = sorted(set(fields) - set(allowed))
+    problems = [(k, f"unknown field (known: {', '.join(allowed)})") for k in unknown]
+    for key in ("members", *EDITS):
+        if key in fields:
+            if not isinstance(fields[key], list):
+                problems.append((key, f"must be a list of user names, got {fields[key]!r}"))
+            else:
+                fields[key] = tuple(fields[key])
+    if problems:
+        raise InvalidProject(problems)
+    return fields
+
+
+def add_routes(app: FastAPI, service: PoolService) -> None:
+    @app.get("/v1/projects")
+    def list_projects() -> dict[str, Any]:
+        usage = service.project_usage()
+        return {
+            "projects": [project_to_wire(p, usage.get(p.name)) for p in service.store.projects()],
+            "departments": [
+                {"name": d.name, "quota": d.quota} for d in service.store.departments()
+            ],
+        }
+
+    @app.get("/v1/projects/{name}")
+    def show_project(name: str) -> dict[str, Any]:
+        return project_to_wire(service.store.project(name), service.project_usage().get(name))
+
+    @app.post("/v1/projects", status_code=201)
+    def create_project(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        name = body.get("name")
+        fields = _fields({k: v for k, v in body.items() if k != "name"}, FIELDS)
+        project = service.create_project(Project(name=name, **fields), str(body.get("user", "")))
+        return project_to_wire(project)
+
+    @app.patch("/v1/projects/{name}")
+    def set_project(name: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+        changes = _fields(body, FIELDS + EDITS)
+        project = service.set_project(name, changes, str(body.get("user", "")))
+        return project_to_wire(project, service.project_usage().get(name))
+
+    @app.delete("/v1/projects/{name}")
+    def delete_project(name: str, user: str = "") -> dict[str, Any]:
+        service.delete_project(name, user)
+        return {"deleted": name}
+
+    @app.get("/v1/projects/defaults/{user}")
+    def get_default(user: str) -> dict[str, Any]:
+        """The user's chosen default (None if none) and where their jobs would go now."""
+        try:
+            effective: str | None = service.choose_project(user, None)
+            problem = ""
+        except RequestRefused as exc:
+            effective, problem = None, exc.message
+        return {
+            "user": user,
+            "project": service.store.default_project(user),
+            "effective": effective,
+            "problem": problem,
+        }
+
+    @app.put("/v1/projects/defaults/{user}")
+    def set_default(user: str, project: str | None = Body(None, embed=True)) -> dict[str, Any]:
+        service.set_default_project(user, project)
+        return get_default(user)

@@ -1,0 +1,248 @@
+"""`gpupool project`: create, list, change and delete projects; set your default project.
+
+Like Slurm's sacctmgr, but small. There is no authentication yet: every local user may run
+these commands (the daemon trusts the user name the client sends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+from urllib.parse import quote
+
+from gpupool.cli.render import print_json, print_table
+from gpupool.client import ApiError, Client
+
+COLUMNS = ("NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING")
+# API field -> the flag that sets it, for error messages in the user's terms.
+FLAGS = {
+    "quota": "--quota",
+    "limit": "--limit",
+    "weight": "--weight",
+    "department": "--department",
+    "members": "--members",
+    "add_members": "--add-member",
+    "remove_members": "--remove-member",
+    "default_time_limit_s": "--default-time-limit",
+}
+
+
+class BadFlag(ValueError):
+    pass
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser, listing: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "project",
+        parents=[common],
+        help="projects (teams): quotas, limits, members, your default project",
+        description="Projects (teams): who may submit where, and their GPU quota, limit and "
+        "weight. No authentication exists yet: every local user may run these commands.",
+    )
+    verbs = p.add_subparsers(dest="project_verb", metavar="ACTION")
+    verbs.required = True
+
+    c = verbs.add_parser("create", parents=[common], help="create a project")
+    c.add_argument("name")
+    _value_flags(c, creating=True)
+    c.add_argument("--members", metavar="U1,U2", help="who may submit (default: everyone)")
+
+    verbs.add_parser(
+        "list", aliases=["ls"], parents=[common, listing], help="projects and their GPU use"
+    )
+
+    s = verbs.add_parser("set", parents=[common], help="change a project")
+    s.add_argument("name")
+    _value_flags(s, creating=False)
+    s.add_argument("--no-limit", action="store_true", help="remove the limit")
+    s.add_argument("--no-department", action="store_true", help="leave its department")
+    s.add_argument(
+        "--no-default-time-limit", action="store_true", help="remove the default time limit"
+    )
+    s.add_argument("--members", metavar="U1,U2", help="replace the member list ('' = everyone)")
+    s.add_argument("--add-member", action="append", default=[], metavar="USER")
+    s.add_argument("--remove-member", action="append", default=[], metavar="USER")
+
+    d = verbs.add_parser("delete", parents=[common], help="delete a project (no active jobs)")
+    d.add_argument("name")
+
+    f = verbs.add_parser(
+        "default", parents=[common], help="set (or show) the project your jobs go to by default"
+    )
+    f.add_argument("project", nargs="?", help="omit to show the current default")
+    f.add_argument("--user", help="for this user instead of you")
+
+
+def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
+    def default(text: str) -> str:
+        return f" (default {text})" if creating else ""
+
+    p.add_argument("--quota", metavar="GPUS", help="GPUs guaranteed" + default("0"))
+    p.add_argument("--limit", metavar="GPUS", help="most GPUs its jobs may hold" + default("none"))
+    p.add_argument("--weight", metavar="W", help="share of idle GPUs above quota" + default("1"))
+    p.add_argument("--department", help="department the project belongs to")
+    p.add_argument(
+        "--default-time-limit",
+        metavar="DURATION",
+        help="assumed run time of its jobs without --time, e.g. 12h",
+    )
+
+
+def _number(flag: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise BadFlag(f"{flag}: must be a number of GPUs, got {text!r}") from None
+
+
+def _members(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def _changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields the flags set (only those given)."""
+    out: dict[str, Any] = {}
+    if args.quota is not None:
+        out["quota"] = _number("--quota", args.quota)
+    if args.limit is not None:
+        out["limit"] = _number("--limit", args.limit)
+    if args.weight is not None:
+        out["weight"] = _number("--weight", args.weight)
+    if args.department is not None:
+        out["department"] = args.department
+    if args.default_time_limit is not None:
+        from gpupool.core.units import parse_duration
+
+        try:
+            out["default_time_limit_s"] = parse_duration(args.default_time_limit)
+        except ValueError as exc:
+            raise BadFlag(f"--default-time-limit: {exc}") from None
+    if args.members is not None:
+        out["members"] = _members(args.members)
+    for flag, key in (("no_limit", "limit"), ("no_department", "department")):
+        if getattr(args, flag, False):
+            if key in out:
+                raise BadFlag(f"--{key} and --{flag.replace('_', '-')} contradict each other")
+            out[key] = None
+    if getattr(args, "no_default_time_limit", False):
+        out["default_time_limit_s"] = None
+    if getattr(args, "add_member", None):
+        out["add_members"] = [u for text in args.add_member for u in _members(text)]
+    if getattr(args, "remove_member", None):
+        out["remove_members"] = [u for text in args.remove_member for u in _members(text)]
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def describe(p: dict[str, Any]) -> str:
+    """'quota 4, limit 8, weight 2, department research, members alice,bob'."""
+    parts = [
+        f"quota {_fmt(p['quota'])}",
+        f"limit {'none' if p['limit'] is None else _fmt(p['limit'])}",
+    ]
+    parts.append(f"weight {_fmt(p['weight'])}")
+    if p["department"]:
+        parts.append(f"department {p['department']}")
+    parts.append(f"members {','.join(p['members'])}" if p["members"] else "open to every user")
+    if p["default_time_limit_s"]:
+        from gpupool.core.units import format_duration
+
+        parts.append(f"default time limit {format_duration(p['default_time_limit_s'])}")
+    return ", ".join(parts)
+
+
+def cmd_project(client: Client, args: argparse.Namespace) -> int:
+    try:
+        return _VERBS[args.project_verb](client, args)
+    except BadFlag as exc:
+        print(f"gpupool: {exc}", file=sys.stderr)
+        return 2
+    except ApiError as exc:
+        if exc.code != "invalid_project" or not exc.body.get("errors"):
+            raise
+        for e in exc.body["errors"]:
+            print(f"gpupool: {FLAGS.get(e['field'], e['field'])}: {e['message']}", file=sys.stderr)
+        return 2
+
+
+def _path(name: str) -> str:
+    return f"/v1/projects/{quote(name, safe='')}"
+
+
+def cmd_create(client: Client, args: argparse.Namespace) -> int:
+    body = {"name": args.name, "user": getpass.getuser(), **_changes(args)}
+    p = client.request("POST", "/v1/projects", body)
+    print(f"Created project {p['name']}: {describe(p)}")
+    return 0
+
+
+def cmd_list(client: Client, args: argparse.Namespace) -> int:
+    data = client.request("GET", "/v1/projects")
+    if args.json:
+        print_json(data)
+        return 0
+    rows = [
+        (
+            p["name"],
+            p["department"] or "-",
+            _fmt(p["quota"]),
+            _fmt(p["limit"]),
+            _fmt(p["weight"]),
+            ",".join(p["members"]) or "(everyone)",
+            p["in_use_gpus"],
+            p["pending_jobs"],
+        )
+        for p in data["projects"]
+    ]
+    print_table(COLUMNS, rows)
+    return 0
+
+
+def cmd_set(client: Client, args: argparse.Namespace) -> int:
+    changes = _changes(args)
+    if not changes:
+        print("gpupool: nothing to change (see gpupool project set --help)", file=sys.stderr)
+        return 2
+    p = client.request("PATCH", _path(args.name), {**changes, "user": getpass.getuser()})
+    print(f"Updated project {p['name']}: {describe(p)}")
+    if not p["members"] and ("remove_members" in changes or "members" in changes):
+        print(f"note: project {p['name']} has no members now: it is open to every user")
+    return 0
+
+
+def cmd_delete(client: Client, args: argparse.Namespace) -> int:
+    client.request("DELETE", _path(args.name), query={"user": getpass.getuser()})
+    print(f"Deleted project {args.name}")
+    return 0
+
+
+def cmd_default(client: Client, args: argparse.Namespace) -> int:
+    user = args.user or getpass.getuser()
+    path = f"/v1/projects/defaults/{quote(user, safe='')}"
+    if args.project is None:
+        d = client.request("GET", path)
+    else:
+        d = client.request("PUT", path, {"project": args.project})
+        print(f"Default project of {user}: {d['project']}")
+        return 0
+    chosen = f"default project {d['project']}" if d["project"] else "no default project set"
+    if d["effective"]:
+        print(f"{user}: {chosen}; jobs without --project go to {d['effective']}")
+    else:
+        print(f"{user}: {chosen}; jobs without --project are refused: {d['problem']}")
+    return 0
+
+
+_VERBS = {
+    "create": cmd_create,
+    "list": cmd_list,
+    "ls": cmd_list,
+    "set": cmd_set,
+    "delete": cmd_delete,
+    "default": cmd_default,
+}

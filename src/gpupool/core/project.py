@@ -1,0 +1,158 @@
+"""Projects (teams) and departments, as Run:ai models them: who may submit where, and the GPU
+quota, limit and weight each project has. Configuration only; how the scheduler uses the
+numbers is the policy's business.
+
+A Project checks itself when it is built: an invalid one cannot exist. InvalidProject names
+every bad field, so the config file, the API and the CLI can each report it in their terms.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_PROJECT = "default"  # always exists; open to everyone; where jobs land by default
+MAX_GPUS_QUOTA = 1_000_000.0
+MAX_TIME_LIMIT_S = 366 * 86400.0
+
+NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # projects and departments (as spec.project)
+USER_RE = re.compile(r"[A-Za-z0-9_.@$-][A-Za-z0-9_.@$-]{0,63}")  # POSIX-ish user names
+
+
+class InvalidProject(ValueError):
+    """Every problem with one project or department: (field, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__(problems)
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        return "; ".join(f"{f}: {m}" for f, m in self.problems)
+
+
+def fmt_gpus(value: float | None) -> str:
+    """4.0 -> '4', 0.5 -> '0.5', None -> '-'."""
+    return "-" if value is None else f"{value:g}"
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _check_name(value: Any, what: str) -> str | None:
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        return f"{what} must be 1-64 letters, digits, '_', '.' or '-', got {_got(value)}"
+    return None
+
+
+def _check_amount(value: Any, optional: bool) -> str | None:
+    if value is None and optional:
+        return None
+    if not _is_number(value):
+        return f"must be a number of GPUs, got {_got(value)}"
+    if not 0 <= value <= MAX_GPUS_QUOTA:
+        return f"must be between 0 and {MAX_GPUS_QUOTA:g}, got {_got(value)}"
+    return None
+
+
+@dataclass(frozen=True)
+class Department:
+    """A group of projects. Its quota is informational for now."""
+
+    name: str
+    quota: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if (bad := _check_name(self.name, "a department name")) is not None:
+            problems.append(("name", bad))
+        if (bad := _check_amount(self.quota, optional=True)) is not None:
+            problems.append(("quota", bad))
+        if problems:
+            raise InvalidProject(problems)
+        if self.quota is not None:
+            object.__setattr__(self, "quota", float(self.quota))
+
+
+@dataclass(frozen=True)
+class Project:
+    """A team's share of the pool.
+
+    quota: GPUs guaranteed; limit: the most GPUs its jobs may hold at once (None: no cap);
+    weight: its share of the idle GPUs above quotas; members: who may submit to it (empty:
+    everyone); default_time_limit_s: assumed run time of its jobs without --time.
+    """
+
+    name: str
+    quota: float = 0.0
+    limit: float | None = None
+    weight: float = 1.0
+    department: str | None = None
+    members: tuple[str, ...] = field(default=())
+    default_time_limit_s: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = project_problems(self)
+        if problems:
+            raise InvalidProject(problems)
+        # Normal forms, so equal projects compare equal whatever they were built from.
+        set_ = object.__setattr__
+        set_(self, "quota", float(self.quota))
+        set_(self, "limit", None if self.limit is None else float(self.limit))
+        set_(self, "weight", float(self.weight))
+        set_(self, "members", tuple(sorted(set(self.members))))
+        if self.default_time_limit_s is not None:
+            set_(self, "default_time_limit_s", float(self.default_time_limit_s))
+
+    @property
+    def is_open(self) -> bool:
+        """True when every user may submit to it (no member list)."""
+        return not self.members
+
+    def admits(self, user: str) -> bool:
+        return self.is_open or user in self.members
+
+
+def project_problems(p: Project) -> list[tuple[str, str]]:
+    """(field, message) for every invalid field of `p` (run by Project itself, on creation)."""
+    problems: list[tuple[str, str]] = []
+    if (bad := _check_name(p.name, "a project name")) is not None:
+        problems.append(("name", bad))
+    quota_bad = _check_amount(p.quota, optional=False)
+    if quota_bad is not None:
+        problems.append(("quota", quota_bad))
+    if (bad := _check_amount(p.limit, optional=True)) is not None:
+        problems.append(("limit", bad))
+    elif p.limit is not None and quota_bad is None and p.limit < p.quota:
+        problems.append(("limit", f"must be >= quota ({p.quota:g}), got {p.limit:g}"))
+    if not _is_number(p.weight) or not 0 < p.weight <= 1_000_000:
+        problems.append(("weight", f"must be a number above 0, got {_got(p.weight)}"))
+    if p.department is not None and (bad := _check_name(p.department, "a department name")):
+        problems.append(("department", bad))
+    if isinstance(p.members, (str, bytes)) or not isinstance(
+        p.members, (list, tuple, set, frozenset)
+    ):
+        problems.append(("members", f"must be a list of user names, got {_got(p.members)}"))
+    else:
+        bad_users = [m for m in p.members if not isinstance(m, str) or not USER_RE.fullmatch(m)]
+        if bad_users:
+            problems.append(
+                ("members", f"not a user name: {', '.join(_got(m) for m in bad_users)}")
+            )
+    t = p.default_time_limit_s
+    if t is not None and (not _is_number(t) or not 0 < t <= MAX_TIME_LIMIT_S):
+        problems.append(
+            ("default_time_limit_s", f"must be a duration from 1s to 366 days, got {_got(t)}")
+        )
+    return problems

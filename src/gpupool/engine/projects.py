@@ -1,0 +1,246 @@
+"""`gpupool.toml`: departments, projects and users' default projects, declared in a file.
+
+The daemon reads the file from the state directory at start: `parse_config` turns its text
+into a Config (the changes it asks for, all checked), and `apply` writes them to the store with
+upserts. The file is declarative for what it names (a project in the file is set exactly as
+written, members included); projects created with `gpupool project create` and not in the file
+are kept. Every error names the file, the key path and the problem:
+
+    gpupool.toml: projects.vision.limit: must be >= quota (4), got 2
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpupool.core.project import USER_RE, Department, InvalidProject, Project
+from gpupool.core.units import parse_duration
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gpupool.store import Store
+
+CONFIG_NAME = "gpupool.toml"
+SECTIONS = ("departments", "projects", "users")
+DEPARTMENT_KEYS = ("quota",)
+PROJECT_KEYS = ("quota", "limit", "weight", "department", "members", "default_time_limit")
+USER_KEYS = ("default_project",)
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class ConfigError(ValueError):
+    """Every problem found in one config file, one line each: 'file: key.path: problem'."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(source, problems)
+        self.source = source
+        self.problems = list(problems)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.source}: {p}" for p in self.problems)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a config file asks for, in the order it is applied."""
+
+    departments: tuple[Department, ...] = ()
+    projects: tuple[Project, ...] = ()
+    user_defaults: tuple[tuple[str, str], ...] = ()  # (user, project)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.departments or self.projects or self.user_defaults)
+
+
+def key_path(*parts: str) -> str:
+    """TOML's dotted form: projects.vision.limit, projects."v1.2".quota."""
+    return ".".join(p if _BARE_KEY.fullmatch(p) else json.dumps(p) for p in parts)
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unknown_key(key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key.replace("-", "_"), known, n=1, cutoff=0.6)
+    if close:
+        return f'unknown key, did you mean "{close[0]}"?'
+    return f"unknown key (known keys: {', '.join(known)})"
+
+
+def _tables(data: dict[str, Any], section: str, problems: list[str]) -> dict[str, dict[str, Any]]:
+    """The [section.NAME] tables of `data`; problems for anything that is not one."""
+    value = data.get(section, {})
+    if not isinstance(value, dict):
+        problems.append(
+            f"{section}: must be a table of [{section}.NAME] sections, got {_got(value)}"
+        )
+        return {}
+    out = {}
+    for name, body in value.items():
+        if isinstance(body, dict):
+            out[name] = body
+        else:
+            problems.append(
+                f"{key_path(section, name)}: must be a [{section}.{name}] section, got {_got(body)}"
+            )
+    return out
+
+
+def _unknown(body: dict[str, Any], known: tuple[str, ...], path: tuple[str, ...]) -> list[str]:
+    return [f"{key_path(*path, k)}: {_unknown_key(k, known)}" for k in body if k not in known]
+
+
+def _invalid(exc: InvalidProject, path: tuple[str, ...], rename: dict[str, str]) -> list[str]:
+    out = []
+    for field, message in exc.problems:
+        if field == "name":
+            out.append(f"{key_path(*path)}: {message}")
+        else:
+            out.append(f"{key_path(*path, rename.get(field, field))}: {message}")
+    return out
+
+
+def _duration(value: Any) -> float:
+    if not isinstance(value, str):
+        raise ValueError(f'needs a duration with a unit, such as "12h" or "90m", got {_got(value)}')
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
+    """The Config a file's text asks for; ConfigError naming every problem (key by key)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [f"not valid TOML: {exc}"]) from None
+    problems = [
+        f"{key_path(k)}: {_unknown_key(k, SECTIONS)} (sections: [departments.NAME], "
+        f"[projects.NAME], [users.NAME])"
+        for k in data
+        if k not in SECTIONS
+    ]
+
+    departments = []
+    for name, body in _tables(data, "departments", problems).items():
+        path = ("departments", name)
+        problems += _unknown(body, DEPARTMENT_KEYS, path)
+        try:
+            departments.append(Department(name, body.get("quota")))
+        except InvalidProject as exc:
+            problems += _invalid(exc, path, {})
+
+    projects = []
+    for name, body in _tables(data, "projects", problems).items():
+        path = ("projects", name)
+        problems += _unknown(body, PROJECT_KEYS, path)
+        limit_s = None
+        if "default_time_limit" in body:
+            try:
+                limit_s = _duration(body["default_time_limit"])
+            except ValueError as exc:
+                problems.append(f"{key_path(*path, 'default_time_limit')}: {exc}")
+        members = body.get("members", [])
+        try:
+            projects.append(
+                Project(
+                    name=name,
+                    quota=body.get("quota", 0.0),
+                    limit=body.get("limit"),
+                    weight=body.get("weight", 1.0),
+                    department=body.get("department"),
+                    members=tuple(members) if isinstance(members, list) else members,
+                    default_time_limit_s=limit_s,
+                )
+            )
+        except InvalidProject as exc:
+            problems += _invalid(exc, path, {"default_time_limit_s": "default_time_limit"})
+
+    defaults = []
+    for user, body in _tables(data, "users", problems).items():
+        path = ("users", user)
+        problems += _unknown(body, USER_KEYS, path)
+        if not USER_RE.fullmatch(user):
+            problems.append(f"{key_path(*path)}: not a user name")
+        project = body.get("default_project")
+        if project is None:
+            continue
+        if not isinstance(project, str):
+            problems.append(
+                f"{key_path(*path, 'default_project')}: must be a project name, got {_got(project)}"
+            )
+            continue
+        defaults.append((user, project))
+
+    if problems:
+        raise ConfigError(source, problems)
+    return Config(tuple(departments), tuple(projects), tuple(defaults))
+
+
+def load_config(path: Path) -> Config | None:
+    """The config in `path`, or None when there is no such file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read it: {exc}"]) from None
+    return parse_config(text, str(path))
+
+
+def check_references(
+    config: Config,
+    projects: list[Project],
+    departments: list[Department],
+    source: str = CONFIG_NAME,
+) -> None:
+    """ConfigError if the file names a department or project that neither it nor the store
+    has, or makes a user's default a project they may not submit to."""
+    known_departments = {d.name for d in departments} | {d.name for d in config.departments}
+    by_name = {p.name: p for p in projects} | {p.name: p for p in config.projects}
+    problems = []
+    for p in config.projects:
+        if p.department is not None and p.department not in known_departments:
+            problems.append(
+                f"{key_path('projects', p.name, 'department')}: no department named "
+                f"{p.department!r} (declare it as [departments.{p.department}])"
+            )
+    for user, name in config.user_defaults:
+        where = key_path("users", user, "default_project")
+        project = by_name.get(name)
+        if project is None:
+            listed = ", ".join(sorted(by_name))
+            problems.append(f"{where}: no project named {name!r} (projects: {listed})")
+        elif not project.admits(user):
+            problems.append(
+                f"{where}: {user} is not a member of project {name} "
+                f"(members: {', '.join(project.members)})"
+            )
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def apply(store: Store, config: Config, source: str = CONFIG_NAME) -> str:
+    """Write `config` to the store (upserts; nothing else is removed). Checks every reference
+    first, so a bad file changes nothing. Returns a one-line summary."""
+    check_references(config, store.projects(), store.departments(), source)
+    for d in config.departments:
+        store.upsert_department(d)
+    for p in config.projects:
+        store.upsert_project(p)
+    for user, project in config.user_defaults:
+        store.set_default_project(user, project)
+    return (
+        f"{source}: applied {len(config.departments)} department(s), "
+        f"{len(config.projects)} project(s), {len(config.user_defaults)} user default(s)"
+    )

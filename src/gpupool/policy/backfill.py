@@ -1,0 +1,219 @@
+"""EASY backfill: one reservation for the first job that cannot start, and the rule that
+keeps every later job from delaying it.
+
+EASY (the Argonne scheduler of Lifka, 1995; Maui's and Slurm's backfill work the same way):
+the first job in queue order that does not fit now gets a reservation at the earliest time
+("shadow time") at which enough of what it asks for will be free on one node, if every running
+job ends at its expected end. A later job may then start now only if it cannot push that time
+back: it ends by then, or it leaves the reserved GPUs alone and takes no more CPUs or memory on
+the reserved node than will be spare there at that time (Maui's "extra" resources).
+
+Expected ends come from time limits: start + `time_limit_s`, or + `default_time_limit_s` of
+`PolicyConfig` for a job without one. Since the engine ends a job at its limit, a job ends by
+then at the latest; so with the queue order unchanged, the reserved job starts at or before its
+reservation time (tests/unit/test_policy_backfill.py checks this by simulation).
+
+`FreeIndex` is what is free now, indexed for the many placements of one pass, with the reserved
+node's spare view swapped in for the jobs that would outlast the reservation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupool.core.job import Resources
+from gpupool.core.units import format_duration
+from gpupool.policy.placement import NodeFree, Placement, place, why_not
+from gpupool.policy.snapshot import PolicyConfig, Reservation
+
+
+def expected_end(start: float, limit_s: float | None, config: PolicyConfig, now: float) -> float:
+    """When a job started at `start` is expected to end; a job already past it ends `now`."""
+    limit = config.default_time_limit_s if limit_s is None else limit_s
+    return max(now, start + limit)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a running job (or one started earlier in this pass) gives back, and when."""
+
+    end: float
+    node: str
+    gpus: tuple[int, ...]
+    resources: Resources
+
+
+def _copy(free: NodeFree) -> NodeFree:
+    return NodeFree(free.node, set(free.gpus), free.cpus, free.mem_bytes)
+
+
+def _give_back(free: NodeFree, release: Release) -> None:
+    free.gpus.update(release.gpus)
+    res = release.resources
+    if free.cpus is not None and res.cpus:
+        free.cpus += res.cpus
+    if free.mem_bytes is not None and res.mem_bytes:
+        free.mem_bytes += res.mem_bytes
+
+
+def _frees_at(
+    frees: list[NodeFree], releases: Iterable[Release], time: float
+) -> dict[str, NodeFree]:
+    """Each node as it will be at `time`: free now, plus what ends by then."""
+    at = {f.node.name: _copy(f) for f in frees}
+    for r in releases:
+        if r.end <= time and r.node in at:
+            _give_back(at[r.node], r)
+    return at
+
+
+def _earliest(free: NodeFree, releases: list[Release], res: Resources) -> float | None:
+    """The first release time after which `res` fits on this node; None: never."""
+    state = _copy(free)
+    mine = sorted(releases, key=lambda r: r.end)
+    i = 0
+    while i < len(mine):
+        end = mine[i].end
+        # Everything ending at the same time is back before the check.
+        while i < len(mine) and mine[i].end == end:
+            _give_back(state, mine[i])
+            i += 1
+        if why_not(state, res) is None:
+            return end
+    return None
+
+
+class Shadow:
+    """The one reservation of a pass, and what a later job may take now without delaying it."""
+
+    def __init__(
+        self, reservation: Reservation, node_at_time: NodeFree, res: Resources, now: float
+    ) -> None:
+        self.reservation = reservation
+        self.now = now
+        self._reserved = frozenset(reservation.gpus)
+        # What the reserved node will have left at the reservation time once the reserved job
+        # has what it needs: jobs running past that time may use this much, and no more.
+        cpus, mem = node_at_time.cpus, node_at_time.mem_bytes
+        self.extra_cpus = None if cpus is None else cpus - (res.cpus or 0)
+        self.extra_mem = None if mem is None else mem - (res.mem_bytes or 0)
+
+    @property
+    def node(self) -> str:
+        return self.reservation.node
+
+    @property
+    def time(self) -> float:
+        return self.reservation.time
+
+    def outlasts(self, end: float) -> bool:
+        """Whether a job ending at `end` would still run when the reservation begins (an
+        endless job always would, even against an endless reservation)."""
+        return end > self.time or math.isinf(end)
+
+    def spare(self, now_free: NodeFree) -> NodeFree:
+        """What a job that outlasts the reservation may take now on the reserved node: its
+        free GPUs except the reserved ones, and CPUs/memory within the extra."""
+        cpus, mem = now_free.cpus, now_free.mem_bytes
+        if cpus is not None and self.extra_cpus is not None:
+            cpus = min(cpus, self.extra_cpus)
+        if mem is not None and self.extra_mem is not None:
+            mem = min(mem, self.extra_mem)
+        return NodeFree(now_free.node, now_free.gpus - self._reserved, cpus, mem)
+
+    def took(self, res: Resources) -> None:
+        """A job that outlasts the reservation started on the reserved node: it uses up extra."""
+        if self.extra_cpus is not None and res.cpus:
+            self.extra_cpus -= res.cpus
+        if self.extra_mem is not None and res.mem_bytes:
+            self.extra_mem -= res.mem_bytes
+
+    def when(self) -> str:
+        """The reservation time relative to now, in words (the policy has no clock to print)."""
+        if self.time <= self.now:
+            return "as soon as jobs past their time limit there end"
+        if math.isinf(self.time):
+            return "never (running jobs there have no end)"
+        return f"from now+{format_duration(self.time - self.now)}"
+
+    def describe(self) -> str:
+        """E.g. "reserved GPUs 0,1,2,3 on box from now+1h05m"."""
+        gpus = self.reservation.gpus
+        what = f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}" if gpus else "room"
+        return f"reserved {what} on {self.node} {self.when()}"
+
+
+def reserve(
+    job_id: int,
+    res: Resources,
+    frees: list[NodeFree],
+    releases: list[Release],
+    now: float,
+) -> Shadow | None:
+    """The reservation for a job that does not fit now: the earliest time some node will have
+    room for it, and on the nodes that have room then, the node and GPUs that `place` picks
+    (best fit, best links) as if it were that time. None if no node ever will (only when the
+    job is unsatisfiable, which the caller has ruled out)."""
+    by_node: dict[str, list[Release]] = {}
+    for r in releases:
+        by_node.setdefault(r.node, []).append(r)
+    times = [t for f in frees if (t := _earliest(f, by_node.get(f.node.name, []), res)) is not None]
+    if not times:
+        return None
+    time = min(times)
+    at = _frees_at(frees, releases, time)
+    placement, _ = place([at[f.node.name] for f in frees], res)
+    assert placement is not None  # some node has room at `time`, by the choice of `time`
+    reservation = Reservation(job_id, placement.node, placement.gpus, time)
+    return Shadow(reservation, at[placement.node], res, now)
+
+
+class FreeIndex:
+    """What is free now on each node, grouped by free GPU count. Best fit wants the node left
+    with the fewest free GPUs, so placement looks at the smallest group that could fit first
+    and usually checks a few nodes, not all; the most free GPUs of any node is the top
+    non-empty group."""
+
+    def __init__(self, frees: list[NodeFree]) -> None:
+        self.frees = frees  # by node name
+        self.by_name = {f.node.name: f for f in frees}
+        top = max((len(f.gpus) for f in frees), default=0)
+        self.groups: list[dict[str, NodeFree]] = [{} for _ in range(top + 1)]
+        for f in frees:
+            self.groups[len(f.gpus)][f.node.name] = f
+
+    def take(self, placement: Placement, res: Resources) -> None:
+        free = self.by_name[placement.node]
+        del self.groups[len(free.gpus)][placement.node]
+        free.take(placement.gpus, res)
+        self.groups[len(free.gpus)][placement.node] = free
+
+    def most(self, without: str | None = None) -> int:
+        """The most free GPUs of any node (other than `without`)."""
+        for count in range(len(self.groups) - 1, 0, -1):
+            group = self.groups[count]
+            if len(group) > (without in group):
+                return count
+        return 0
+
+    def place(self, res: Resources, swap: NodeFree | None = None) -> Placement | None:
+        """`place`'s choice, without reasons; `swap` stands in for its node (the reserved
+        node's spare view). The order inside a group does not matter: `place` breaks ties by
+        node name."""
+        for count in range(res.gpus, len(self.groups)):
+            group = list(self.groups[count].values())
+            if swap is not None:
+                group = [f for f in group if f.node is not swap.node]
+                if len(swap.gpus) == count:
+                    group.append(swap)
+            if group and not (res.gpu_type or res.cpus or res.mem_bytes):
+                # Every node of the group fits: `place` would take the first by free CPUs,
+                # then name, so only that one need be checked.
+                group = [min(group, key=lambda f: (f.cpus or 0, f.node.name))]
+            if group:
+                placement, _ = place(group, res)
+                if placement is not None:
+                    return placement
+        return None

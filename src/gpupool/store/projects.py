@@ -1,0 +1,254 @@
+"""The Store's projects, departments, memberships and users' default projects.
+
+A mixin of Store (repository.py), kept apart to keep each file readable. Every read returns
+core objects (Project, Department); every write validates through them first, so the tables
+only ever hold what a Project can be.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from gpupool.core.job import JobState
+from gpupool.core.project import DEFAULT_PROJECT, Department, InvalidProject, Project
+from gpupool.store.models import (
+    DepartmentRow,
+    JobRow,
+    ProjectMemberRow,
+    ProjectRow,
+    UserDefaultRow,
+)
+
+T = TypeVar("T")
+_ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
+# What set_project may change (members through add_members/remove_members or members=).
+CHANGEABLE = frozenset(f.name for f in dataclasses.fields(Project)) - {"name"}
+
+
+class UnknownProject(KeyError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no project named {self.name}"
+
+
+class ProjectExists(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"project {name} already exists (change it with `gpupool project set`)")
+        self.name = name
+
+
+class ProjectInUse(ValueError):
+    """A project that cannot be deleted: the default one, or one with active jobs."""
+
+
+class ProjectMethods:
+    """Store methods for projects; Store provides the sessions."""
+
+    def _read(self) -> AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def _write(self) -> AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def _write_once_more_on_conflict(self, op: Callable[[Session], T]) -> T:
+        # Two writers creating the same row at once (PostgreSQL): the second sees it on retry.
+        try:
+            with self._write() as s:
+                return op(s)
+        except IntegrityError:
+            with self._write() as s:
+                return op(s)
+
+    # -- reading
+
+    def projects(self) -> list[Project]:
+        """Every project, by name."""
+        with self._read() as s:
+            return _load(s)
+
+    def project(self, name: str) -> Project:
+        with self._read() as s:
+            found = _load(s, name)
+        if not found:
+            raise UnknownProject(name)
+        return found[0]
+
+    def departments(self) -> list[Department]:
+        with self._read() as s:
+            rows = s.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
+            return [Department(r.name, r.quota) for r in rows]
+
+    def default_project(self, user: str) -> str | None:
+        """The project `user` chose for jobs that name none, or None."""
+        with self._read() as s:
+            row = s.get(UserDefaultRow, user)
+            return None if row is None else row.project
+
+    def user_defaults(self) -> dict[str, str]:
+        with self._read() as s:
+            return dict(s.execute(select(UserDefaultRow.user, UserDefaultRow.project)).all())
+
+    # -- writing
+
+    def upsert_project(self, project: Project) -> Project:
+        """Create or replace `project` entirely (members included). A department it names
+        that does not exist yet is created (with no quota)."""
+        return self._write_once_more_on_conflict(lambda s: _save(s, project))
+
+    def create_project(self, project: Project) -> Project:
+        """Like upsert_project, but ProjectExists if the name is taken."""
+
+        def op(s: Session) -> Project:
+            if s.get(ProjectRow, project.name) is not None:
+                raise ProjectExists(project.name)
+            return _save(s, project)
+
+        return self._write_once_more_on_conflict(op)
+
+    def set_project(
+        self,
+        name: str,
+        *,
+        add_members: Iterable[str] = (),
+        remove_members: Iterable[str] = (),
+        **changes: Any,
+    ) -> Project:
+        """Change some fields of a project (InvalidProject if the result would be invalid:
+        nothing is written then). Removing a user who is not a member is an error."""
+        unknown = set(changes) - CHANGEABLE
+        if unknown:
+            raise TypeError(f"set_project: unknown fields {', '.join(sorted(unknown))}")
+        add, remove = list(add_members), list(remove_members)
+
+        def op(s: Session) -> Project:
+            found = _load(s, name)
+            if not found:
+                raise UnknownProject(name)
+            current, rest = found[0], dict(changes)
+            members = set(rest.pop("members", current.members))
+            missing = sorted(set(remove) - members)
+            if missing:
+                listed = ", ".join(sorted(members)) or "none: it is open to every user"
+                raise InvalidProject(
+                    [
+                        (
+                            "members",
+                            f"{', '.join(missing)} is not a member of project {name} "
+                            f"(members: {listed})",
+                        )
+                    ]
+                )
+            members = (members | set(add)) - set(remove)
+            return _save(s, dataclasses.replace(current, members=tuple(members), **rest))
+
+        return self._write_once_more_on_conflict(op)
+
+    def delete_project(self, name: str) -> None:
+        """Delete a project, its member list and the user defaults pointing at it. Refused
+        (ProjectInUse) for the default project and for one with active jobs."""
+        if name == DEFAULT_PROJECT:
+            raise ProjectInUse(
+                "the default project cannot be deleted: jobs of users without a project go there"
+            )
+        with self._write() as s:
+            if s.get(ProjectRow, name) is None:
+                raise UnknownProject(name)
+            active = list(
+                s.scalars(
+                    select(JobRow.id)
+                    .where(JobRow.project == name, JobRow.state.in_(_ACTIVE_STATES))
+                    .order_by(JobRow.id)
+                )
+            )
+            if active:
+                ids = ", ".join(map(str, active[:10])) + (", ..." if len(active) > 10 else "")
+                raise ProjectInUse(
+                    f"project {name} has {len(active)} active job(s) (ids {ids}): "
+                    f"cancel them or wait for them to end first"
+                )
+            s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == name))
+            s.execute(delete(UserDefaultRow).where(UserDefaultRow.project == name))
+            s.execute(delete(ProjectRow).where(ProjectRow.name == name))
+
+    def upsert_department(self, department: Department) -> Department:
+        def op(s: Session) -> Department:
+            row = s.get(DepartmentRow, department.name)
+            if row is None:
+                s.add(DepartmentRow(name=department.name, quota=department.quota))
+            else:
+                row.quota = department.quota
+            return department
+
+        return self._write_once_more_on_conflict(op)
+
+    def set_default_project(self, user: str, project: str | None) -> None:
+        """Make `project` the one `user`'s jobs go to when they name none (None: forget it)."""
+
+        def op(s: Session) -> None:
+            row = s.get(UserDefaultRow, user)
+            if project is None:
+                if row is not None:
+                    s.delete(row)
+                return
+            if s.get(ProjectRow, project) is None:
+                raise UnknownProject(project)
+            if row is None:
+                s.add(UserDefaultRow(user=user, project=project))
+            else:
+                row.project = project
+
+        self._write_once_more_on_conflict(op)
+
+
+# -- helpers (inside the caller's transaction)
+
+
+def _load(s: Session, name: str | None = None) -> list[Project]:
+    stmt = select(ProjectRow).order_by(ProjectRow.name)
+    members_stmt = select(ProjectMemberRow.project, ProjectMemberRow.user)
+    if name is not None:
+        stmt = stmt.where(ProjectRow.name == name)
+        members_stmt = members_stmt.where(ProjectMemberRow.project == name)
+    rows = s.scalars(stmt).all()
+    members: dict[str, list[str]] = {}
+    for project, user in s.execute(members_stmt):
+        members.setdefault(project, []).append(user)
+    return [
+        Project(
+            name=r.name,
+            quota=r.quota,
+            limit=r.gpu_limit,
+            weight=r.weight,
+            department=r.department,
+            members=tuple(members.get(r.name, ())),
+            default_time_limit_s=r.default_time_limit_s,
+        )
+        for r in rows
+    ]
+
+
+def _save(s: Session, p: Project) -> Project:
+    if p.department is not None and s.get(DepartmentRow, p.department) is None:
+        s.add(DepartmentRow(name=p.department, quota=None))
+        s.flush()  # before the project row that refers to it
+    row = s.get(ProjectRow, p.name)
+    if row is None:
+        row = ProjectRow(name=p.name)
+        s.add(row)
+    row.quota, row.gpu_limit, row.weight = p.quota, p.limit, p.weight
+    row.department, row.default_time_limit_s = p.department, p.default_time_limit_s
+    s.flush()
+    s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == p.name))
+    s.add_all(ProjectMemberRow(project=p.name, user=u) for u in p.members)
+    s.flush()
+    return p

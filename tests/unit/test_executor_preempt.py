@@ -1,0 +1,296 @@
+"""Graceful preemption and per-attempt job directories, with real processes (Linux only)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpupool.executor import ExitRecord, JobBusyError, JobStatus, LocalExecutor, attempts
+from gpupool.executor.files import atomic_write_json, process_alive, read_json
+from gpupool.executor.local import SUPERVISOR
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+PY = sys.executable
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 10.0) -> ExitRecord:
+    rec = wait_for(lambda: ex.read_exit(job_id), timeout, f"exit of job {job_id}")
+    assert isinstance(rec, ExitRecord)
+    return rec
+
+
+def log_of(ex: LocalExecutor, job_id: int) -> str:
+    return ex.log_path(job_id).read_text()
+
+
+def trapping_job(ready: Path, *, on_term: str = "sys.exit(3)", ignore: bool = False) -> list[str]:
+    """A job that reports readiness (and its GPUPOOL_RESTART_COUNT), then sleeps; on SIGTERM
+    it writes ``ready``.term and runs ``on_term``, or it ignores SIGTERM altogether."""
+    handler = "signal.SIG_IGN" if ignore else "on_term"
+    code = f"""
+import os, pathlib, signal, sys, time
+def on_term(*_):
+    pathlib.Path({str(ready)!r} + ".term").write_text("got SIGTERM")
+    {on_term}
+signal.signal(signal.SIGTERM, {handler})
+print("restart=" + os.environ.get("GPUPOOL_RESTART_COUNT", "?"), flush=True)
+pathlib.Path({str(ready)!r}).touch()
+time.sleep(60)
+"""
+    return [PY, "-c", code]
+
+
+@pytest.fixture
+def ex(tmp_path: Path) -> Iterator[LocalExecutor]:
+    executor = LocalExecutor(tmp_path / "state")
+    yield executor
+    # Leave nothing running: stop live supervisors, then any job group left without one.
+    jobs = executor.state_dir / "jobs"
+    for d in jobs.iterdir() if jobs.exists() else []:
+        executor.cancel(int(d.name))
+        child = read_json(d / "child.json") or {}
+        ticks = child.get("start_ticks")
+        if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
+            os.killpg(child["pgid"], signal.SIGKILL)
+    for d in jobs.iterdir() if jobs.exists() else []:
+        end = time.monotonic() + 10
+        while executor.status(int(d.name)) == JobStatus.RUNNING and time.monotonic() < end:
+            time.sleep(0.01)
+    executor.close()
+    executor.reap()
+
+
+# -- preempt ---------------------------------------------------------------------------------
+
+
+def test_preempt_runs_the_jobs_sigterm_handler(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    wait_for(ready.exists, what="job ready")
+    assert ex.preempt(1) and ex.preempt(1)  # idempotent: the second changes nothing
+    rec = wait_exit(ex, 1)
+    assert (rec.reason, rec.exit_code, rec.signal) == ("preempted", 3, None)  # the job's code
+    assert Path(f"{ready}.term").read_text() == "got SIGTERM"
+    log = log_of(ex, 1)
+    assert "gpupool: preempted, sending SIGTERM (grace 5 s)\n" in log
+    assert "SIGKILL" not in log
+    assert ex.status(1) == JobStatus.EXITED
+
+
+def test_preempted_job_ignoring_sigterm_is_killed_after_grace(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready, ignore=True), ENV, "/", None, 0.5)
+    wait_for(ready.exists, what="job ready")
+    t0 = time.monotonic()
+    assert ex.preempt(1)
+    rec = wait_exit(ex, 1)
+    assert 0.45 <= time.monotonic() - t0 < 3.0
+    assert (rec.reason, rec.exit_code, rec.signal) == ("preempted", 128 + 9, 9)
+    log = log_of(ex, 1)
+    assert "gpupool: preempted, sending SIGTERM (grace 0.5 s)\n" in log
+    assert "gpupool: grace period of 0.5 s over, sending SIGKILL\n" in log
+
+
+def test_cancel_during_the_preemption_grace_wins(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready, ignore=True), ENV, "/", None, 1.0)
+    wait_for(ready.exists, what="job ready")
+    assert ex.preempt(1)
+    wait_for(lambda: "preempted, sending SIGTERM" in log_of(ex, 1), what="preemption begun")
+    assert ex.cancel(1)
+    assert ex.preempt(1)  # a preempt re-sent after the cancel does not undo it
+    rec = wait_exit(ex, 1)
+    assert (rec.reason, rec.exit_code, rec.signal) == ("cancelled", 128 + 9, 9)
+    assert rec.message.startswith("cancelled during preemption")
+    assert "gpupool: cancelled during preemption grace\n" in log_of(ex, 1)
+
+
+def test_preempt_after_cancel_stays_cancelled(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready, on_term="time.sleep(0.3); sys.exit(0)"), ENV, "/", None, 5)
+    wait_for(ready.exists, what="job ready")
+    assert ex.cancel(1) and ex.preempt(1)
+    assert wait_exit(ex, 1).reason == "cancelled"
+    assert "preempted" not in log_of(ex, 1)
+
+
+def test_preempt_with_nothing_running_is_false(ex: LocalExecutor) -> None:
+    assert ex.preempt(99) is False
+    ex.launch(1, ["/bin/true"], ENV, "/", None, 1.0)
+    assert wait_exit(ex, 1).reason == "exited"
+    assert ex.preempt(1) is False
+
+
+def test_preempt_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    ex.launch(1, ["touch", str(marker)], ENV, "/", None, 1.0)
+    assert ex.preempt(1)  # the supervisor is still starting: we take the claim
+    rec = ex.read_exit(1)
+    assert rec is not None and (rec.reason, rec.exit_code) == ("preempted", 143)
+    assert ex.preempt(1) is False and ex.cancel(1) is False
+    # The stepped-aside supervisor is waited for; then the job can run as attempt 1.
+    assert ex.archive(1) == 0
+    ex.launch(1, ["touch", str(marker)], ENV, "/", None, 1.0)
+    assert wait_exit(ex, 1).reason == "exited"
+    assert marker.exists()
+
+
+def test_a_restarted_executor_can_preempt(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    wait_for(ready.exists, what="job ready")
+    fresh = LocalExecutor(ex.state_dir)  # knows nothing but the job directory
+    assert fresh.status(1) == JobStatus.RUNNING
+    assert fresh.preempt(1)
+    assert LocalExecutor(ex.state_dir).preempt(1)  # and again, by yet another restart
+    rec = wait_exit(fresh, 1)
+    assert (rec.reason, rec.exit_code) == ("preempted", 3)
+
+
+def test_a_supervisor_without_preemption_is_cancelled_instead(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    wait_for(ready.exists, what="job ready")
+    claim_path = ex.job_dir(1) / "claim.json"
+    claim = read_json(claim_path)
+    assert claim is not None and claim["preempt_signal"] == signal.SIGUSR1
+    del claim["preempt_signal"]  # as an older supervisor, still running, wrote it
+    atomic_write_json(claim_path, claim)
+    assert ex.preempt(1)  # SIGUSR1 would kill such a supervisor: it gets SIGTERM
+    assert wait_exit(ex, 1).reason == "cancelled"
+
+
+# -- attempts --------------------------------------------------------------------------------
+
+
+def test_preempt_archive_and_run_again(ex: LocalExecutor, tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ex.launch(1, trapping_job(ready), {**ENV, "GPUPOOL_RESTART_COUNT": "0"}, "/", None, 5.0)
+    wait_for(ready.exists, what="first run ready")
+    assert ex.preempt(1)
+    first = wait_exit(ex, 1)
+    assert first.reason == "preempted"
+    assert ex.archive(1) == 0
+    jd = ex.job_dir(1)
+    assert sorted(p.name for p in jd.iterdir()) == ["attempt-0", "output.log"]
+    assert sorted(p.name for p in (jd / "attempt-0").iterdir()) == [
+        "child.json",
+        "claim.json",
+        "exit.json",
+        "launch.json",
+    ]
+    assert ex.status(1) == JobStatus.UNLAUNCHED and ex.read_exit(1) is None
+    assert ex.attempt_count(1) == 1
+
+    ready.unlink()
+    cmd = trapping_job(ready)
+    ex.launch(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)
+    ex.launch(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)  # a retry
+    wait_for(ready.exists, what="second run ready")
+    assert ex.status(1) == JobStatus.RUNNING
+    assert ex.cancel(1)
+    second = wait_exit(ex, 1)
+    assert (second.reason, second.exit_code) == ("cancelled", 3)
+    assert ex.read_exit(1, attempt=0) == first
+    assert ex.read_exit(1, attempt=1) is None  # the current run is not archived yet
+    lines = log_of(ex, 1).splitlines()
+    separator = "gpupool: --- attempt 1 (restart) ---"
+    assert lines.count(separator) == 1
+    assert lines.index("restart=0") < lines.index(separator) < lines.index("restart=1")
+    assert "gpupool: preempted, sending SIGTERM (grace 5 s)" in lines[: lines.index(separator)]
+    assert ex.archive(1) == 1 and ex.read_exit(1, attempt=1) == second
+
+
+def test_archive_refuses_while_the_job_runs(ex: LocalExecutor) -> None:
+    ex.launch(1, ["sleep", "60"], ENV, "/", None, 0.5)
+    with pytest.raises(JobBusyError):
+        ex.archive(1)  # still starting, or running: either way refused at once
+    wait_for(lambda: (ex.job_dir(1) / "child.json").exists(), what="job started")
+    t0 = time.monotonic()
+    with pytest.raises(JobBusyError, match="still running"):
+        ex.archive(1, wait_s=5.0)
+    assert time.monotonic() - t0 < 1.0  # no exit recorded: no waiting either
+    assert (ex.job_dir(1) / "claim.json").exists() and not (ex.job_dir(1) / "attempt-0").exists()
+    assert ex.status(1) == JobStatus.RUNNING
+
+
+def test_archive_refuses_a_lost_job_whose_process_lives(ex: LocalExecutor) -> None:
+    ex.launch(1, ["sleep", "60"], ENV, "/", None, 0.5)
+    child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
+    claim = read_json(ex.job_dir(1) / "claim.json")
+    assert claim is not None
+    os.kill(claim["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: ex.status(1) == JobStatus.LOST, what="LOST")
+    with pytest.raises(JobBusyError, match="its process"):
+        ex.archive(1)  # a relaunch would run the job twice
+    os.killpg(child["pgid"], signal.SIGKILL)
+    wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), what="job gone")
+    assert ex.archive(1) == 0  # a LOST run can be archived and requeued once it is gone
+    assert ex.status(1) == JobStatus.UNLAUNCHED
+
+
+def test_archive_with_nothing_to_move(ex: LocalExecutor) -> None:
+    assert ex.archive(5) == -1
+    ex.launch(1, ["/bin/true"], ENV, "/", None, 1.0)
+    wait_exit(ex, 1)
+    assert ex.archive(1) == 0
+    assert ex.archive(1) == -1  # a retry, e.g. by a restarted daemon: nothing left to move
+    assert ex.attempt_count(1) == 1
+
+
+def test_an_interrupted_archive_is_finished_by_the_next_launch(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    ex.launch(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
+    first = wait_exit(ex, 1)
+    wait_for(lambda: not ex._starting(1), what="supervisor gone")
+    jd = ex.job_dir(1)
+    partial = jd / "attempt-0.partial"  # as a daemon killed half-way through archive()
+    partial.mkdir()
+    for name in ("launch.json", "child.json"):
+        os.rename(jd / name, partial / name)
+    ex.launch(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
+    assert ex.read_exit(1, attempt=0) == first
+    assert sorted(p.name for p in (jd / "attempt-0").iterdir()) == [
+        "child.json",
+        "claim.json",
+        "exit.json",
+        "launch.json",
+    ]
+    assert wait_exit(ex, 1).reason == "exited"
+    assert log_of(ex, 1) == "run\ngpupool: --- attempt 1 (restart) ---\nrun\n"
+    assert attempts.count(jd) == 1
+
+
+def test_a_stale_supervisor_finding_no_launch_json_starts_nothing(tmp_path: Path) -> None:
+    jobdir = tmp_path / "jobs" / "1"
+    jobdir.mkdir(parents=True)
+    proc = subprocess.run(
+        [PY, "-I", "-S", str(SUPERVISOR), str(jobdir)], timeout=30, capture_output=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert list(jobdir.iterdir()) == []  # claim given back, no exit recorded
