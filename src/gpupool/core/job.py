@@ -68,6 +68,14 @@ class Resources:
     gpu_type: str | None = None  # a GPU model name, matched case-insensitively
     cpus: int | None = None  # None: not constrained
     mem_bytes: int | None = None  # None: not constrained
+    # Fractional GPUs (gpus must be 1): share one GPU by memory. Either an amount of GPU
+    # memory, or a fraction of the chosen GPU's memory (--gpus 0.5).
+    gpu_memory_bytes: int | None = None
+    gpu_fraction: float | None = None
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpu_memory_bytes is not None or self.gpu_fraction is not None
 
 
 PRIORITY_CLASSES: dict[str, int] = {"low": 100, "normal": 200, "high": 300, "interactive": 400}
@@ -96,6 +104,15 @@ class JobSpec:
     workdir: str = ""
     grace_s: float = 30.0  # SIGTERM -> SIGKILL delay on cancel and time limit
     begin_time: float | None = None  # held until then (epoch seconds), as sbatch --begin
+    # May it be stopped and requeued to give GPUs back (and so borrow above its project's
+    # quota)? None: the default of its class (interactive: no; everything else: yes).
+    preemptible: bool | None = None
+
+    @property
+    def is_preemptible(self) -> bool:
+        if self.preemptible is not None:
+            return self.preemptible
+        return self.priority < PRIORITY_CLASSES["interactive"]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
+from gpupool.core.project import Project
 from gpupool.policy.status import Status
 
 
@@ -20,6 +21,7 @@ class PendingJob:
     project: str = "default"
     time_limit_s: float | None = None
     begin_time: float | None = None  # not startable before this (sbatch --begin)
+    preemptible: bool = True  # may borrow above its project's quota, and be reclaimed
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class RunningJob:
     user: str = ""
     project: str = "default"
     time_limit_s: float | None = None
+    preemptible: bool = True
+    gpu_memory_bytes: int | None = None  # on its one GPU, for fractional jobs
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class PolicyConfig:
     default_time_limit_s: float = 24 * 3600.0
     weights: PriorityWeights = PriorityWeights()
     fairshare_half_life_s: float = 7 * 86400.0
+    # No job is preempted before it ran this long, except to honour a project's quota.
+    min_runtime_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class Snapshot:
     version: int = 0
     config: PolicyConfig = PolicyConfig()
     usage: Usage = Usage()
+    # Projects by name (quota, limit, weight); a job's project missing here has quota 0.
+    projects: Mapping[str, Project] = field(default_factory=dict)
+    # GPU memory held by processes gpupool does not manage, by (node, GPU index).
+    unmanaged_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def used_gpus(self) -> dict[str, set[int]]:
         used: dict[str, set[int]] = {n.name: set() for n in self.nodes}
@@ -86,6 +96,17 @@ class Start:
     job_id: int
     node: str
     gpus: tuple[int, ...]
+    gpu_memory_bytes: int | None = None  # fractional jobs: the memory granted on its GPU
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Stop `job_id` gracefully and requeue it, so that `for_job_id` can start (the engine
+    signals; the policy only chooses)."""
+
+    job_id: int
+    for_job_id: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -118,3 +139,4 @@ class Decision:
     # Expected start per pending job (epoch seconds) where the model can tell; absent: unknown.
     estimated_start: Mapping[int, float] = field(default_factory=dict)
     priorities: Mapping[int, PriorityFactors] = field(default_factory=dict)
+    preemptions: tuple[Preemption, ...] = ()
