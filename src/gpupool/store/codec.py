@@ -29,6 +29,8 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
             "gpu_type": r.gpu_type,
             "cpus": r.cpus,
             "mem_bytes": r.mem_bytes,
+            "gpu_memory_bytes": r.gpu_memory_bytes,
+            "gpu_fraction": r.gpu_fraction,
         },
         "name": spec.name,
         "project": spec.project,
@@ -41,6 +43,7 @@ def encode_spec(spec: JobSpec) -> dict[str, Any]:
         "workdir": spec.workdir,
         "grace_s": spec.grace_s,
         "begin_time": spec.begin_time,
+        "preemptible": spec.preemptible,
     }
 
 
