@@ -131,7 +131,7 @@ def test_valid_forms(fields: dict[str, Any], read: Any, expected: Any) -> None:
 # (id, the YAML line(s) put at line 4 of a file, field named, text in the message, line)
 INVALID = [
     ("gpus-word", "gpus: two", "gpus", "must be a whole number of GPUs >= 0, got 'two'", 4),
-    ("gpus-fraction", "gpus: 0.5", "gpus", "whole GPUs only", 4),
+    ("gpus-fraction-above-one", "gpus: 1.5", "gpus", "a fraction of one GPU between 0 and 1", 4),
     ("gpus-negative", "gpus: -1", "gpus", ">= 0, got '-1'", 4),
     ("gpus-bool", "gpus: true", "gpus", "got 'true'", 4),
     ("gpus-list", "gpus: [1, 2]", "gpus", "got ['1', '2']", 4),

@@ -47,6 +47,9 @@ SAMPLE_WIRE = {
     "workdir": "/w",
     "grace_s": 30.0,
     "begin_time": 1795392000.5,
+    "gpu_memory_bytes": None,
+    "gpu_fraction": None,
+    "preemptible": None,
 }
 
 
@@ -89,7 +92,7 @@ BAD_WIRE = [
     ("priority-range", {"priority": 5000}, "priority", "0..1000"),
     ("priority-bool", {"priority": True}, "priority", "0..1000"),
     ("gpus-negative", {"gpus": -1}, "gpus", ">= 0"),
-    ("gpus-fraction", {"gpus": 0.5}, "gpus", "whole GPUs only"),
+    ("gpus-fraction", {"gpus": 0.5}, "gpus", "goes in gpu_fraction"),
     ("gpu_type-without-gpus", {"gpus": 0}, "gpu_type", "needs gpus"),
     ("cpus-zero", {"cpus": 0}, "cpus", ">= 1"),
     ("mem-text", {"mem_bytes": "32GB"}, "mem_bytes", "whole number of bytes"),
@@ -180,6 +183,13 @@ _base_name = st.text(st.characters(exclude_characters="\x00="), min_size=1, max_
 @st.composite
 def job_specs(draw: st.DrawFn) -> JobSpec:
     gpus = draw(st.integers(0, 1024))
+    gpu_memory_bytes, gpu_fraction = None, None
+    share = draw(st.sampled_from(["whole", "memory", "fraction"]))
+    if share == "memory":
+        gpus, gpu_memory_bytes = 1, draw(st.integers(1, 1 << 60))
+    elif share == "fraction":
+        gpus = 1
+        gpu_fraction = draw(st.floats(min_value=0, max_value=1, exclude_min=True, exclude_max=True))
     gpu_type = None
     if gpus:
         gpu_type = draw(
@@ -196,6 +206,8 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
             gpu_type=gpu_type,
             cpus=draw(st.none() | st.integers(1, 65536)),
             mem_bytes=draw(st.none() | st.integers(1, 1 << 60)),
+            gpu_memory_bytes=gpu_memory_bytes,
+            gpu_fraction=gpu_fraction,
         ),
         name=draw(_printable),
         project=draw(st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True)),
@@ -206,6 +218,7 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         workdir=draw(st.just("") | _no_nul.map(lambda p: "/" + p)),
         grace_s=draw(st.floats(min_value=0, max_value=3600.0, exclude_min=True)),
         begin_time=draw(st.none() | st.floats(min_value=0, max_value=253402300799.0)),
+        preemptible=draw(st.none() | st.booleans()),
     )
 
 

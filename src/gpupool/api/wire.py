@@ -29,13 +29,17 @@ def job_to_wire(
             "gpu_type": res.gpu_type,
             "cpus": res.cpus,
             "mem_bytes": res.mem_bytes,
+            "gpu_memory_bytes": res.gpu_memory_bytes,
+            "gpu_fraction": res.gpu_fraction,
         },
+        "preemptible": spec.is_preemptible,
         "time_limit_s": spec.time_limit_s,
         "grace_s": spec.grace_s,
         "workdir": spec.workdir,
         "env": dict(spec.env),
         "node": job.node,
         "gpus": list(job.gpus),
+        "gpu_memory_bytes": job.gpu_memory_bytes,
         "submit_time": job.submit_time,
         "start_time": job.start_time,
         "end_time": job.end_time,
@@ -63,12 +67,13 @@ def job_to_wire(
     return out
 
 
-def gpus_to_wire(inventory: Inventory, holders: dict[tuple[str, int], Job]) -> dict[str, Any]:
+def gpus_to_wire(inventory: Inventory, holders: dict[tuple[str, int], list[Job]]) -> dict[str, Any]:
     nodes = []
     for node in inventory.nodes:
         gpus = []
         for g in node.gpus:
-            holder = holders.get((node.name, g.index))
+            jobs = holders.get((node.name, g.index), [])
+            holder = jobs[0] if jobs else None
             gpus.append(
                 {
                     "index": g.index,
@@ -81,6 +86,17 @@ def gpus_to_wire(inventory: Inventory, holders: dict[tuple[str, int], Job]) -> d
                     "job": holder.id if holder else None,
                     "job_name": holder.name if holder else None,
                     "user": holder.user if holder else None,
+                    "shared": any(j.gpu_memory_bytes for j in jobs),
+                    "jobs": [
+                        {
+                            "id": j.id,
+                            "name": j.name,
+                            "user": j.user,
+                            "gpu_memory_bytes": j.gpu_memory_bytes,
+                        }
+                        for j in jobs
+                    ],
+                    "unmanaged_memory_bytes": g.unmanaged_memory_bytes,
                 }
             )
         links = [

@@ -17,7 +17,15 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
     rows = []
     for node in data["nodes"]:
         for g in node["gpus"]:
-            holder = f"{g['job']} ({g['user']}: {g['job_name']})" if g["job"] else "free"
+            if g.get("shared"):
+                holder = "shared: " + ", ".join(
+                    f"{j['id']} ({j['user']}, {format_size(j['gpu_memory_bytes'] or 0)})"
+                    for j in g["jobs"]
+                )
+            elif g["job"]:
+                holder = f"{g['job']} ({g['user']}: {g['job_name']})"
+            else:
+                holder = "free"
             peers = ",".join(str(p) for p in g["nvlink_peers"]) or "-"
             rows.append(
                 (

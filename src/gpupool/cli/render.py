@@ -50,7 +50,14 @@ def elapsed(job: dict[str, Any], now: float | None = None) -> str:
 
 
 def gpus_cell(job: dict[str, Any]) -> str:
-    want = job["resources"]["gpus"]
+    res = job["resources"]
+    want: Any = res["gpus"]
+    if res.get("gpu_fraction"):
+        want = f"{res['gpu_fraction']:g}"
+    elif res.get("gpu_memory_bytes"):
+        from gpupool.core.units import format_size
+
+        want = format_size(res["gpu_memory_bytes"])
     held = job.get("gpus") or []
     if held:
         return f"{want} ({','.join(str(g) for g in held)})"

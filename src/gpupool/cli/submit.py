@@ -22,6 +22,25 @@ FLAG_FIELDS = tuple(k for k in SPEC_KEYS if k not in ("command", "env"))
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=str, help="number of whole GPUs (default 0)")
     p.add_argument("--gpu-type", help="GPU model, e.g. A100 or A100-80GB")
+    p.add_argument(
+        "--gpu-memory",
+        help="share one GPU: this much of its memory, e.g. 20GB (or --gpus 0.5 for half of it)",
+    )
+    p.add_argument(
+        "--preemptible",
+        action="store_const",
+        const=True,
+        default=None,
+        help="may be stopped and requeued to give GPUs back; lets a job borrow "
+        "GPUs above its project's quota (default for all but interactive jobs)",
+    )
+    p.add_argument(
+        "--no-preemptible",
+        dest="preemptible",
+        action="store_const",
+        const=False,
+        help="never preempt this job (it then runs only within its quota)",
+    )
     p.add_argument("--cpus", type=str, help="CPU cores")
     p.add_argument("--mem", help="host memory, e.g. 32GB")
     p.add_argument("--time", help="time limit, e.g. 2h, 30m, 1-12:00:00")
@@ -76,7 +95,7 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
     lines: dict[str, int] = {}
     if spec_file:
         data, lines = load_spec_file(spec_file)
-    flags: dict[str, Any] = {f: getattr(args, f) for f in FLAG_FIELDS}
+    flags: dict[str, Any] = {f: getattr(args, f, None) for f in FLAG_FIELDS}
     for numeric in ("gpus", "cpus"):
         flags[numeric] = _number(flags[numeric])
     if command:

@@ -52,6 +52,9 @@ class Gpu:
     uuid: str = ""
     pci_bus_id: str = ""
     numa_node: int | None = None
+    # Memory held by processes gpupool does not manage (a display server...): fractional jobs
+    # cannot be granted it. Declared in the inventory; a monitor may report live values.
+    unmanaged_memory_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,7 @@ class Job:
     reason: str = ""  # short pending/ending reason code, e.g. "Resources", "Priority"
     node: str | None = None
     gpus: tuple[int, ...] = ()
+    gpu_memory_bytes: int | None = None  # fractional jobs: the memory granted on its GPU
     restart_count: int = 0
     cancel_requested: bool = False
     version: int = 0

@@ -29,4 +29,9 @@ def job_environment(job: Job) -> dict[str, str]:
             "GPUPOOL_RESTART_COUNT": str(job.restart_count),
         }
     )
+    memory = job.gpu_memory_bytes
+    if memory:
+        # A fractional job's share of its GPU, in bytes: frameworks can cap themselves to it
+        # (e.g. torch.cuda.set_per_process_memory_fraction); nothing enforces it in hardware.
+        env["GPUPOOL_GPU_MEMORY_LIMIT"] = str(memory)
     return env

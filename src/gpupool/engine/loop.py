@@ -16,6 +16,7 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.engine.environment import job_environment
 from gpupool.engine.outcome import outcome_of
+from gpupool.engine.preemption import Reclaimer
 from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
@@ -48,6 +49,14 @@ class Engine:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._signalled: set[int] = set()  # running jobs whose cancel was delivered
+        self.reclaimer = Reclaimer(store, executor)
+        # Declared now; a GPU monitor will report live values later.
+        self._unmanaged = {
+            (n.name, g.index): g.unmanaged_memory_bytes
+            for n in inventory.nodes
+            for g in n.gpus
+            if g.unmanaged_memory_bytes
+        }
         self.passes = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -86,7 +95,9 @@ class Engine:
                 continue
             status = self.executor.adopt(job.id)
             name = getattr(status, "value", str(status))
-            if name == "unlaunched":
+            if name == "unlaunched" and self.reclaimer.archived_not_requeued(job):
+                self.store.requeue(job.id, self.clock.now(), "preempted; requeued")
+            elif name == "unlaunched":
                 log.info("job %s was scheduled but never launched: launching it now", job.id)
                 self._launch(job)
             elif name == "running":
@@ -109,6 +120,9 @@ class Engine:
             if job.state is not JobState.RUNNING:
                 continue
             record = self.executor.read_exit(job.id)
+            if record is not None and getattr(record, "reason", "") == "preempted":
+                self.reclaimer.requeue(job, now)
+                continue
             if record is not None:
                 result = outcome_of(record, job.spec.time_limit_s)
                 self.store.finish(
@@ -128,7 +142,10 @@ class Engine:
                     "NodeFail",
                 )
             elif status == "unlaunched":
-                self._launch(job)
+                if self.reclaimer.archived_not_requeued(job):
+                    self.store.requeue(job.id, now, "preempted; requeued")
+                else:
+                    self._launch(job)
 
     def snapshot(self) -> Snapshot:
         # Read the version first: if anything changes after, the commit's CAS refuses.
@@ -137,9 +154,10 @@ class Engine:
         running: list[RunningJob] = []
         # For backfill estimates only: a project's default limit stands in for a missing
         # --time (the supervisor enforces only the job's own limit).
+        projects = {p.name: p for p in self.store.projects()}
         limits = {
-            p.name: p.default_time_limit_s
-            for p in self.store.projects()
+            name: p.default_time_limit_s
+            for name, p in projects.items()
             if p.default_time_limit_s is not None
         }
         for job in self.store.active_jobs():
@@ -155,6 +173,7 @@ class Engine:
                         spec.project,
                         spec.time_limit_s or limits.get(spec.project),
                         spec.begin_time,
+                        spec.is_preemptible,
                     )
                 )
             elif job.state is JobState.RUNNING and job.node is not None:
@@ -169,6 +188,8 @@ class Engine:
                         job.user,
                         spec.project,
                         spec.time_limit_s or limits.get(spec.project),
+                        spec.is_preemptible,
+                        job.gpu_memory_bytes,
                     )
                 )
         return Snapshot(
@@ -178,6 +199,8 @@ class Engine:
             version,
             config=self.config,
             usage=self.usage(),
+            projects=projects,
+            unmanaged_memory=self._unmanaged,
         )
 
     def usage(self) -> Usage:
@@ -202,7 +225,9 @@ class Engine:
 
             try:
                 started = self.store.commit_starts(
-                    [(s.job_id, s.node, s.gpus) for s in decision.starts], snapshot.version, now
+                    [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in decision.starts],
+                    snapshot.version,
+                    now,
                 )
             except StaleState as exc:
                 log.debug("decision refused as stale (%s); another pass follows", exc)
@@ -211,6 +236,7 @@ class Engine:
             for job in started:
                 self._launch(job)
         self.last_decision = decision
+        self.reclaimer.apply(decision)
         self.store.set_reasons({jid: st.code.value for jid, st in decision.pending.items()})
         return decision
 

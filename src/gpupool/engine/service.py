@@ -164,16 +164,14 @@ class PoolService:
             data = b""
         return LogChunk(data, max(offset, 0) + len(data), job.state)
 
-    def gpu_holders(self) -> dict[tuple[str, int], Job]:
-        holders: dict[tuple[str, int], Job] = {}
+    def gpu_holders(self) -> dict[tuple[str, int], list[Job]]:
+        """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers."""
+        holders: dict[tuple[str, int], list[Job]] = {}
         for job in self.store.active_jobs():
             if job.state is JobState.RUNNING and job.node:
                 for g in job.gpus:
-                    holders[(job.node, g)] = job
+                    holders.setdefault((job.node, g), []).append(job)
         return holders
-
-    # -- projects: admin commands. No authentication exists yet: like the rest of the API,
-    # they trust the user name the client sends, so every local user may run them.
 
     def project_usage(self) -> dict[str, dict[str, int]]:
         """Per project: GPUs held by its running jobs, and its running and pending jobs."""

@@ -14,14 +14,16 @@ YAML inventory file::
         gpus: 8xA100-80GB       # shorthand, OR a list:
         # gpus:
         #   - {index: 0, model: A100-80GB, memory: 80GB, numa: 0,
-        #      pci_bus_id: "0000:07:00.0", uuid: GPU-...}
+        #      pci_bus_id: "0000:07:00.0", uuid: GPU-..., unmanaged_memory: 4GB}
         links:                  # optional
           - {gpus: [0, 1, 2, 3], type: nvlink, count: 12}  # every pair in the group
           - {gpus: [0, 4], type: sys}
         numa: [[0, 1, 2, 3], [4, 5, 6, 7]]   # optional: GPUs per NUMA node
 
 In a GPU list, `index` defaults to the position and `memory` to the catalog's size for
-`model`; `uuid` defaults to "GPU-declared-<node>-<index>". Link types are those of
+`model`; `uuid` defaults to "GPU-declared-<node>-<index>". `unmanaged_memory` (default 0)
+is memory that processes gpupool does not manage hold on that GPU (a display server...):
+fractional jobs are not granted it. Link types are those of
 `nvidia-smi topo -m`: nvlink (also nv12, meaning count 12), pix, pxb, phb, node, sys.
 A later link entry overrides an earlier one for the same pair, so a broad `pix` group
 can be refined by `nvlink` pairs. `numa` group i is NUMA node i: it sets each GPU's
@@ -49,7 +51,7 @@ from yaml.nodes import Node as YamlNode
 
 from gpupool.core import gpu_catalog as catalog
 from gpupool.core.hardware import Gpu, Inventory, Link, LinkKind, Node
-from gpupool.core.units import parse_size
+from gpupool.core.units import format_size, parse_size
 
 
 class InventoryError(ValueError):
@@ -115,7 +117,7 @@ def parse_gpus_shorthand(text: str, node_name: str, cpus: int = 0, memory_bytes:
 
 _TOP_KEYS = ("nodes",)
 _NODE_KEYS = ("name", "cpus", "memory", "gpus", "links", "numa")
-_GPU_KEYS = ("index", "model", "memory", "numa", "pci_bus_id", "uuid")
+_GPU_KEYS = ("index", "model", "memory", "numa", "pci_bus_id", "uuid", "unmanaged_memory")
 _LINK_KEYS = ("gpus", "type", "count")
 _NV_COUNT_RE = re.compile(r"^nv(\d+)$", re.IGNORECASE)
 
@@ -210,7 +212,24 @@ def _read_gpu_list(r: _Reader, node: YamlNode, field: str, node_name: str) -> li
             r.string(m["uuid"], f"{f}.uuid") if "uuid" in m else f"GPU-declared-{node_name}-{index}"
         )
         bus = r.string(m["pci_bus_id"], f"{f}.pci_bus_id") if "pci_bus_id" in m else ""
-        gpus[index] = Gpu(index, model, memory, uuid=uuid, pci_bus_id=bus, numa_node=numa)
+        unmanaged = 0
+        if "unmanaged_memory" in m:
+            unmanaged = r.size(m["unmanaged_memory"], f"{f}.unmanaged_memory")
+            if unmanaged > memory:
+                r.fail(
+                    m["unmanaged_memory"],
+                    f"{f}.unmanaged_memory",
+                    f"more than the GPU's memory ({format_size(memory)})",
+                )
+        gpus[index] = Gpu(
+            index,
+            model,
+            memory,
+            uuid=uuid,
+            pci_bus_id=bus,
+            numa_node=numa,
+            unmanaged_memory_bytes=unmanaged,
+        )
     if not gpus:
         r.fail(node, field, "a node needs at least one GPU")
     return [gpus[i] for i in sorted(gpus)]

@@ -15,6 +15,13 @@ reservation time (tests/unit/test_policy_backfill.py checks this by simulation).
 
 `FreeIndex` is what is free now, indexed for the many placements of one pass, with the reserved
 node's spare view swapped in for the jobs that would outlast the reservation.
+
+Fractional jobs (placement.py) never take the reservation: the first of them that does not
+fit waits without one, and the next blocked whole-GPU job gets it. A later fractional job
+follows the same rule as any other: it starts now if it ends by the reservation time, or else
+only on GPUs that are not reserved (a reserved GPU that is shared now is off limits too),
+within the spare CPUs and memory. So fractional jobs never delay the reservation; the price is
+that under a steady stream of whole-GPU jobs a fractional job has no reservation of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from dataclasses import dataclass
 
 from gpupool.core.job import Resources
 from gpupool.core.units import format_duration
-from gpupool.policy.placement import NodeFree, Placement, place, why_not
+from gpupool.policy.placement import NodeFree, Placement, granted_bytes, place, why_not
 from gpupool.policy.snapshot import PolicyConfig, Reservation
 
 
@@ -43,15 +50,21 @@ class Release:
     node: str
     gpus: tuple[int, ...]
     resources: Resources
+    gpu_memory_bytes: int | None = None  # fractional jobs; None: what placement grants
 
 
 def _copy(free: NodeFree) -> NodeFree:
-    return NodeFree(free.node, set(free.gpus), free.cpus, free.mem_bytes)
+    return free.copy()
 
 
 def _give_back(free: NodeFree, release: Release) -> None:
-    free.gpus.update(release.gpus)
     res = release.resources
+    if res.fractional:
+        for g in release.gpus:
+            nbytes = release.gpu_memory_bytes
+            free.share(g, granted_bytes(free.node, g, res) if nbytes is None else nbytes, -1)
+    else:
+        free.gpus.update(release.gpus)
     if free.cpus is not None and res.cpus:
         free.cpus += res.cpus
     if free.mem_bytes is not None and res.mem_bytes:
@@ -121,7 +134,16 @@ class Shadow:
             cpus = min(cpus, self.extra_cpus)
         if mem is not None and self.extra_mem is not None:
             mem = min(mem, self.extra_mem)
-        return NodeFree(now_free.node, now_free.gpus - self._reserved, cpus, mem)
+        reserved = self._reserved
+        return NodeFree(
+            now_free.node,
+            now_free.gpus - reserved,
+            cpus,
+            mem,
+            {g: n for g, n in now_free.sharers.items() if g not in reserved},
+            {g: n for g, n in now_free.granted.items() if g not in reserved},
+            now_free.unmanaged,
+        )
 
     def took(self, res: Resources) -> None:
         """A job that outlasts the reservation started on the reserved node: it uses up extra."""
@@ -155,7 +177,10 @@ def reserve(
     """The reservation for a job that does not fit now: the earliest time some node will have
     room for it, and on the nodes that have room then, the node and GPUs that `place` picks
     (best fit, best links) as if it were that time. None if no node ever will (only when the
-    job is unsatisfiable, which the caller has ruled out)."""
+    job is unsatisfiable, which the caller has ruled out, or fractional: those never take
+    the reservation, see the module docstring)."""
+    if res.fractional:
+        return None
     by_node: dict[str, list[Release]] = {}
     for r in releases:
         by_node.setdefault(r.node, []).append(r)
@@ -183,25 +208,33 @@ class FreeIndex:
         self.groups: list[dict[str, NodeFree]] = [{} for _ in range(top + 1)]
         for f in frees:
             self.groups[len(f.gpus)][f.node.name] = f
+        self.sharing = {f.node.name for f in frees if f.sharers}  # nodes with shared GPUs
 
     def take(self, placement: Placement, res: Resources) -> None:
         free = self.by_name[placement.node]
         del self.groups[len(free.gpus)][placement.node]
         free.take(placement.gpus, res)
         self.groups[len(free.gpus)][placement.node] = free
+        if free.sharers:
+            self.sharing.add(placement.node)
 
     def most(self, without: str | None = None) -> int:
-        """The most free GPUs of any node (other than `without`)."""
+        """The most free GPUs of any node (other than `without`). Any node with a shared GPU,
+        `without` too, counts as one: a fractional job may fit there (the caller compares
+        this with a request's GPU count, 1 for a fractional job, to skip what cannot fit)."""
         for count in range(len(self.groups) - 1, 0, -1):
             group = self.groups[count]
             if len(group) > (without in group):
                 return count
-        return 0
+        return 1 if self.sharing else 0
 
     def place(self, res: Resources, swap: NodeFree | None = None) -> Placement | None:
         """`place`'s choice, without reasons; `swap` stands in for its node (the reserved
         node's spare view). The order inside a group does not matter: `place` breaks ties by
         node name."""
+        if res.fractional:  # shared GPUs are on nodes of any group: look at every node
+            frees = [swap if swap is not None and f.node is swap.node else f for f in self.frees]
+            return place(frees, res)[0]
         for count in range(res.gpus, len(self.groups)):
             group = list(self.groups[count].values())
             if swap is not None:

@@ -13,6 +13,12 @@ Jobs are taken in `rank` order:
   by then, or keeps off what is reserved). Otherwise it waits: `Resources` when it does not
   fit now at all, `Priority` when it fits now but would delay the reserved job.
 
+With project quotas or limits (`Snapshot.projects`), `QuotaBook.admitted` feeds this loop: a
+job its project holds back waits with `Quota`; the jobs within their project's quota go first,
+in queue order, and one that does not fit may reclaim borrowed GPUs (`Reclaim`, with
+`Decision.preemptions`); then the borrowers (`policy/quota.py`, `policy/preemption.py`).
+Neither a `Quota` nor a `Reclaim` job takes the reservation.
+
 `Decision.estimated_start` is given for the reserved job (its reservation time, an upper bound
 while the queue order holds) and for jobs held by --begin (their begin time, a lower bound).
 Other waiting jobs get no estimate: that would need a reservation each (conservative backfill),
@@ -30,13 +36,16 @@ computed: upper bounds of what is free by the job's turn.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import FreeIndex, Release, Shadow, expected_end, reserve
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.ordering import rank
-from gpupool.policy.placement import NodeFree, Placement, place, why_not
+from gpupool.policy.placement import NodeFree, Placement, place, why_not, with_shared_gpus
+from gpupool.policy.preemption import Reclaimer
+from gpupool.policy.quota import QuotaBook
 from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
 from gpupool.policy.status import Code, Status
 
@@ -57,7 +66,8 @@ def _free_view(snapshot: Snapshot) -> list[NodeFree]:
             mem_bytes=(n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
         )
 
-    return [view(n) for n in sorted(snapshot.nodes, key=lambda n: n.name)]
+    views = [view(n) for n in sorted(snapshot.nodes, key=lambda n: n.name)]
+    return with_shared_gpus(views, snapshot)
 
 
 def _gpu_words(res: Resources) -> str:
@@ -97,18 +107,28 @@ class _Pass:
         self.estimated: dict[int, float] = {}
         self.shadow: Shadow | None = None
         self.behind: Status | None = None  # the Priority status of jobs that would delay it
+        self.requests: dict[tuple[object, ...], _Request] = {}
+        self.book = QuotaBook.of(snapshot)  # None: no project has a quota or a limit
+        self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book)
 
-    def run(self, ordered: list[PendingJob]) -> None:
+    def run(self, ordered: Iterable[PendingJob]) -> None:
         """Every job in queue order. Most of a long queue is settled by what the pass already
         knows about the same request, so that comes first, in line (this loop is the hot path
         on 10,000 pending jobs)."""
         now, pending, estimated = self.now, self.pending, self.estimated
         default_limit = self.config.default_time_limit_s
-        requests: dict[tuple[int, str | None, int | None, int | None], _Request] = {}
+        requests = self.requests
         for job in ordered:
             res = job.resources
             # A tuple key: hashing the frozen dataclass runs Python code, a tuple's does not.
-            key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes)
+            key = (
+                res.gpus,
+                res.gpu_type,
+                res.cpus,
+                res.mem_bytes,
+                res.gpu_memory_bytes,
+                res.gpu_fraction,
+            )
             req = requests.get(key)
             if req is None:
                 req = requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes))
@@ -134,12 +154,37 @@ class _Pass:
                 if status is not None:
                     pending[job.id] = status
 
+    def _request(self, res: Resources) -> _Request:
+        key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes,
+               res.gpu_fraction)  # fmt: skip
+        req = self.requests.get(key)
+        if req is None:
+            req = self.requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes))
+        return req
+
+    def _claim(self, job: PendingJob, status: Status) -> Status:
+        """A job within its quota that does not fit (`status`): reclaim for it, or else it
+        waits, with the reservation if there is none yet."""
+        assert self.reclaimer is not None
+        limit = self.config.default_time_limit_s if job.time_limit_s is None else job.time_limit_s
+        claimed = self.reclaimer.claim(job, self.free, self.shadow, self.now + limit)
+        if claimed is None:
+            return self._reserve(job, status) if self.shadow is None else status
+        if self.shadow is None:  # the memo means "fits nowhere, and reserved": not so here
+            self._request(job.resources).no_fit = None
+        self.version += 1
+        self.started.append(claimed[1])
+        return claimed[0]
+
     def _try_start(self, job: PendingJob, req: _Request, end: float) -> Status | None:
         res, shadow = job.resources, self.shadow
         if shadow is None:
             placement = self.free.place(res)
             if placement is None:
-                return self._reserve(job, self._no_fit(req, res))
+                no_fit = self._no_fit(req, res)
+                if self.book is not None and self.book.claiming:
+                    return no_fit  # reclaim first (_claim)
+                return self._reserve(job, no_fit)
             self._start(job, placement, end, outlasts=False)
             return None
         most_now = self.free.most()
@@ -193,6 +238,7 @@ class _Pass:
                 r.resources,
             )
             for r in self.snapshot.running
+            if self.reclaimer is None or r.id not in self.reclaimer.taken
         ]
         shadow = reserve(job.id, job.resources, self.free.frees, running + self.started, self.now)
         if shadow is None:  # only for an unsatisfiable job, ruled out above
@@ -207,7 +253,9 @@ class _Pass:
         if outlasts and self.shadow is not None and placement.node == self.shadow.node:
             self.shadow.took(job.resources)
         self.version += 1
-        self.starts.append(Start(job.id, placement.node, placement.gpus))
+        self.starts.append(
+            Start(job.id, placement.node, placement.gpus, placement.gpu_memory_bytes)
+        )
         self.started.append(Release(end, placement.node, placement.gpus, job.resources))
 
 
@@ -216,7 +264,19 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
     the first job that cannot start, and start estimates (module docstring)."""
     state = _Pass(snapshot, now)
     ordered, priorities = rank(snapshot, now)
-    state.run(ordered)
+    book = state.book
+    if book is None:
+        state.run(ordered)
+    else:
+        state.run(
+            book.admitted(
+                ordered,
+                state.pending,
+                now,
+                lambda job: state._request(job.resources).impossible is not None,
+                state._claim,
+            )
+        )
     reservations: tuple[Reservation, ...] = ()
     if state.shadow is not None:
         reservations = (state.shadow.reservation,)
@@ -226,4 +286,5 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
         reservations=reservations,
         estimated_start=state.estimated,
         priorities=priorities,
+        preemptions=() if state.reclaimer is None else tuple(state.reclaimer.preemptions),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.units import format_size
-from gpupool.policy.placement import matching_gpus
+from gpupool.policy.placement import granted_bytes, matching_gpus
 from gpupool.policy.status import Code, Status
 
 
@@ -21,6 +21,8 @@ def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
             f"unknown GPU type {res.gpu_type!r}: this pool has {have}",
             "gpu_type",
         )
+    if res.fractional:
+        return _check_shared(res, nodes)
     # Ties go to the first name, so the message does not depend on the order nodes came in.
     most = max(sorted(nodes, key=lambda n: n.name), key=lambda n: len(matching_gpus(n, res)))
     have_gpus = len(matching_gpus(most, res))
@@ -51,6 +53,55 @@ def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
             f"needs {format_size(res.mem_bytes)} memory on one node; "
             f"the largest node with enough {'GPUs and CPUs' if res.cpus else 'GPUs'} "
             f"has {format_size(top)}",
+            "mem",
+        )
+    return None
+
+
+def _check_shared(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
+    """A fractional job: some matching GPU must have room for it on an empty pool (its
+    memory less what is declared unmanaged), on a node with the CPUs and memory."""
+    if res.gpu_fraction is not None and not 0 < res.gpu_fraction <= 1:
+        msg = f"asks for {res.gpu_fraction:g} of one GPU: a fraction must be more than 0, at most 1"
+        return Status(Code.UNSATISFIABLE, msg, "gpu_fraction")
+    kind = f"{res.gpu_type} GPU" if res.gpu_type else "GPU"
+    fits = [
+        n
+        for n in nodes
+        if any(
+            granted_bytes(n, g, res) <= n.gpu(g).memory_bytes - n.gpu(g).unmanaged_memory_bytes
+            for g in matching_gpus(n, res)
+        )
+    ]
+    if not fits:
+        gpus = [(n.gpu(g), n.name) for n in nodes for g in matching_gpus(n, res)]
+        if not gpus:
+            return Status(Code.UNSATISFIABLE, f"needs one {kind}; this pool has none", "gpu_count")
+        gpu, name = max(gpus, key=lambda p: (p[0].memory_bytes - p[0].unmanaged_memory_bytes, p[1]))
+        room = gpu.memory_bytes - gpu.unmanaged_memory_bytes
+        if res.gpu_fraction is not None:
+            need = f"{res.gpu_fraction:g} of one {kind}'s memory"
+        else:
+            need = f"{format_size(res.gpu_memory_bytes or 0)} on one {kind}"
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {need}; the largest {kind} ({gpu.model} on {name}) has {format_size(room)}"
+            + ("" if room == gpu.memory_bytes else " besides memory used outside gpupool"),
+            "gpu_memory",
+        )
+    if res.cpus and not any(n.cpus == 0 or n.cpus >= res.cpus for n in fits):
+        top = max(n.cpus for n in fits)
+        msg = f"needs {res.cpus} CPUs on one node; the largest node with room on a GPU has {top}"
+        return Status(Code.UNSATISFIABLE, msg, "cpus")
+    fits = [n for n in fits if not res.cpus or n.cpus == 0 or n.cpus >= res.cpus]
+    if res.mem_bytes and not any(
+        n.memory_bytes == 0 or n.memory_bytes >= res.mem_bytes for n in fits
+    ):
+        top = max(n.memory_bytes for n in fits)
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {format_size(res.mem_bytes)} memory on one node; the largest node with "
+            f"room on a GPU{' and the CPUs' if res.cpus else ''} has {format_size(top)}",
             "mem",
         )
     return None

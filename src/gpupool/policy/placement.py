@@ -4,21 +4,44 @@ A chain of small checks per node (GPU type, CPU, memory, GPU count), each naming
 rejects, then a choice among the nodes that pass: best-fit node (fewest GPUs left free), and
 on it the best-connected GPU set (NVLink first) that leaves the largest NVLink-connected
 block free for the next multi-GPU job.
+
+Fractional jobs (Resources.fractional: --gpu-memory 20GB, --gpus 0.5) share one GPU by
+memory. A GPU is then in one of three states: free (in `NodeFree.gpus`), shared (one or more
+fractional jobs on it: `NodeFree.sharers`), or held whole. A whole-GPU job takes only free
+GPUs; a fractional job takes a shared or free GPU whose room fits it (its memory, minus what
+fractional jobs there were granted, minus `unmanaged` memory). A fraction resolves to
+int(fraction x that GPU's memory) bytes. Best fit: a shared GPU before a free one (keep whole
+GPUs whole), then the least room, then the lowest index.
+
+Unmanaged memory (held by processes gpupool does not manage, e.g. a display server) shrinks
+the room of fractional jobs, but does not make a GPU unavailable to whole-GPU jobs: a whole
+job gets the GPU as it is, as it did before fractions existed. Treating such a GPU as in use
+(as Run:ai does) would keep every whole-GPU job off the display GPU of a workstation for good.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from math import comb
 
 from gpupool.core.gpu_catalog import model_matches
 from gpupool.core.hardware import LinkKind, Node
 from gpupool.core.job import Resources
+from gpupool.core.units import format_size
+from gpupool.policy.snapshot import Snapshot
 
 # Above this many candidate sets we pick greedily instead of enumerating.
 _MAX_COMBINATIONS = 2000
+
+
+def granted_bytes(node: Node, gpu: int, res: Resources) -> int:
+    """The GPU memory a fractional request gets on GPU `gpu` of `node` (at least 1 byte)."""
+    if res.gpu_memory_bytes is not None:
+        return res.gpu_memory_bytes
+    assert res.gpu_fraction is not None, "granted_bytes is for fractional requests"
+    return max(1, int(res.gpu_fraction * node.gpu(gpu).memory_bytes))
 
 
 @dataclass
@@ -26,22 +49,80 @@ class NodeFree:
     """What is still free on a node during one scheduling pass."""
 
     node: Node
-    gpus: set[int]
+    gpus: set[int]  # free: no job at all on them (whole-GPU jobs take only these)
     cpus: int | None  # None: the node does not declare CPUs
     mem_bytes: int | None
+    # Shared GPUs: how many fractional jobs run on each, and the memory they were granted.
+    sharers: dict[int, int] = field(default_factory=dict)
+    granted: dict[int, int] = field(default_factory=dict)
+    unmanaged: dict[int, int] = field(default_factory=dict)  # bytes held outside gpupool
+
+    def room(self, gpu: int) -> int | None:
+        """Memory a fractional job could get on `gpu`; None when it is held whole."""
+        if gpu not in self.gpus and gpu not in self.sharers:
+            return None
+        used = self.granted.get(gpu, 0) + self.unmanaged.get(gpu, 0)
+        return self.node.gpu(gpu).memory_bytes - used
+
+    def share(self, gpu: int, nbytes: int, sign: int = 1) -> None:
+        """A fractional job with `nbytes` starts on `gpu` (sign 1) or gives it back (-1)."""
+        count = self.sharers.get(gpu, 0) + sign
+        if count > 0:
+            self.gpus.discard(gpu)
+            self.sharers[gpu] = count
+            self.granted[gpu] = self.granted.get(gpu, 0) + sign * nbytes
+        else:  # the last one left: the GPU is free again
+            self.sharers.pop(gpu, None)
+            self.granted.pop(gpu, None)
+            self.gpus.add(gpu)
 
     def take(self, gpus: Iterable[int], res: Resources) -> None:
-        self.gpus.difference_update(gpus)
+        if res.fractional:
+            for g in gpus:
+                self.share(g, granted_bytes(self.node, g, res))
+        else:
+            self.gpus.difference_update(gpus)
         if self.cpus is not None and res.cpus:
             self.cpus -= res.cpus
         if self.mem_bytes is not None and res.mem_bytes:
             self.mem_bytes -= res.mem_bytes
+
+    def copy(self) -> NodeFree:
+        return NodeFree(
+            self.node,
+            set(self.gpus),
+            self.cpus,
+            self.mem_bytes,
+            dict(self.sharers),
+            dict(self.granted),
+            dict(self.unmanaged),
+        )
+
+
+def with_shared_gpus(frees: list[NodeFree], snapshot: Snapshot) -> list[NodeFree]:
+    """`frees` (built from the snapshot's whole-GPU view, every running job's GPUs taken)
+    with its shared GPUs: the fractional jobs running on each, and unmanaged memory."""
+    by_name = {f.node.name: f for f in frees}
+    for (node, gpu), nbytes in snapshot.unmanaged_memory.items():
+        if node in by_name and nbytes > 0:
+            by_name[node].unmanaged[gpu] = nbytes
+    for r in snapshot.running:
+        free = by_name.get(r.node)
+        if free is None or not r.resources.fractional:
+            continue
+        for g in r.gpus:
+            granted = r.gpu_memory_bytes
+            if granted is None:  # not recorded: what placement would have granted
+                granted = granted_bytes(free.node, g, r.resources)
+            free.share(g, granted)
+    return frees
 
 
 @dataclass(frozen=True)
 class Placement:
     node: str
     gpus: tuple[int, ...]
+    gpu_memory_bytes: int | None = None  # fractional jobs: the memory granted on its GPU
 
 
 def matching_gpus(node: Node, res: Resources) -> list[int]:
@@ -50,10 +131,44 @@ def matching_gpus(node: Node, res: Resources) -> list[int]:
     return [g.index for g in node.gpus if model_matches(res.gpu_type, g.model)]
 
 
+def shared_choice(free: NodeFree, res: Resources) -> tuple[tuple[bool, int, int], int] | None:
+    """For a fractional job: (best-fit key, bytes) of the GPU it gets here, the key being
+    (on a free GPU, room, index); None when no shared or free GPU has room for it."""
+    best: tuple[tuple[bool, int, int], int] | None = None
+    for g in matching_gpus(free.node, res):
+        room = free.room(g)
+        if room is None:
+            continue
+        need = granted_bytes(free.node, g, res)
+        if need <= room and (best is None or (g in free.gpus, room, g) < best[0]):
+            best = ((g in free.gpus, room, g), need)
+    return best
+
+
+def _why_not_shared(free: NodeFree, res: Resources) -> str:
+    node = free.node
+    kind = f"{res.gpu_type} GPU" if res.gpu_type else "GPU"
+    if res.gpu_memory_bytes is not None:
+        need = f"needs {format_size(res.gpu_memory_bytes)} on one {kind}"
+    else:
+        need = f"needs {res.gpu_fraction:g} of one {kind}'s memory"
+    rooms = [(room, g) for g in matching_gpus(node, res) if (room := free.room(g)) is not None]
+    if not rooms:
+        return f"node {node.name}: {need}; no {kind} is free or shared (all held whole)"
+    room, g = max(rooms)
+    of = (
+        "" if res.gpu_memory_bytes is not None else f" (of {format_size(node.gpu(g).memory_bytes)})"
+    )
+    return f"node {node.name}: {need}; the most free on a shared or free {kind} is {format_size(room)}{of}"
+
+
 def why_not(free: NodeFree, res: Resources) -> str | None:
     """None if the job fits on this node now, else the binding constraint in words."""
     node = free.node
-    if res.gpus:
+    if res.fractional:
+        if shared_choice(free, res) is None:
+            return _why_not_shared(free, res)
+    elif res.gpus:
         usable = [i for i in matching_gpus(node, res) if i in free.gpus]
         if len(usable) < res.gpus:
             kind = "GPU" if res.gpus == 1 else "GPUs"
@@ -119,8 +234,31 @@ def _greedy(node: Node, usable: list[int], count: int) -> tuple[int, ...]:
     return best[1]
 
 
+def _place_shared(frees: list[NodeFree], res: Resources) -> tuple[Placement | None, list[str]]:
+    """A fractional job: the node whose best GPU is the best fit (shared before free, least
+    room), then the node with the fewest free GPUs and CPUs, then its name."""
+    reasons: list[str] = []
+    best: tuple[tuple[bool, int, int, int, str], int, int] | None = None
+    for free in frees:
+        reason = why_not(free, res)
+        choice = None if reason else shared_choice(free, res)
+        if choice is None:
+            reasons.append(reason or f"node {free.node.name}: no room")
+            continue
+        (on_free, room, g), need = choice
+        key = (on_free, room, len(free.gpus), free.cpus or 0, free.node.name)
+        if best is None or key < best[0]:
+            best = (key, g, need)
+    if best is None:
+        return None, reasons
+    key, g, need = best
+    return Placement(key[4], (g,), need), reasons
+
+
 def place(frees: list[NodeFree], res: Resources) -> tuple[Placement | None, list[str]]:
     """The best placement of `res` now, or None with one reason per node."""
+    if res.fractional:
+        return _place_shared(frees, res)
     reasons: list[str] = []
     fits: list[tuple[tuple[int, int, str], NodeFree, list[int]]] = []
     for free in frees:

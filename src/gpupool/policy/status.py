@@ -15,6 +15,8 @@ class Code(str, Enum):
     RESOURCES = "Resources"  # not enough free resources now; they exist in the pool
     PRIORITY = "Priority"  # a job ahead in the queue waits for resources first
     BEGIN_TIME = "BeginTime"  # held until its --begin time
+    QUOTA = "Quota"  # its project's quota (borrowing needs --preemptible) or limit holds it
+    RECLAIM = "Reclaim"  # within its quota: borrowed GPUs are being reclaimed for it
     UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
 
 

@@ -56,6 +56,11 @@ _ALIASES = {
     "start_at": "begin",
     "start_time": "begin",
     "not_before": "begin",
+    "memory": "mem",  # host memory, as Slurm's --mem; GPU memory is gpu_memory
+    "gpu_mem": "gpu_memory",
+    "vram": "gpu_memory",
+    "gpu_fraction": "gpus",
+    "preemptable": "preemptible",
 }
 
 

@@ -33,6 +33,7 @@ from gpupool.spec.rules import (
     check_grace,
     check_mem,
     check_name,
+    check_preemptible,
     check_priority,
     check_project,
     check_time,
@@ -43,6 +44,8 @@ from gpupool.spec.rules import (
     seconds_or_none,
     split_command,
     wire_begin,
+    wire_fraction,
+    wire_gpus,
     wire_mem,
     wire_workdir,
 )
@@ -73,14 +76,17 @@ class SpecModel(_Strict):
 
     name: Annotated[str, _v(check_name)] = ""
     command: Annotated[tuple[Arg, ...], _v(split_command)]
-    gpus: Annotated[int, _v(check_gpus)] = 0
+    # A whole number, or a fraction of one GPU (0.5: half its memory, shared).
+    gpus: Annotated[int | float, _v(check_gpus)] = 0
     gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
+    gpu_memory: Annotated[int | None, _v(check_mem)] = None  # on one shared GPU
     cpus: Annotated[int | None, _v(check_cpus)] = None
     mem: Annotated[int | None, _v(check_mem)] = None
     time: Annotated[float | None, _v(check_time)] = None
     begin: Annotated[float | None, _v(_begin)] = None
     project: Annotated[str, _v(check_project)] = "default"
     priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
+    preemptible: Annotated[bool | None, _v(check_preemptible)] = None
     env: Env = {}
     workdir: Annotated[str | None, _v(check_workdir)] = None
     grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
@@ -93,8 +99,10 @@ class WireModel(_Strict):
     name: Annotated[str, _v(check_name)] = ""
     project: Annotated[str, _v(check_project)] = "default"
     priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
-    gpus: Annotated[int, _v(check_gpus)] = 0
+    gpus: Annotated[int, _v(wire_gpus)] = 0
     gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
+    gpu_memory_bytes: Annotated[int | None, _v(wire_mem)] = None
+    gpu_fraction: Annotated[float | None, _v(wire_fraction)] = None
     cpus: Annotated[int | None, _v(check_cpus)] = None
     mem_bytes: Annotated[int | None, _v(wire_mem)] = None
     time_limit_s: Annotated[float | None, _v(lambda v: seconds_or_none(v, MAX_TIME_S))] = None
@@ -103,6 +111,7 @@ class WireModel(_Strict):
     workdir: Annotated[str, _v(wire_workdir)] = ""
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
     begin_time: Annotated[float | None, _v(wire_begin)] = None
+    preemptible: Annotated[bool | None, _v(check_preemptible)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -136,12 +145,56 @@ def _validate(
             # No fallback from "env.X" to the line of "env:": an entry with no line of its
             # own came from a flag, not from the file.
             errors.append(FieldError(field, message, lines.get(field)))
-    if instance is not None and instance.gpu_type is not None and instance.gpus == 0:
+    if instance is not None:
+        errors.extend(FieldError(f, m, lines.get(f)) for f, m in _resource_errors(instance))
+    return (None if errors else instance), errors
+
+
+def _resource_errors(m: Any) -> list[tuple[str, str]]:
+    """Rules across the GPU fields of either model: (field, message) for each broken one."""
+    errors: list[tuple[str, str]] = []
+    if isinstance(m, SpecModel):
+        memory_field, memory = "gpu_memory", m.gpu_memory
+        fraction = m.gpus if isinstance(m.gpus, float) else None
+        whole = 0 if fraction is not None else m.gpus
+        if memory is not None and fraction is not None:
+            msg = (
+                f"cannot be combined with a fraction of a GPU (gpus {fraction:g}): give one of them"
+            )
+            errors.append((memory_field, msg))
+        elif memory is not None and whole > 1:
+            msg = f"shares one GPU: needs gpus of 1 or left out, got gpus {whole}"
+            errors.append((memory_field, msg))
+        fractional = memory is not None or fraction is not None
+    else:
+        fractional = m.gpu_memory_bytes is not None or m.gpu_fraction is not None
+        if m.gpu_memory_bytes is not None and m.gpu_fraction is not None:
+            errors.append(("gpu_memory_bytes", "cannot be combined with gpu_fraction"))
+        elif fractional and m.gpus != 1:
+            field = "gpu_fraction" if m.gpu_memory_bytes is None else "gpu_memory_bytes"
+            errors.append((field, f"shares one GPU: needs gpus of 1, got {m.gpus}"))
+    if m.gpu_type is not None and m.gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
         message = "needs gpus of 1 or more (a GPU type was given, but no GPUs asked for)"
-        errors.append(FieldError("gpu_type", message, lines.get("gpu_type")))
-    return (None if errors else instance), errors
+        errors.append(("gpu_type", message))
+    return errors
+
+
+def _user_resources(m: SpecModel) -> Resources:
+    gpus, fraction = m.gpus, None
+    if isinstance(gpus, float):  # check_gpus lets only 0 < x < 1 through as a float
+        gpus, fraction = 1, gpus
+    if m.gpu_memory is not None:
+        gpus = 1
+    return Resources(
+        gpus=int(gpus),
+        gpu_type=m.gpu_type,
+        cpus=m.cpus,
+        mem_bytes=m.mem,
+        gpu_memory_bytes=m.gpu_memory,
+        gpu_fraction=fraction,
+    )
 
 
 def _field_and_message(err: Any) -> tuple[str, str]:
@@ -189,7 +242,7 @@ def build_spec(
         _raise(errors, source)
     return JobSpec(
         command=m.command,
-        resources=Resources(gpus=m.gpus, gpu_type=m.gpu_type, cpus=m.cpus, mem_bytes=m.mem),
+        resources=_user_resources(m),
         name=m.name,
         project=m.project,
         priority=m.priority,
@@ -199,6 +252,7 @@ def build_spec(
         workdir=m.workdir if m.workdir is not None else default_workdir,
         grace_s=m.grace,
         begin_time=m.begin,
+        preemptible=m.preemptible,
     )
 
 
@@ -209,7 +263,14 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         _raise(errors, None)
     return JobSpec(
         command=m.command,
-        resources=Resources(gpus=m.gpus, gpu_type=m.gpu_type, cpus=m.cpus, mem_bytes=m.mem_bytes),
+        resources=Resources(
+            gpus=m.gpus,
+            gpu_type=m.gpu_type,
+            cpus=m.cpus,
+            mem_bytes=m.mem_bytes,
+            gpu_memory_bytes=m.gpu_memory_bytes,
+            gpu_fraction=m.gpu_fraction,
+        ),
         name=m.name,
         project=m.project,
         priority=m.priority,
@@ -219,4 +280,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         workdir=m.workdir,
         grace_s=m.grace_s,
         begin_time=m.begin_time,
+        preemptible=m.preemptible,
     )

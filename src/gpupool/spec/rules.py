@@ -134,11 +134,37 @@ def check_arg(value: Any) -> str:
     return _no_nul(value)
 
 
-def check_gpus(value: Any) -> int:
+def check_gpus(value: Any) -> int | float:
+    """A whole number of GPUs, or a fraction of one GPU (0 < x < 1: shared by memory)."""
     if value is None:
         return 0
-    note = " (fractions of a GPU are not supported yet: whole GPUs only)"
-    return _count(value, "GPUs", 0, MAX_GPUS, note)
+    n = _number(value)
+    if isinstance(n, float) and math.isfinite(n) and not n.is_integer():
+        if 0 < n < 1:
+            return n
+        note = " (or a fraction of one GPU between 0 and 1, such as 0.5)"
+        return _count(value, "GPUs", 0, MAX_GPUS, note)
+    return _count(value, "GPUs", 0, MAX_GPUS)
+
+
+def wire_gpus(value: Any) -> int:
+    if value is None:
+        return 0
+    return _count(value, "GPUs", 0, MAX_GPUS, " (a fraction of one GPU goes in gpu_fraction)")
+
+
+def wire_fraction(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise BadValue(f"must be a number between 0 and 1 (exclusive), got {got(value)}")
+    return float(value)
+
+
+def check_preemptible(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise BadValue(f"must be true or false, got {got(value)}")
 
 
 def check_gpu_type(value: Any) -> str | None:

@@ -25,12 +25,16 @@ def spec_to_wire(spec: JobSpec) -> dict[str, Any]:
         "gpu_type": r.gpu_type,
         "cpus": r.cpus,
         "mem_bytes": r.mem_bytes,
+        # Fractional jobs (gpus 1): memory on one shared GPU, or a fraction of its memory.
+        "gpu_memory_bytes": r.gpu_memory_bytes,
+        "gpu_fraction": r.gpu_fraction,
         "time_limit_s": spec.time_limit_s,
         "env": dict(spec.env),
         "base_env": dict(spec.base_env),
         "workdir": spec.workdir,
         "grace_s": spec.grace_s,
         "begin_time": spec.begin_time,  # epoch seconds, or None: free to start now
+        "preemptible": spec.preemptible,  # None: the default of its priority class
     }
 
 

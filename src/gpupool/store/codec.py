@@ -94,6 +94,7 @@ def job_from_row(row: JobRow, events: Iterable[Transition] = ()) -> Job:
         reason=row.reason,
         node=row.node,
         gpus=tuple(row.gpus or ()),
+        gpu_memory_bytes=row.gpu_memory_bytes,
         restart_count=row.restart_count,
         cancel_requested=row.cancel_requested,
         version=row.version,

@@ -13,10 +13,12 @@ from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     ColumnElement,
     Double,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -24,6 +26,7 @@ from sqlalchemy import (
     Text,
     delete,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import CursorResult, Dialect
@@ -84,6 +87,8 @@ class JobRow(Base):
     node: Mapped[str | None] = mapped_column(String)
     # Kept after the job ends (history); the allocations table is what actually holds GPUs.
     gpus: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # Fractional jobs: the memory granted on their one GPU (kept after the end too).
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     restart_count: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     cancel_requested_at: Mapped[float | None] = mapped_column(Double)
@@ -113,18 +118,35 @@ class TransitionRow(Base):
     cause: Mapped[str] = mapped_column(Text)
 
 
-class AllocationRow(Base):
-    """One GPU held by one running job.
+_WHOLE = text("memory_bytes IS NULL")
 
-    The primary key (node, gpu_index) is the guarantee that no GPU is ever given twice:
-    the database refuses the second row whatever the code above it believed.
+
+class AllocationRow(Base):
+    """One GPU held by one running job: whole (memory_bytes NULL), or shared with other
+    fractional jobs, each granted memory_bytes of it.
+
+    The partial unique index on (node, gpu_index) of whole-GPU rows is the guarantee that
+    no GPU is ever given whole twice: the database refuses the second row whatever the code
+    above it believed. That a whole GPU is not also shared, and that shared memory fits, is
+    checked by commit_starts under the allocation version's compare-and-swap.
     """
 
     __tablename__ = "allocations"
+    __table_args__ = (
+        Index(
+            "ux_allocations_whole_gpu",
+            "node",
+            "gpu_index",
+            unique=True,
+            sqlite_where=_WHOLE,
+            postgresql_where=_WHOLE,
+        ),
+    )
 
     node: Mapped[str] = mapped_column(String, primary_key=True)
     gpu_index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), primary_key=True, index=True)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MetaRow(Base):

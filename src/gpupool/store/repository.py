@@ -8,7 +8,7 @@ become StaleState.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -26,6 +26,10 @@ from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
 from gpupool.store.projects import ProjectMethods
 
 T = TypeVar("T")
+
+# A start to commit: (job id, node, GPU indices) or, for a fractional job, with the GPU memory
+# it is granted on its one GPU as a 4th element (None: the GPUs are held whole).
+StartTuple = tuple[int, str, tuple[int, ...]] | tuple[int, str, tuple[int, ...], int | None]
 
 _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 # Optimistic-concurrency retries; only PostgreSQL ever needs them (SQLite writers are serial).
@@ -192,19 +196,24 @@ class Store(ProjectMethods):
 
     def commit_starts(
         self,
-        starts: list[tuple[int, str, tuple[int, ...]]],
+        starts: Sequence[StartTuple],
         expected_version: int,
         now: float,
         cause: str = "scheduled",
     ) -> list[Job]:
-        """Start all of `starts` (job id, node, GPU indices) or none of them.
+        """Start all of `starts` or none of them: (job id, node, GPU indices), and optionally
+        a 4th element, the GPU memory granted to a fractional job on its one GPU (None or
+        absent: the GPUs are held whole).
 
         Raises StaleState, with nothing written, if the allocation version is no longer
-        `expected_version`, a job is no longer startable, or a GPU is already held.
+        `expected_version`, a job is no longer startable, a GPU to hold whole is held at all,
+        or a GPU to share is held whole. That shared memory fits is the policy's to check,
+        on the allocations of the version it planned against.
         """
         if not starts:
             return []
-        ids = [job_id for job_id, _, _ in starts]
+        plan = [_unpack(start) for start in starts]
+        ids = [job_id for job_id, _, _, _ in plan]
         try:
             with self._write() as s:
                 if not models.bump_allocation_version(s, expected_version):
@@ -213,12 +222,12 @@ class Store(ProjectMethods):
                         f"not {expected_version}: the pool changed"
                     )
                 rows = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
-                nodes = {node for _, node, _ in starts}
-                held = {
-                    (a.node, a.gpu_index): a.job_id
-                    for a in s.scalars(select(AllocationRow).where(AllocationRow.node.in_(nodes)))
-                }
-                for job_id, node, gpus in starts:
+                nodes = {node for _, node, _, _ in plan}
+                # (node, GPU) -> (job, memory or None for whole) of every holder.
+                held: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
+                for a in s.scalars(select(AllocationRow).where(AllocationRow.node.in_(nodes))):
+                    held.setdefault((a.node, a.gpu_index), []).append((a.job_id, a.memory_bytes))
+                for job_id, node, gpu_list, memory in plan:
                     row = rows.get(job_id)
                     if row is None:
                         raise UnknownJob(job_id)
@@ -226,19 +235,20 @@ class Store(ProjectMethods):
                         raise StaleState(f"job {job_id} is {row.state.value}, not PENDING")
                     if row.cancel_requested:
                         raise StaleState(f"job {job_id} has a cancel request")
-                    gpu_list = [int(g) for g in gpus]
                     for g in gpu_list:
-                        if (node, g) in held:
-                            raise StaleState(f"GPU {g} on {node} is held by job {held[(node, g)]}")
-                    models.transition(
-                        s, row, JobState.RUNNING, now, f"{cause} on {node} GPUs {gpu_list}"
-                    )
+                        _check_free(node, g, held.get((node, g), []), memory)
+                        held.setdefault((node, g), []).append((job_id, memory))
+                    what = f"GPUs {gpu_list}" if memory is None else f"{memory} bytes of GPU"
+                    models.transition(s, row, JobState.RUNNING, now, f"{cause} on {node} {what}")
                     row.start_time, row.node, row.gpus, row.reason = now, node, gpu_list, ""
+                    row.gpu_memory_bytes = memory
                     s.add_all(
-                        AllocationRow(node=node, gpu_index=g, job_id=job_id) for g in gpu_list
+                        AllocationRow(node=node, gpu_index=g, job_id=job_id, memory_bytes=memory)
+                        for g in gpu_list
                     )
-                # The primary key of allocations is the last word on double allocation (the
-                # same GPU twice in this call, or taken by a writer we could not see).
+                # The unique index on whole-GPU allocations is the last word on giving a GPU
+                # whole twice (the same GPU twice in this call, or taken by a writer we could
+                # not see).
                 s.flush()
                 by_id = {j.id: j for j in models.load_jobs(s, JobRow.id.in_(ids))}
                 return [by_id[i] for i in ids]
@@ -285,6 +295,7 @@ class Store(ProjectMethods):
             models.transition(s, row, JobState.PENDING, now, cause)
             row.restart_count += 1
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
+            row.gpu_memory_bytes = None
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
@@ -368,3 +379,24 @@ def _row(s: Session, job_id: int) -> JobRow:
     if row is None:
         raise UnknownJob(job_id)
     return row
+
+
+def _unpack(start: StartTuple) -> tuple[int, str, list[int], int | None]:
+    job_id, node, gpus = start[0], start[1], [int(g) for g in start[2]]
+    memory = start[3] if len(start) > 3 else None  # type: ignore[misc]
+    if memory is not None:
+        if len(gpus) != 1:
+            raise ValueError(f"job {job_id}: a shared GPU allocation is one GPU, got {gpus}")
+        if memory <= 0:
+            raise ValueError(f"job {job_id}: GPU memory must be more than 0, got {memory}")
+    return job_id, node, gpus, memory
+
+
+def _check_free(
+    node: str, gpu: int, holders: list[tuple[int, int | None]], memory: int | None
+) -> None:
+    """StaleState if `gpu` cannot be taken whole (memory None) or shared, given its holders."""
+    for other, other_memory in holders:
+        if memory is None or other_memory is None:
+            how = "whole" if other_memory is None else "shared"
+            raise StaleState(f"GPU {gpu} on {node} is held {how} by job {other}")

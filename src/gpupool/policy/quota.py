@@ -1,0 +1,231 @@
+"""Project quotas, limits and weights in one pass (Run:ai's model): who may start, and in what
+order borrowers share the idle GPUs.
+
+A project's **in use** is the GPUs its running jobs hold (a reclaim's victims until they
+exit), plus what this pass starts or reclaims for it. A fractional job counts as its fraction:
+`gpu_fraction` when given, else its GPU memory over the memory of its GPU (for a pending job,
+of the largest GPU in the pool: its GPU is not chosen yet), else one whole GPU.
+
+- **Limit**: a project never goes above `limit`; a job that would waits with `Quota`.
+- **Quota**: a job that keeps its project within its quota is a *claim*: it is taken first, in
+  queue order, and when it does not fit it may reclaim borrowed GPUs (`policy/preemption.py`).
+- **Borrowing**: a job above its project's quota runs only on idle GPUs and only if it is
+  preemptible (`PendingJob.preemptible`; interactive jobs are not, by default); a
+  non-preemptible one waits with `Quota`. Borrowers are taken after every claim, each
+  priority class in turn (the class stays a hard tier), and inside a class the project with
+  the least borrowed per weight, `(in use - quota) / weight`, goes next (queue order inside a
+  project and between ties). As each start raises its project's figure, idle GPUs go to
+  borrowers roughly in proportion to their weights. While GPUs are being reclaimed for one
+  of its jobs, a project's borrowers wait (`Quota`): started now, they would take that job's
+  place within the quota by the next pass, and the victims would have been stopped for
+  nothing.
+
+A project missing from `Snapshot.projects` has quota 0, no limit and weight 1. Quotas are in
+force only when some project has a quota above 0: with none, nothing is guaranteed, so there is
+nothing to reclaim for and nothing to borrow from; every job then takes the queue order as
+before (a fresh box with only the `default` project, quota 0, schedules as without projects,
+interactive jobs included), and only limits apply. With no projects at all, none of this runs.
+
+Cost: O(1) per job, and O(borrowers x log projects) for the borrowers' order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+from enum import Enum
+
+from gpupool.core.job import Resources
+from gpupool.core.project import Project, fmt_gpus
+from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
+from gpupool.policy.status import Code, Status
+
+EPS = 1e-9  # sums of fractions are not exact
+_NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
+
+
+class Verdict(Enum):
+    CLAIM = "claim"  # within its project's quota: goes first, may reclaim
+    BORROW = "borrow"  # above quota, preemptible: after the claims, on idle GPUs only
+    FREE = "free"  # quotas are not in force (or a job without GPUs): queue order
+
+
+class QuotaBook:
+    """Each project's quota, limit, weight and GPUs in use during one pass."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.projects = snapshot.projects
+        self.guarantees = any(p.quota > 0 for p in self.projects.values())
+        self._gpu_mem = {(n.name, g.index): g.memory_bytes for n in snapshot.nodes for g in n.gpus}
+        self._largest = max(self._gpu_mem.values(), default=0)
+        self.in_use: dict[str, float] = {}
+        for r in snapshot.running:
+            self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
+        self._asks: dict[tuple[int, int | None, float | None], float] = {}
+        self._said: dict[tuple[str, str, float], Status] = {}
+        self.claiming = False  # a claim is being tried (admitted)
+        self.reclaiming: dict[str, int] = {}  # project -> its first job reclaimed for
+
+    @staticmethod
+    def of(snapshot: Snapshot) -> QuotaBook | None:
+        """None when no project has a quota or a limit: then quotas change nothing."""
+        if not any(p.quota > 0 or p.limit is not None for p in snapshot.projects.values()):
+            return None
+        return QuotaBook(snapshot)
+
+    def project(self, name: str) -> Project:
+        return self.projects.get(name, _NO_PROJECT)
+
+    def held(self, r: RunningJob) -> float:
+        """The GPUs a running job counts for (module docstring)."""
+        res = r.resources
+        if res.gpu_fraction is not None:
+            return res.gpu_fraction * max(1, len(r.gpus))
+        nbytes = r.gpu_memory_bytes if r.gpu_memory_bytes is not None else res.gpu_memory_bytes
+        if nbytes is not None and r.gpus:
+            total = self._gpu_mem.get((r.node, r.gpus[0]), 0)
+            if total > 0:
+                return min(1.0, nbytes / total)
+        return float(len(r.gpus))
+
+    def ask(self, res: Resources) -> float:
+        """The GPUs a pending job would count for."""
+        key = (res.gpus, res.gpu_memory_bytes, res.gpu_fraction)
+        got = self._asks.get(key)
+        if got is None:
+            if res.gpu_fraction is not None:
+                got = res.gpu_fraction
+            elif res.gpu_memory_bytes is not None and self._largest > 0:
+                got = min(1.0, res.gpu_memory_bytes / self._largest)
+            else:
+                got = float(res.gpus)
+            self._asks[key] = got
+        return got
+
+    def share(self, name: str) -> float:
+        """How far above its quota a project is, per weight (below 0: under its quota)."""
+        p = self.projects.get(name, _NO_PROJECT)
+        return (self.in_use.get(name, 0.0) - p.quota) / p.weight
+
+    def admit(self, job: PendingJob) -> Verdict | Status:
+        """Whether the job may start as far as its project goes, and how (module docstring)."""
+        res = job.resources
+        if res.gpu_memory_bytes is None and res.gpu_fraction is None:
+            need = float(res.gpus)
+        else:
+            need = self.ask(res)
+        if need <= 0:
+            return Verdict.FREE
+        name = job.project
+        p, use = self.projects.get(name, _NO_PROJECT), self.in_use.get(name, 0.0)
+        if p.limit is not None and use + need > p.limit + EPS:
+            return self._status("limit", name, use)
+        if not self.guarantees:
+            return Verdict.FREE
+        if use + need <= p.quota + EPS:
+            return Verdict.CLAIM
+        if not job.preemptible:
+            return self._status("borrow", name, use)
+        return Verdict.BORROW
+
+    def _status(self, kind: str, name: str, use: float) -> Status:
+        said = self._said.get((kind, name, use))
+        if said is None:
+            p = self.project(name)
+            if kind == "limit":
+                text = f"project {name}: limit {fmt_gpus(p.limit)}, in use {fmt_gpus(use)}"
+            elif kind == "reclaiming":
+                text = (
+                    f"project {name}: GPUs are being reclaimed for its job {use:.0f}, within "
+                    "its quota; its jobs borrow again once that one starts"
+                )
+            else:
+                text = (
+                    f"project {name}: quota {fmt_gpus(p.quota)}, in use {fmt_gpus(use)}; "
+                    "borrowing needs --preemptible"
+                )
+            said = self._said[(kind, name, use)] = Status(Code.QUOTA, text, "quota")
+        return said
+
+    def admitted(
+        self,
+        ordered: list[PendingJob],
+        pending: dict[int, Status],
+        now: float,
+        impossible: Callable[[PendingJob], bool],
+        reclaim: Callable[[PendingJob, Status], Status],
+    ) -> Iterator[PendingJob]:
+        """The queue as the pass takes it (lazily): first, in queue order, the claims and the
+        jobs quotas do not concern; then the borrowers, in `borrowers` order. A job its project
+        holds back gets `Quota` in `pending` and is not yielded (unless the pass refuses it
+        for another reason, --begin or unsatisfiable: then it is yielded, to say so). After
+        each job: counted in use if it started; if a claim waits for resources, `reclaim`
+        says how it waits. `claiming` is true while a claim is tried: it must not take the
+        reservation before reclaim had its say."""
+        deferred: list[PendingJob] = []
+        for job in ordered:
+            if job.begin_time is not None and job.begin_time > now:
+                yield job
+                continue
+            verdict = self.admit(job)
+            if verdict is Verdict.BORROW:
+                deferred.append(job)
+            elif isinstance(verdict, Status) and not impossible(job):
+                pending[job.id] = verdict
+            else:
+                self.claiming = verdict is Verdict.CLAIM
+                yield job
+                self._tried(job, pending, reclaim)
+        limits = any(p.limit is not None for p in self.projects.values())
+        for job in self.borrowers(deferred):
+            verdict = self.admit(job) if limits else Verdict.BORROW
+            if job.project in self.reclaiming:
+                verdict = self._status("reclaiming", job.project, self.reclaiming[job.project])
+            if isinstance(verdict, Status) and not impossible(job):
+                pending[job.id] = verdict
+            else:
+                yield job
+                self._tried(job, pending, reclaim)
+
+    def _tried(
+        self,
+        job: PendingJob,
+        pending: dict[int, Status],
+        reclaim: Callable[[PendingJob, Status], Status],
+    ) -> None:
+        status = pending.get(job.id)
+        if status is None:
+            self.add(job.project, self.ask(job.resources))
+        elif self.claiming and status.code is Code.RESOURCES:
+            pending[job.id] = reclaim(job, status)
+        self.claiming = False
+
+    def add(self, name: str, gpus: float) -> None:
+        """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0)."""
+        self.in_use[name] = self.in_use.get(name, 0.0) + gpus
+
+    def borrowers(self, deferred: list[PendingJob]) -> Iterator[PendingJob]:
+        """The borrowers (in queue order) in the order they get idle GPUs: class by class,
+        then the project with the least `share` first. Lazy: each project's figure is read
+        after the previous job was tried, so a start counts at once."""
+        i = 0
+        while i < len(deferred):
+            klass = deferred[i].priority
+            queues: dict[str, list[tuple[int, PendingJob]]] = {}
+            while i < len(deferred) and deferred[i].priority == klass:
+                queues.setdefault(deferred[i].project, []).append((i, deferred[i]))
+                i += 1
+            # (share, queue index of its next job, project, its place in the project's queue)
+            heap = [(self.share(name), q[0][0], name, 0) for name, q in queues.items()]
+            heapq.heapify(heap)
+            while heap:
+                _, _, name, k = heapq.heappop(heap)
+                q = queues[name]
+                while k < len(q):  # this project's jobs, while it stays first
+                    yield q[k][1]
+                    k += 1
+                    if k < len(q):
+                        key = (self.share(name), q[k][0], name, k)
+                        if heap and key > heap[0]:
+                            heapq.heappush(heap, key)
+                            break

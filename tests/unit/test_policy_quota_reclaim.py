@@ -1,0 +1,165 @@
+"""Reclaim in `decide` (policy/preemption.py): which borrowers are preempted, and for whom.
+
+Table-driven, with the cases and builders of test_policy_quota.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from policy_builders import node
+from test_policy_quota import BOX, LOW, Case, check, full, job, projects, run, wait
+
+from gpupool.core.project import Project
+from gpupool.policy import Code
+
+NLP2_VISION0 = projects(Project("nlp", quota=2), Project("vision", quota=0))
+
+CASES = [
+    Case(
+        "reclaim takes the lowest priority borrower",
+        NLP2_VISION0,
+        BOX,
+        running=(
+            run(11, "box", [0], "vision", start=1.0),
+            run(12, "box", [1], "vision", prio=LOW),
+            run(13, "box", [2], "vision", start=3.0),
+            run(14, "box", [3], "vision", start=4.0),
+        ),
+        pending=(job(1, 1, "nlp"),),
+        waits={
+            1: wait(
+                Code.RECLAIM, "waiting for job 12 to stop (preempted to give project nlp its quota)"
+            )
+        },
+        preempted={12: 1},
+        reasons=(
+            "reclaimed for project nlp (quota 2, in use 0): job 12 borrowed above project "
+            "vision's quota (0, in use 4)",
+        ),
+    ),
+    Case(
+        "then the project most above its fair share",
+        projects(Project("nlp", quota=1), Project("vision", quota=1), Project("speech")),
+        BOX,
+        # vision: (3 - 1) / 1 = 2 above its share; speech: (1 - 0) / 1 = 1.
+        running=(*full("box", "vision", 10, 3), run(20, "box", [3], "speech", start=99.0)),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "job 12")},
+        preempted={12: 1},  # vision's youngest
+    ),
+    Case(
+        "weight counts in the fair share: a heavy project is less above it",
+        projects(Project("nlp", quota=1), Project("vision", quota=1, weight=4), Project("speech")),
+        BOX,
+        # vision: (3 - 1) / 4 = 0.5 above its share; speech: 1.
+        running=(*full("box", "vision", 10, 3), run(20, "box", [3], "speech")),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "job 20")},
+        preempted={20: 1},
+    ),
+    Case(
+        "then the youngest job",
+        NLP2_VISION0,
+        BOX,
+        running=(
+            run(11, "box", [0], "vision", start=50.0),
+            run(12, "box", [1], "vision", start=10.0),
+            run(13, "box", [2], "vision", start=30.0),
+            run(14, "box", [3], "vision", start=20.0),
+        ),
+        pending=(job(1, 1, "nlp"),),
+        preempted={11: 1},
+        waits={1: wait(Code.RECLAIM)},
+    ),
+    Case(
+        "jobs of a project within its quota are never reclaimed",
+        projects(Project("nlp", quota=2), Project("vision", quota=4)),
+        BOX,
+        running=tuple(full("box", "vision", 10, 4)),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RESOURCES)},
+        reserved=1,
+    ),
+    Case(
+        "a victim's project is never taken below its quota",
+        projects(Project("nlp", quota=2), Project("vision", quota=3)),
+        BOX,
+        running=tuple(full("box", "vision", 10, 4)),  # one GPU above quota: not two
+        pending=(job(1, 2, "nlp"),),
+        waits={1: wait(Code.RESOURCES)},
+        reserved=1,
+    ),
+    Case(
+        "non-preemptible borrowers are never reclaimed",
+        NLP2_VISION0,
+        BOX,
+        running=tuple(full("box", "vision", 10, 4, preemptible=False)),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RESOURCES)},
+        reserved=1,
+    ),
+    Case(
+        "no reclaim for a job that would take its own project above quota",
+        NLP2_VISION0,
+        BOX,
+        running=(run(30, "box", [0], "nlp"), *full("box", "vision", 11, 3)[:3]),
+        pending=(job(1, 2, "nlp"),),
+        waits={1: wait(Code.RESOURCES)},
+        reserved=1,
+    ),
+    Case(
+        "no more victims than needed, and the free GPUs a reclaim counts on are held for it",
+        projects(Project("nlp", quota=4), Project("vision")),
+        (node("box", 8),),
+        running=tuple(full("box", "vision", 10, 6)),  # GPUs 6 and 7 free
+        pending=(job(1, 4, "nlp"), job(2, 1, "vision"), job(3, 8, "speech", prio=LOW)),
+        waits={
+            1: wait(Code.RECLAIM, "waiting for jobs 14, 15 to stop"),
+            2: wait(Code.RESOURCES),
+            3: wait(Code.RESOURCES),
+        },
+        preempted={14: 1, 15: 1},
+        reserved=2,
+    ),
+    Case(
+        "victims on one node: four one-GPU borrowers where the gang fits",
+        projects(Project("nlp", quota=4), Project("vision"), Project("speech", quota=2)),
+        (node("a", 4), node("b", 4)),
+        running=(
+            *full("a", "vision", 10, 4),
+            run(20, "b", [0, 1], "vision"),
+            run(21, "b", [2, 3], "speech"),  # within speech's quota
+        ),
+        pending=(job(1, 4, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "jobs 10, 11, 12, 13")},
+        preempted={10: 1, 11: 1, 12: 1, 13: 1},
+    ),
+    Case(
+        "the node where fewest victims do: one two-GPU borrower rather than two",
+        projects(Project("nlp", quota=4), Project("vision"), Project("speech", quota=2)),
+        (node("a", 4), node("b", 4)),
+        running=(
+            *full("a", "vision", 10, 4),
+            run(20, "b", [0, 1], "vision"),
+            run(21, "b", [2, 3], "speech"),
+        ),
+        pending=(job(1, 2, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "job 20")},
+        preempted={20: 1},
+    ),
+    Case(
+        "two claims in one pass take different victims",
+        projects(Project("a", quota=2), Project("b", quota=2), Project("c", weight=0.5)),
+        BOX,
+        # c is (1 - 0) / 0.5 = 2 above its share, a (3 - 2) / 1 = 1: c's job goes first.
+        running=(*full("box", "a", 10, 3), run(20, "box", [3], "c")),
+        pending=(job(1, 1, "b"), job(2, 1, "b")),
+        waits={1: wait(Code.RECLAIM, "job 20"), 2: wait(Code.RECLAIM, "job 12")},
+        preempted={20: 1, 12: 2},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_reclaim_case(case: Case) -> None:
+    check(case)
