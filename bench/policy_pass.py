@@ -1,8 +1,10 @@
 """One scheduling pass (`policy.decide`) over a large queue: median and p99 pass time.
 
 The cluster: 128 nodes x 8 GPUs (NVLink islands of 4, as the demo inventory), partly busy
-with running jobs that have time limits, and 10,000 pending jobs of 1, 2, 4 and 8 GPUs from
-4 projects and 40 users with decayed usage, mixed priority classes and time limits.
+with running jobs that have time limits, and 10,000 pending jobs of 1, 2, 4 and 8 GPUs and
+fractional requests (0.25, 0.5 of a GPU, 20 GiB) from 4 projects and 40 users with decayed
+usage, mixed priority classes and time limits. Two scenarios: without project quotas, and
+with the 4 projects holding quotas of 256 GPUs each (borrowing and reclaim active).
 Baseline in the same run: the same snapshot through a plain first-fit FIFO pass written
 here (no backfill, no topology, no fair share): what the policy's extra work costs.
 Prints one JSON object. Usage: python bench/policy_pass.py [--pending 10000] [--passes 20]
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from gpupool.core.hardware import Gpu, Link, LinkKind, Node  # noqa: E402
 from gpupool.core.job import PRIORITY_CLASSES, Resources  # noqa: E402
+from gpupool.core.project import Project  # noqa: E402
 from gpupool.policy import PendingJob, RunningJob, Snapshot, decide  # noqa: E402
 from gpupool.policy.snapshot import Usage  # noqa: E402
 
@@ -38,7 +41,7 @@ def node(name: str) -> Node:
     return Node(name, gpus, tuple(links))
 
 
-def snapshot(n_pending: int, seed: int, busy: float = 0.6) -> Snapshot:
+def snapshot(n_pending: int, seed: int, with_quotas: bool, busy: float = 0.6) -> Snapshot:
     rng = random.Random(seed)
     nodes = tuple(node(f"n{i:03d}") for i in range(128))
     now = 1_000_000.0
@@ -87,7 +90,8 @@ def snapshot(n_pending: int, seed: int, busy: float = 0.6) -> Snapshot:
         by_project={p: rng.uniform(0, 1e7) for p in projects},
         by_user={(p, u): rng.uniform(0, 1e6) for p in projects for u in users},
     )
-    return Snapshot(nodes, tuple(pending), tuple(running), 1, usage=usage)
+    quotas = {p: Project(p, quota=256.0) for p in projects} if with_quotas else {}
+    return Snapshot(nodes, tuple(pending), tuple(running), 1, usage=usage, projects=quotas)
 
 
 def fifo_first_fit(snap: Snapshot) -> int:
@@ -131,10 +135,18 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    snap = snapshot(args.pending, args.seed)
     now = 1_000_000.0
-    decide(snap, now)  # warm up
-    policy_ms, decision = timed(lambda: decide(snap, now), args.passes)
+    results = {}
+    for label, with_quotas in (("no_quotas", False), ("quotas_4_projects", True)):
+        snap = snapshot(args.pending, args.seed, with_quotas)
+        decide(snap, now)  # warm up
+        ms, decision = timed(lambda snap=snap: decide(snap, now), args.passes)
+        results[label] = {
+            **stats(ms),
+            "started": len(decision.starts),  # type: ignore[attr-defined]
+            "reservations": len(decision.reservations),  # type: ignore[attr-defined]
+            "preemptions": len(decision.preemptions),
+        }  # type: ignore[attr-defined]
     fifo_ms, fifo_started = timed(lambda: fifo_first_fit(snap), args.passes)
     free = sum(len(n.gpus) for n in snap.nodes) - sum(len(r.gpus) for r in snap.running)
     print(
@@ -148,11 +160,7 @@ def main() -> None:
                     "running_jobs": len(snap.running),
                     "pending_jobs": len(snap.pending),
                 },
-                "decide": {
-                    **stats(policy_ms),
-                    "started": len(decision.starts),  # type: ignore[attr-defined]
-                    "reservations": len(decision.reservations),
-                },  # type: ignore[attr-defined]
+                "decide": results,
                 "baseline_fifo_first_fit": {**stats(fifo_ms), "started": fifo_started},
                 "target": {"median_ms": 50},
             },
