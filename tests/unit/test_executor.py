@@ -11,11 +11,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from executor_helpers import wait_exit, wait_for
 
 from gpupool.executor import ExitRecord, JobStatus, LocalExecutor
 from gpupool.executor.files import proc_stat, process_alive, read_json
@@ -29,22 +30,6 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 def py(code: str) -> list[str]:
     return [PY, "-c", code]
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 10.0) -> ExitRecord:
-    rec = wait_for(lambda: ex.read_exit(job_id), timeout, f"exit of job {job_id}")
-    assert isinstance(rec, ExitRecord)
-    return rec
 
 
 def run_job(ex: LocalExecutor, job_id: int, command: list[str], **kw: Any) -> ExitRecord:

@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from executor_helpers import wait_exit, wait_for
 
-from gpupool.executor import ExitRecord, JobBusyError, JobStatus, LocalExecutor, attempts
+from gpupool.executor import JobBusyError, JobStatus, LocalExecutor, attempts
 from gpupool.executor.files import atomic_write_json, process_alive, read_json
 from gpupool.executor.local import SUPERVISOR
 
@@ -21,22 +21,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 PY = sys.executable
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 10.0) -> ExitRecord:
-    rec = wait_for(lambda: ex.read_exit(job_id), timeout, f"exit of job {job_id}")
-    assert isinstance(rec, ExitRecord)
-    return rec
 
 
 def log_of(ex: LocalExecutor, job_id: int) -> str:

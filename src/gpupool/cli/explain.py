@@ -44,7 +44,12 @@ def estimate_text(job: dict[str, Any], now: float) -> str:
     if at is None:
         if job.get("reason") == "Priority":
             return "unknown: jobs ahead of it start first, and their starts are not known yet"
-        return "unknown: no running job has a time limit that frees what it needs"
+        if job.get("reason") == "Resources":
+            return (
+                "unknown: only the first job that cannot start gets a reservation and an "
+                "estimate (EASY backfill); this one comes later in the queue"
+            )
+        return "unknown"
     if at <= now:
         return "at the next scheduling pass"
     return f"{clock_time(at, now)} (in {format_duration(at - now)})"
