@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gpupool.executor import ExitRecord, LocalExecutor
+from gpupool.executor import ExitRecord, JobStatus, LocalExecutor
+from gpupool.executor.files import process_alive, read_json
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -23,3 +26,20 @@ def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 10.0) -> ExitReco
     rec = wait_for(lambda: ex.read_exit(job_id), timeout, f"exit of job {job_id}")
     assert isinstance(rec, ExitRecord)
     return rec
+
+
+def stop_everything(executor: LocalExecutor) -> None:
+    """Leave nothing running: stop live supervisors, then any job group left without one."""
+    jobs = executor.state_dir / "jobs"
+    for d in jobs.iterdir() if jobs.exists() else []:
+        executor.cancel(int(d.name))
+        child = read_json(d / "child.json") or {}
+        ticks = child.get("start_ticks")
+        if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
+            os.killpg(child["pgid"], signal.SIGKILL)
+    for d in jobs.iterdir() if jobs.exists() else []:
+        end = time.monotonic() + 10
+        while executor.status(int(d.name)) == JobStatus.RUNNING and time.monotonic() < end:
+            time.sleep(0.01)
+    executor.close()
+    executor.reap()

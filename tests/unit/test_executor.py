@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from executor_helpers import wait_exit, wait_for
 
 from gpupool.executor import ExitRecord, JobStatus, LocalExecutor
-from gpupool.executor.files import proc_stat, process_alive, read_json
+from gpupool.executor.files import proc_stat, read_json
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -66,27 +65,6 @@ def _has_uid(uid: int) -> bool:
 def gone(pid: int) -> bool:
     st = proc_stat(pid)
     return st is None or st.state in ("Z", "X")
-
-
-@pytest.fixture
-def ex(tmp_path: Path) -> Iterator[LocalExecutor]:
-    executor = LocalExecutor(tmp_path / "state")
-    yield executor
-    # Leave nothing running: stop live supervisors, then any job group left without one.
-    jobs = executor.state_dir / "jobs"
-    for d in jobs.iterdir() if jobs.exists() else []:
-        executor.cancel(int(d.name))
-        child = read_json(d / "child.json") or {}
-        ticks = child.get("start_ticks")
-        if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
-            os.killpg(child["pgid"], signal.SIGKILL)
-    for d in jobs.iterdir() if jobs.exists() else []:
-        job_id = int(d.name)
-        end = time.monotonic() + 10
-        while executor.status(job_id) == JobStatus.RUNNING and time.monotonic() < end:
-            time.sleep(0.01)
-    executor.close()
-    executor.reap()
 
 
 # -- what the job sees -------------------------------------------------------------------

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,26 +41,6 @@ pathlib.Path({str(ready)!r}).touch()
 time.sleep(60)
 """
     return [PY, "-c", code]
-
-
-@pytest.fixture
-def ex(tmp_path: Path) -> Iterator[LocalExecutor]:
-    executor = LocalExecutor(tmp_path / "state")
-    yield executor
-    # Leave nothing running: stop live supervisors, then any job group left without one.
-    jobs = executor.state_dir / "jobs"
-    for d in jobs.iterdir() if jobs.exists() else []:
-        executor.cancel(int(d.name))
-        child = read_json(d / "child.json") or {}
-        ticks = child.get("start_ticks")
-        if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
-            os.killpg(child["pgid"], signal.SIGKILL)
-    for d in jobs.iterdir() if jobs.exists() else []:
-        end = time.monotonic() + 10
-        while executor.status(int(d.name)) == JobStatus.RUNNING and time.monotonic() < end:
-            time.sleep(0.01)
-    executor.close()
-    executor.reap()
 
 
 # -- preempt ---------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._signalled: set[int] = set()  # running jobs whose cancel was delivered
         self.reclaimer = Reclaimer(store, executor)
+        self._active: list[Job] = []  # active jobs as the last snapshot read them
         # Declared now; a GPU monitor will report live values later.
         self._unmanaged = {
             (n.name, g.index): g.unmanaged_memory_bytes
@@ -160,7 +161,8 @@ class Engine:
             for name, p in projects.items()
             if p.default_time_limit_s is not None
         }
-        for job in self.store.active_jobs():
+        self._active = self.store.active_jobs()
+        for job in self._active:
             spec = job.spec
             if job.state is JobState.PENDING and not job.cancel_requested:
                 pending.append(
@@ -252,7 +254,8 @@ class Engine:
         )
 
     def _deliver_cancels(self) -> None:
-        for job in self.store.list_jobs():
+        # The jobs the snapshot read: a cancel recorded after it wakes the next pass.
+        for job in self._active:
             if job.state is JobState.RUNNING and job.cancel_requested:
                 if job.id not in self._signalled and self.executor.cancel(job.id):
                     self._signalled.add(job.id)
