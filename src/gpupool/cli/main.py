@@ -89,6 +89,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true")
     sub.add_parser("gpus", parents=[common, listing], help="GPUs, holders and NVLink peers")
     project_cmd.add_parser(sub, common, listing)
+    from gpupool.cli import sim as sim_cmd
+
+    p = sub.add_parser(
+        "sim",
+        help="replay a job trace through scheduling policies and compare them",
+        description="Replay a job trace through named scheduling policies on a simulated "
+        "cluster, with the daemon's own policy code (docs/simulator.md).",
+    )
+    sim_cmd.add_arguments(p)
     return parser
 
 
@@ -115,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpupool.cli.server import cmd_server
 
         return cmd_server(args)
+    if args.verb == "sim":  # offline: no daemon involved
+        from gpupool.cli.sim import run as cmd_sim
+
+        return cmd_sim(args)
 
     from gpupool.client import ApiError, Client, DaemonNotRunning
 

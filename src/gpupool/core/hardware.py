@@ -77,11 +77,16 @@ class Node:
     _link_index: dict[tuple[int, int], Link] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    # The GPU indices, computed once: every scheduling pass starts from them on every node.
+    gpu_indices: frozenset[int] = field(
+        default=frozenset(), init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         index = {(lk.a, lk.b): lk for lk in self.links}
         index.update({(lk.b, lk.a): lk for lk in self.links})
         object.__setattr__(self, "_link_index", index)
+        object.__setattr__(self, "gpu_indices", frozenset(g.index for g in self.gpus))
 
     def link(self, a: int, b: int) -> LinkKind:
         """The link kind between two GPUs; undeclared pairs count as the worst (SYS)."""

@@ -6,10 +6,12 @@ drive this same function.
 
 from gpupool.policy.decide import decide
 from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.profiles import PROFILES, profile
 from gpupool.policy.snapshot import Decision, PendingJob, RunningJob, Snapshot, Start
 from gpupool.policy.status import Code, Status
 
 __all__ = [
+    "PROFILES",
     "Code",
     "Decision",
     "PendingJob",
@@ -19,4 +21,5 @@ __all__ = [
     "Status",
     "check_satisfiable",
     "decide",
+    "profile",
 ]

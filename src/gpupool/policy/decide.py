@@ -19,6 +19,11 @@ in queue order, and one that does not fit may reclaim borrowed GPUs (`Reclaim`, 
 `Decision.preemptions`); then the borrowers (`policy/quota.py`, `policy/preemption.py`).
 Neither a `Quota` nor a `Reclaim` job takes the reservation.
 
+Named profiles (`policy/profiles.py`) switch parts of this off or on, so the baselines a trace
+replay compares run through this same pass: another queue order (`rank`, `policy/orders.py`),
+no quotas, no backfill (after the first job that cannot start, every later one waits with
+`Priority`), and preemption by order after the pass (`policy/priority_preemption.py`).
+
 `Decision.estimated_start` is given for the reserved job (its reservation time, an upper bound
 while the queue order holds) and for jobs held by --begin (their begin time, a lower bound).
 Other waiting jobs get no estimate: that would need a reservation each (conservative backfill),
@@ -36,38 +41,54 @@ computed: upper bounds of what is free by the job's turn.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import FreeIndex, Release, Shadow, expected_end, reserve
 from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.ordering import rank
 from gpupool.policy.placement import NodeFree, Placement, place, why_not, with_shared_gpus
 from gpupool.policy.preemption import Reclaimer
+from gpupool.policy.priority_preemption import preempt_for_order
 from gpupool.policy.quota import QuotaBook
 from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
 from gpupool.policy.status import Code, Status
+from gpupool.policy.wide import WideShadow, piece, place_wide, reserve_wide, shortfall
 
 
 def _free_view(snapshot: Snapshot) -> list[NodeFree]:
-    used = snapshot.used_gpus()
+    """What is free on every node (in name order), from one walk over the running jobs: this
+    is most of a pass's fixed cost on a big cluster."""
+    used: dict[str, set[int]] = {}
     cpus_used: dict[str, int] = {}
     mem_used: dict[str, int] = {}
+    shared = bool(snapshot.unmanaged_memory)
     for r in snapshot.running:
-        cpus_used[r.node] = cpus_used.get(r.node, 0) + (r.resources.cpus or 0)
-        mem_used[r.node] = mem_used.get(r.node, 0) + (r.resources.mem_bytes or 0)
-
-    def view(n: Node) -> NodeFree:
-        return NodeFree(
-            node=n,
-            gpus={g.index for g in n.gpus} - used.get(n.name, set()),
-            cpus=(n.cpus - cpus_used.get(n.name, 0)) if n.cpus else None,
-            mem_bytes=(n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
+        taken = used.get(r.node)
+        if taken is None:
+            used[r.node] = set(r.gpus)
+        else:
+            taken.update(r.gpus)
+        res = r.resources
+        if res.cpus:
+            cpus_used[r.node] = cpus_used.get(r.node, 0) + res.cpus
+        if res.mem_bytes:
+            mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
+        if not shared and (res.gpu_memory_bytes is not None or res.gpu_fraction is not None):
+            shared = True
+    views = []
+    for n in NodeFacts.of(snapshot.nodes).by_name_order:
+        taken = used.get(n.name)
+        views.append(
+            NodeFree(
+                n,
+                set(n.gpu_indices - taken) if taken else set(n.gpu_indices),
+                (n.cpus - cpus_used.get(n.name, 0)) if n.cpus else None,
+                (n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
+            )
         )
-
-    views = [view(n) for n in sorted(snapshot.nodes, key=lambda n: n.name)]
-    return with_shared_gpus(views, snapshot)
+    return with_shared_gpus(views, snapshot) if shared else views
 
 
 def _gpu_words(res: Resources) -> str:
@@ -91,7 +112,12 @@ class _Request:
         self.behind_at = -1
 
 
+# Up to this many nodes, a job that fits nowhere is told each node's reason; beyond, a summary.
+_NAMED_NODES = 8
 _HELD = Status(Code.BEGIN_TIME, "held until its --begin time", "begin")
+# Statuses of jobs that do not block the line when backfill is off: they are not waiting
+# for resources (QUOTA: a project's limit; a job it holds back is not yielded anyway).
+_NOT_IN_LINE = (Code.UNSATISFIABLE, Code.BEGIN_TIME, Code.QUOTA)
 
 
 class _Pass:
@@ -108,13 +134,16 @@ class _Pass:
         self.shadow: Shadow | None = None
         self.behind: Status | None = None  # the Priority status of jobs that would delay it
         self.requests: dict[tuple[object, ...], _Request] = {}
-        self.book = QuotaBook.of(snapshot)  # None: no project has a quota or a limit
+        # None: no project has a quota or a limit, or the profile ignores them
+        self.book = QuotaBook.of(snapshot) if snapshot.config.use_quotas else None
         self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book)
 
     def run(self, ordered: Iterable[PendingJob]) -> None:
         """Every job in queue order. Most of a long queue is settled by what the pass already
         knows about the same request, so that comes first, in line (this loop is the hot path
         on 10,000 pending jobs)."""
+        if not self.config.backfill:
+            ordered = self._strict(ordered)
         now, pending, estimated = self.now, self.pending, self.estimated
         default_limit = self.config.default_time_limit_s
         requests = self.requests
@@ -131,7 +160,8 @@ class _Pass:
             )
             req = requests.get(key)
             if req is None:
-                req = requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes))
+                spread = self.config.spread_wide_jobs
+                req = requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes, spread))
             if req.impossible is not None:
                 # Refused at submit normally; the inventory may have shrunk since.
                 pending[job.id] = req.impossible
@@ -154,12 +184,34 @@ class _Pass:
                 if status is not None:
                     pending[job.id] = status
 
+    def _strict(self, ordered: Iterable[PendingJob]) -> Iterator[PendingJob]:
+        """Without backfill (`PolicyConfig.backfill` off): the jobs up to the first that cannot
+        start, which keeps its reservation and estimate; every later one waits behind it (a
+        job that never could run, or is held by --begin, still says so)."""
+        pending = self.pending
+        jobs = iter(ordered)
+        for job in jobs:
+            yield job
+            status = pending.get(job.id)
+            if status is not None and status.code not in _NOT_IN_LINE:
+                break
+        else:
+            return
+        text = f"waiting behind job {job.id}, the first in line (this profile does not backfill)"
+        behind = Status(Code.PRIORITY, text, "order")
+        for later in jobs:
+            if later.begin_time is not None and later.begin_time > self.now:
+                pending[later.id], self.estimated[later.id] = _HELD, later.begin_time
+            else:
+                pending[later.id] = self._request(later.resources).impossible or behind
+
     def _request(self, res: Resources) -> _Request:
         key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes,
                res.gpu_fraction)  # fmt: skip
         req = self.requests.get(key)
         if req is None:
-            req = self.requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes))
+            spread = self.config.spread_wide_jobs
+            req = self.requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes, spread))
         return req
 
     def _claim(self, job: PendingJob, status: Status) -> Status:
@@ -178,6 +230,8 @@ class _Pass:
 
     def _try_start(self, job: PendingJob, req: _Request, end: float) -> Status | None:
         res, shadow = job.resources, self.shadow
+        if self.config.spread_wide_jobs and self._is_wide(res):
+            return self._try_start_wide(job, req, end)
         if shadow is None:
             placement = self.free.place(res)
             if placement is None:
@@ -199,6 +253,12 @@ class _Pass:
                 return self._no_fit(req, res)
             self._start(job, placement, end, outlasts=False)
             return None
+        if isinstance(shadow, WideShadow):
+            # Conservative (policy/wide.py): nothing that outlasts a wide reservation starts.
+            if self.free.place(res) is None:
+                return self._no_fit(req, res)
+            req.behind, req.behind_at = self._behind_wide(shadow), self.version
+            return req.behind
         reserved_node = self.free.by_name[shadow.node]
         spare = shadow.spare(reserved_node)
         if not req.no_spare and res.gpus <= max(len(spare.gpus), self.free.most(shadow.node)):
@@ -215,7 +275,18 @@ class _Pass:
 
     def _no_fit(self, req: _Request, res: Resources) -> Status:
         """Resources, naming each node's binding constraint (once per request: O(nodes))."""
-        req.no_fit = Status(Code.RESOURCES, "; ".join(place(self.free.frees, res)[1]), "placement")
+        frees = self.free.frees
+        if len(frees) > _NAMED_NODES and not (res.gpu_type or res.cpus or res.mem_bytes):
+            # On a big cluster one reason per node is a wall of text: say what binds.
+            most = self.free.most()
+            text = (
+                f"needs {_gpu_words(res)} on one node; no node has more than {most} free now"
+                if not res.fractional
+                else "; ".join(place(frees, res)[1][:_NAMED_NODES]) + "; ..."
+            )
+            req.no_fit = Status(Code.RESOURCES, text, "placement")
+            return req.no_fit
+        req.no_fit = Status(Code.RESOURCES, "; ".join(place(frees, res)[1]), "placement")
         return req.no_fit
 
     def _behind(self, shadow: Shadow) -> Status:
@@ -240,13 +311,83 @@ class _Pass:
             for r in self.snapshot.running
             if self.reclaimer is None or r.id not in self.reclaimer.taken
         ]
-        shadow = reserve(job.id, job.resources, self.free.frees, running + self.started, self.now)
+        releases = running + self.started
+        if self.config.spread_wide_jobs and self._is_wide(job.resources):
+            shadow: Shadow | None = reserve_wide(
+                job.id, job.resources, self.free.frees, releases, self.now
+            )
+        else:
+            shadow = reserve(job.id, job.resources, self.free.frees, releases, self.now)
         if shadow is None:  # only for an unsatisfiable job, ruled out above
             return status
         self.shadow = shadow
         if not math.isinf(shadow.time):  # only if some running job has no end at all
             self.estimated[job.id] = shadow.time
         return Status(Code.RESOURCES, f"{status.message}; {shadow.describe()}", "placement")
+
+    # --- wide jobs (PolicyConfig.spread_wide_jobs; policy/wide.py) ---------------------------
+
+    def _is_wide(self, res: Resources) -> bool:
+        """Whole GPUs, more than any node has of the type: spread over nodes (spread on)."""
+        return not res.fractional and res.gpus > NodeFacts.of(self.snapshot.nodes).widest(
+            res.gpu_type
+        )
+
+    def _try_start_wide(self, job: PendingJob, req: _Request, end: float) -> Status | None:
+        """`_try_start` for a wide job. Without a reservation it starts if it fits now, else
+        takes the reservation. With one, it starts only if it cannot delay it: it ends by
+        then, or the reservation is a one-node `Shadow` and it keeps to the spare view of the
+        reserved node (a `WideShadow` lets nothing outlast it). A wide claim that does not fit
+        reserves at once, even while quotas say "reclaim first": reclaim plans fit one node,
+        so no reclaim could start it (the Reclaimer finds no plan and the status stays)."""
+        res, shadow, frees = job.resources, self.shadow, self.free.frees
+        if shadow is None or not shadow.outlasts(end):
+            placements = place_wide(frees, res)
+            if placements is None:
+                return self._wide_no_fit(job, req)
+            self._start_wide(job, placements, end, None)
+            return None
+        if not req.no_spare and not isinstance(shadow, WideShadow):
+            spare = shadow.spare(self.free.by_name[shadow.node])
+            placements = place_wide([spare if f.node is spare.node else f for f in frees], res)
+            if placements is not None:
+                self._start_wide(job, placements, end, shadow)
+                return None
+            req.no_spare = True
+        if place_wide(frees, res) is None:
+            return self._wide_no_fit(job, req)
+        if isinstance(shadow, WideShadow):
+            req.behind = self._behind_wide(shadow)
+        else:
+            req.behind = self._behind(shadow)
+        req.behind_at = self.version
+        return req.behind
+
+    def _wide_no_fit(self, job: PendingJob, req: _Request) -> Status:
+        """Resources for a wide job that fits nowhere now (a memo, as `_no_fit`), with the
+        reservation if there is none yet."""
+        req.no_fit = Status(Code.RESOURCES, shortfall(self.free.frees, job.resources), "placement")
+        return req.no_fit if self.shadow is not None else self._reserve(job, req.no_fit)
+
+    def _behind_wide(self, shadow: WideShadow) -> Status:
+        if self.behind is None:
+            self.behind = Status(Code.PRIORITY, shadow.holds_back(), "backfill")
+        return self.behind
+
+    def _start_wide(
+        self, job: PendingJob, placements: list[Placement], end: float, shadow: Shadow | None
+    ) -> None:
+        """One Start (its first node; `more`: the others), one Release per node. `shadow`:
+        the one-node reservation it outlasts, whose spare it used on the reserved node."""
+        for p in placements:
+            part = piece(job.resources, p.gpus)
+            self.free.take(p, part)
+            if shadow is not None and p.node == shadow.node:
+                shadow.took(part)
+            self.started.append(Release(end, p.node, p.gpus, part))
+        self.version += 1
+        first, more = placements[0], tuple((p.node, p.gpus) for p in placements[1:])
+        self.starts.append(Start(job.id, first.node, first.gpus, more=more))
 
     def _start(self, job: PendingJob, placement: Placement, end: float, outlasts: bool) -> None:
         self.free.take(placement, job.resources)
@@ -280,11 +421,16 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
     reservations: tuple[Reservation, ...] = ()
     if state.shadow is not None:
         reservations = (state.shadow.reservation,)
+    preemptions = () if state.reclaimer is None else tuple(state.reclaimer.preemptions)
+    if snapshot.config.preempt_for_order:  # srtf, las: policy/priority_preemption.py
+        found, waits = preempt_for_order(snapshot, now, ordered, state.free, state.pending)
+        state.pending.update(waits)
+        preemptions += tuple(found)
     return Decision(
         starts=tuple(state.starts),
         pending=state.pending,
         reservations=reservations,
         estimated_start=state.estimated,
         priorities=priorities,
-        preemptions=() if state.reclaimer is None else tuple(state.reclaimer.preemptions),
+        preemptions=preemptions,
     )

@@ -9,8 +9,12 @@ from gpupool.policy.placement import granted_bytes, matching_gpus
 from gpupool.policy.status import Code, Status
 
 
-def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
-    """None if some node could run it on an empty pool, else an UNSATISFIABLE status."""
+def check_satisfiable(
+    res: Resources, nodes: tuple[Node, ...], spread: bool = False
+) -> Status | None:
+    """None if some node could run it on an empty pool, else an UNSATISFIABLE status. With
+    `spread` (PolicyConfig.spread_wide_jobs), a whole-GPU job asking for more GPUs than any
+    node has may run over several nodes instead (`_check_wide`)."""
     if not nodes:
         return Status(Code.UNSATISFIABLE, "the pool has no nodes", "feasibility")
     if res.gpu_type and not any(matching_gpus(n, res) for n in nodes):
@@ -23,9 +27,18 @@ def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
         )
     if res.fractional:
         return _check_shared(res, nodes)
+    if not (res.gpu_type or res.cpus or res.mem_bytes):
+        # The common request, checked once per pass per distinct request: only the GPU count
+        # matters, and a count is cheap (the general path below sorts and lists every node).
+        if res.gpus <= max(len(n.gpus) for n in nodes) or (
+            spread and res.gpus <= sum(len(n.gpus) for n in nodes)
+        ):
+            return None
     # Ties go to the first name, so the message does not depend on the order nodes came in.
     most = max(sorted(nodes, key=lambda n: n.name), key=lambda n: len(matching_gpus(n, res)))
     have_gpus = len(matching_gpus(most, res))
+    if res.gpus > have_gpus and spread:
+        return _check_wide(res, nodes)
     if res.gpus > have_gpus:
         kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
         return Status(
@@ -54,6 +67,41 @@ def check_satisfiable(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
             f"the largest node with enough {'GPUs and CPUs' if res.cpus else 'GPUs'} "
             f"has {format_size(top)}",
             "mem",
+        )
+    return None
+
+
+def _check_wide(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
+    """A wide job (policy/wide.py): its CPUs and memory are per node, so only the nodes that
+    have them count, and their matching GPUs must add up to the request."""
+    kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
+    total = sum(len(matching_gpus(n, res)) for n in nodes)
+    if total < res.gpus:
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {res.gpus} {kind}; the whole pool has {total}",
+            "gpu_count",
+        )
+    roomy = [
+        n
+        for n in nodes
+        if (not res.cpus or n.cpus == 0 or n.cpus >= res.cpus)
+        and (not res.mem_bytes or n.memory_bytes == 0 or n.memory_bytes >= res.mem_bytes)
+    ]
+    have = sum(len(matching_gpus(n, res)) for n in roomy)
+    if have < res.gpus:
+        each = " and ".join(
+            w
+            for w in (
+                f"{res.cpus} CPUs" if res.cpus else "",
+                f"{format_size(res.mem_bytes)} memory" if res.mem_bytes else "",
+            )
+            if w
+        )
+        return Status(
+            Code.UNSATISFIABLE,
+            f"needs {res.gpus} {kind} over nodes with {each} each; those nodes have {have}",
+            "cpus" if res.cpus else "mem",
         )
     return None
 

@@ -30,10 +30,16 @@ Jobs are ordered by the key
 3. **Submit time**, earliest first, then **id**, lowest first: the tie-breaks.
 
 With no usage and equal ages this is priority, then size, then submit order.
+
+The other queue orders (`PolicyConfig.order`: fifo, sjf, srtf, las, drf) are the baselines of
+`policy/orders.py`; `rank` hands them over there and reports each job's factors as zeros, with
+`score` minus its place in that order (0 first, then -1, ...), so `gpupool queue --priority`,
+which sorts by class then score, still lists the queue as it is taken.
 """
 
 from __future__ import annotations
 
+from gpupool.policy import orders
 from gpupool.policy.fairshare import fairshare_factors
 from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
 
@@ -47,6 +53,8 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
     O(n log n) in the pending jobs: the fair-share factor is computed once per (project, user)
     and the size factor once per GPU count, then one sort on plain tuples.
     """
+    if snapshot.config.order != "priority":
+        return _by_order(snapshot, now)
     pending = snapshot.pending
     if not pending:
         return [], {}
@@ -92,3 +100,22 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
         factors[job_id] = pf
     keyed.sort()
     return [pending[k[4]] for k in keyed], factors
+
+
+def _by_order(
+    snapshot: Snapshot, now: float
+) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
+    """Another queue order (orders.py; ValueError for an unknown one), with its factors."""
+    jobs = orders.ordered(snapshot, now)
+    new, set_ = _new, _set
+    factors: dict[int, PriorityFactors] = {}
+    for place, job in enumerate(jobs):
+        pf = new(PriorityFactors)  # as in rank: the frozen __init__ costs a third of the time
+        set_(
+            pf,
+            "__dict__",
+            {"job_id": job.id, "klass": job.priority, "fairshare": 0.0, "age": 0.0,
+             "size": 0.0, "score": float(-place)},
+        )  # fmt: skip
+        factors[job.id] = pf
+    return jobs, factors

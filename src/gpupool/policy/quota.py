@@ -37,6 +37,7 @@ from enum import Enum
 
 from gpupool.core.job import Resources
 from gpupool.core.project import Project, fmt_gpus
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
 from gpupool.policy.status import Code, Status
 
@@ -56,8 +57,9 @@ class QuotaBook:
     def __init__(self, snapshot: Snapshot) -> None:
         self.projects = snapshot.projects
         self.guarantees = any(p.quota > 0 for p in self.projects.values())
-        self._gpu_mem = {(n.name, g.index): g.memory_bytes for n in snapshot.nodes for g in n.gpus}
-        self._largest = max(self._gpu_mem.values(), default=0)
+        facts = NodeFacts.of(snapshot.nodes)
+        self._gpu_mem = facts.gpu_memory
+        self._largest = facts.largest_gpu_memory
         self.in_use: dict[str, float] = {}
         for r in snapshot.running:
             self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)

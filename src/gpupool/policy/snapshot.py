@@ -22,6 +22,10 @@ class PendingJob:
     time_limit_s: float | None = None
     begin_time: float | None = None  # not startable before this (sbatch --begin)
     preemptible: bool = True  # may borrow above its project's quota, and be reclaimed
+    # What an oracle knows (the simulator's sjf/srtf baselines): the job's whole run time.
+    # The daemon never sets it; no default-profile decision reads it.
+    runtime_hint_s: float | None = None
+    attained_s: float = 0.0  # seconds run in earlier attempts (preempted and requeued)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,10 @@ class RunningJob:
     time_limit_s: float | None = None
     preemptible: bool = True
     gpu_memory_bytes: int | None = None  # on its one GPU, for fractional jobs
+    runtime_hint_s: float | None = None  # as PendingJob.runtime_hint_s
+    attained_s: float = 0.0  # seconds run in earlier attempts, before start_time
+    # A job spread over several nodes (PolicyConfig.spread_wide_jobs) appears once per node,
+    # with the same id, the GPUs it holds there, and resources.gpus = len(gpus).
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,23 @@ class PolicyConfig:
     fairshare_half_life_s: float = 7 * 86400.0
     # No job is preempted before it ran this long, except to honour a project's quota.
     min_runtime_s: float = 300.0
+    # --- Named profiles (policy/profiles.py) change these; the daemon runs the defaults. ---
+    # Queue order: "priority" (class, fair share, age, size: ordering.py), "fifo" (submit
+    # time), "sjf" (runtime_hint_s), "srtf" (runtime_hint_s - attained_s), "las" (attained
+    # GPU-seconds in discrete levels, then submit time), "drf" (the project with the smallest
+    # share of the GPUs in use first). All but "priority" still put the class first.
+    order: str = "priority"
+    backfill: bool = True  # False: the first job that cannot start blocks all later ones
+    use_quotas: bool = True  # False: Snapshot.projects is ignored (single-queue baselines)
+    # Preempt running jobs that rank below a waiting job which would fit without them
+    # (srtf, las): the preemptive baselines; runs longer than min_runtime_s only.
+    preempt_for_order: bool = False
+    # "las": the attained-service (GPU-seconds) thresholds between its priority levels.
+    las_thresholds_gpu_s: tuple[float, ...] = (3600.0, 36000.0)
+    # A whole-GPU job asking for more GPUs than any node has is spread over several nodes
+    # (fewest nodes first), as a cluster backend would run it. The daemon on one box keeps
+    # this off: such a job is refused at submit.
+    spread_wide_jobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,6 +122,9 @@ class Start:
     node: str
     gpus: tuple[int, ...]
     gpu_memory_bytes: int | None = None  # fractional jobs: the memory granted on its GPU
+    # A job spread over several nodes (PolicyConfig.spread_wide_jobs): its other nodes and
+    # the GPUs it gets on each; (node, gpus) is the first of them.
+    more: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,250 @@
+"""`gpupool sim`: replay a job trace through named policies and compare them
+(docs/simulator.md).
+
+    gpupool sim --trace philly --format philly --cluster philly-vcs --load 0.8 \\
+        --compare fifo,fifo-backfill,default --seed 1 --out results/
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# The profile names, for help and errors; policy/profiles.py is the source (checked by
+# tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
+PROFILE_NAMES = ("fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf", "default")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace",
+        required=True,
+        help="trace file, or 'philly' for the Philly trace shipped with gpupool",
+    )
+    p.add_argument("--format", default="philly", choices=["philly", "helios", "csv"])
+    p.add_argument(
+        "--cluster",
+        default="philly-vcs",
+        help="N or NxG (N nodes of G GPUs, default 8), philly-vcs (one cluster of all Philly "
+        "VCs, one project per VC with its size as quota), or an inventory file (YAML)",
+    )
+    p.add_argument(
+        "--isolated-vcs",
+        action="store_true",
+        help="replay each Philly VC on its own cluster of its size (the Helios setup)",
+    )
+    p.add_argument(
+        "--load",
+        type=float,
+        help="compress or stretch inter-arrival times so the offered load is this "
+        "(GPU-seconds asked per second over capacity); default: the trace's own",
+    )
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--policy", default=None, help=f"one profile: {', '.join(PROFILE_NAMES)}")
+    group.add_argument("--compare", help="several profiles side by side, comma-separated, or 'all'")
+    p.add_argument("--seed", type=int, default=1, help="seeds the noisy runtime estimates")
+    p.add_argument(
+        "--estimates",
+        default="noisy",
+        choices=["oracle", "noisy", "none"],
+        help="run-time estimates backfill sees: exact, x U(1,5) per job, or the default limit",
+    )
+    p.add_argument(
+        "--restart-overhead",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="work lost on every restart after a preemption (default 60)",
+    )
+    p.add_argument(
+        "--checkpointing",
+        action="store_true",
+        help="progress survives preemption (only the restart overhead is lost)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="scheduling pass grid in simulated seconds (default 60; 0: a pass at every event)",
+    )
+    p.add_argument(
+        "--since", help="only jobs submitted from this time (philly: 2017-10-01 00:00:00)"
+    )
+    p.add_argument("--until", help="only jobs submitted up to this time")
+    p.add_argument("--limit", type=int, help="only the first N jobs of the trace")
+    p.add_argument("--out", default="sim-results", help="directory for metrics.json and plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--json", action="store_true", help="print metrics.json instead of tables")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="replays run at once (default: one per CPU, at most one per policy)",
+    )
+
+
+class SimInputError(ValueError):
+    """A bad sim argument: printed as one line, exit 2."""
+
+
+def _policies(args: argparse.Namespace) -> tuple[str, ...]:
+    from gpupool.policy.profiles import PROFILES
+
+    if args.compare:
+        names = (
+            list(PROFILES)
+            if args.compare == "all"
+            else [n.strip() for n in args.compare.split(",") if n.strip()]
+        )
+    else:
+        names = [args.policy or "default"]
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        raise SimInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(PROFILES)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _clusters(args: argparse.Namespace) -> dict[str, Any]:
+    from gpupool.sim.clusters import cluster_from_spec, isolated_vc_clusters, philly_vc_sizes
+    from gpupool.sim.model import SimCluster
+
+    if args.isolated_vcs:
+        return dict(isolated_vc_clusters(philly_vc_sizes()))
+    spec = args.cluster
+    if Path(spec).suffix in (".yaml", ".yml") or Path(spec).is_file():
+        from gpupool.inventory.declared import load_inventory_file
+
+        inventory = load_inventory_file(spec)
+        return {"": SimCluster(Path(spec).name, inventory.nodes)}
+    return {"": cluster_from_spec(spec)}
+
+
+def _trace(args: argparse.Namespace, capacity: int) -> Any:
+    from gpupool.sim.load import scale_to_load
+    from gpupool.sim.model import Trace
+    from gpupool.sim.traces import load_trace
+
+    trace = load_trace(args.trace, args.format, since=args.since, until=args.until)
+    if args.limit is not None:
+        if args.limit <= 0:
+            raise SimInputError(f"--limit must be positive: {args.limit}")
+        trace = Trace(trace.jobs[: args.limit], trace.name, trace.skipped)
+    if not trace.jobs:
+        raise SimInputError(f"the trace {args.trace} has no jobs to replay")
+    if args.load is not None:
+        if not args.load > 0:
+            raise SimInputError(f"--load must be more than 0: {args.load}")
+        trace = scale_to_load(trace, capacity, args.load)
+    return trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from gpupool.sim.engine import SimOptions
+    from gpupool.sim.run import SimPlan
+
+    err = Console(stderr=True)
+    try:
+        if args.isolated_vcs and args.cluster not in ("philly-vcs", None):
+            raise SimInputError("--isolated-vcs replays the Philly VCs; leave out --cluster")
+        if args.interval < 0:
+            raise SimInputError(f"--interval must be 0 or more: {args.interval}")
+        if args.restart_overhead < 0:
+            raise SimInputError(f"--restart-overhead must be 0 or more: {args.restart_overhead}")
+        policies = _policies(args)
+        clusters = _clusters(args)
+        capacity = sum(c.gpus for c in clusters.values())
+        loaded = time.perf_counter()
+        trace = _trace(args, capacity)
+    except (ValueError, OSError) as exc:
+        print(f"gpupool sim: {exc}", file=sys.stderr)
+        return 2
+    options = SimOptions(
+        estimates=args.estimates,
+        seed=args.seed,
+        restart_overhead_s=args.restart_overhead,
+        checkpointing=args.checkpointing,
+        interval_s=args.interval,
+    )
+    plan = SimPlan(trace, clusters, policies, options)
+    results = _with_progress(plan, args, err)
+    _report(args, plan, results, time.perf_counter() - loaded, err)
+    return 0
+
+
+def _with_progress(plan: Any, args: argparse.Namespace, err: Any) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpupool.sim.run import run_plan
+
+    columns = (
+        TextColumn("{task.description:>14}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(
+        *columns, console=err, transient=False, disable=args.json and not err.is_terminal
+    ) as bar:
+        tasks = {name: bar.add_task(name, total=len(plan.trace.jobs)) for name in plan.policies}
+
+        def progress(name: str, done: int, total: int) -> None:
+            bar.update(tasks[name], completed=done, total=total)
+
+        return run_plan(plan, progress, workers=args.workers)
+
+
+def _report(
+    args: argparse.Namespace, plan: Any, results: dict[str, Any], wall: float, err: Any
+) -> None:
+    import json
+
+    from rich.console import Console
+
+    from gpupool.sim.metrics import compute_metrics
+    from gpupool.sim.report import comparison_table, size_table, write_metrics_json, write_plots
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = {name: compute_metrics(r) for name, r in results.items()}
+    first = next(iter(results.values()))
+    meta = {
+        "trace": args.trace,
+        "format": args.format,
+        "cluster": "isolated-vcs" if args.isolated_vcs else args.cluster,
+        "capacity_gpus": first.capacity_gpus,
+        "load_asked": args.load,
+        "load": first.load,
+        "seed": args.seed,
+        "estimates": args.estimates,
+        "restart_overhead_s": args.restart_overhead,
+        "checkpointing": args.checkpointing,
+        "interval_s": args.interval,
+        "jobs": len(plan.trace.jobs),
+        "skipped": dict(plan.trace.skipped),
+        "refused": first.refused,
+        "wall_s": round(wall, 2),
+    }
+    write_metrics_json(out / "metrics.json", metrics, meta)
+    plots = [] if args.no_plots else write_plots(out, results)
+    if args.json:
+        print(json.dumps({"_run": meta, **metrics}, indent=2))
+        return
+    console = Console()
+    skipped = sum(plan.trace.skipped.values())
+    console.print(
+        f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "
+        f"{first.load:.2f}"
+        + (f" (asked {args.load:g})" if args.load is not None else "")
+        + (f"; {skipped:,} trace rows skipped" if skipped else "")
+        + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
+    )
+    console.print(comparison_table(metrics))
+    console.print(size_table(metrics))
+    console.print(f"metrics: {out / 'metrics.json'}")
+    for path in plots:
+        console.print(f"plot: {path}")

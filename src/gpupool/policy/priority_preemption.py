@@ -1,0 +1,350 @@
+"""Preemption by queue order (`PolicyConfig.preempt_for_order`): the preemptive baselines,
+srtf and las, stop running jobs that rank behind waiting ones.
+
+The rule is the SRTF of the Helios artifact (Hu et al., SC'21), made placement-aware. Every
+job, running or pending, is taken in `orders.sort_key` order against a budget of the
+cluster's GPUs: a job that fits in what is left of the budget is *kept* (it takes its GPUs
+from the budget); one that does not is passed over, and a running job passed over is not
+kept. The kept jobs are those the order says should hold the GPUs now. Then the waiting
+jobs are taken in order, and each that does not fit in what is free takes *victims* among
+the running jobs that are not kept, rank behind it, are preemptible and ran at least
+`min_runtime_s` in this attempt:
+
+- on the node where the fewest victims make it fit (lowest-ranked victims tried first, those
+  the fit does not need dropped again), then the node whose best victim ranks lowest, the
+  fewest GPUs stopped, the node name;
+- for a job wider than any node (`spread_wide_jobs`), across nodes by GPU count: the
+  lowest-ranked victims until the free GPUs and theirs add up to the job's.
+
+What the job will use is then held for it (free GPUs taken, victims each used once), so later
+jobs count only what is left; a waiting job that fits now (behind the reservation, say) holds
+what it would use too. The walk stops at the first waiting job that is not kept or finds no
+victims: that job will hold the pass's reservation (EASY backfill), and a later job could
+start only where it does not delay it, so victims stopped for a later job might free GPUs
+that job may not take.
+
+The Helios artifact walks a single GPU count and never asks whether the freed GPUs are on
+one node: here a job preempts only when the victims make it fit, so no job is stopped for a
+job that still could not start.
+
+Convergence: the replay applies the preemptions at once and decides again at the same time.
+Preemption is only ever for the head of the line, the waiting jobs before any that would be
+blocked: every job ahead of them runs (or is held for other reasons), so in the next pass
+the first of them finds its victims' GPUs free, starts, and can only be stopped later for a
+job ranked ahead of it, which there is none of. A victim ranks behind the job it was stopped
+for, and once requeued ranks no better (a running job beats a pending one only at an equal
+order value). Both rules go beyond the Helios one, on purpose: there a small job that fits in
+the budget a big one left may stop that big one though it ranks behind; requeued, the big
+one starts again (backfill) and the two swap forever; and a job behind the reservation may
+stop jobs for GPUs the next reservation then takes (the replay's property test found both).
+A higher class is never stopped for a lower one.
+
+Cost: the jobs are merged in order (the pending queue is already sorted by the same key; the
+running jobs are sorted here), and the walk stops once the budget is spent, so a pass costs
+O(running log running + the jobs before the budget runs out), plus, for each job that needs
+victims, a look at the nodes that have any: an O(1) bound, then counting GPUs (copies of the
+node's view only for GPU types, CPUs, memory or shared GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from gpupool.core.job import Resources
+from gpupool.policy.backfill import FreeIndex
+from gpupool.policy.orders import Key, describe, gpu_amount, key_function
+from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, why_not
+from gpupool.policy.preemption import _helps, _plan, _release
+from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
+from gpupool.policy.status import Code, Status
+
+EPS = 1e-9
+_WAITING = (Code.RESOURCES, Code.PRIORITY)  # waits for GPUs: may be kept, may preempt
+_NONE: frozenset[int] = frozenset()
+
+Candidate = tuple[int, RunningJob]  # (place in the order: larger ranks lower, one row)
+
+
+def preempt_for_order(
+    snapshot: Snapshot,
+    now: float,
+    ranked: Sequence[PendingJob],
+    index: FreeIndex,
+    waiting: Mapping[int, Status],
+) -> tuple[list[Preemption], dict[int, Status]]:
+    """The preemptions of this pass, and the new status of each job they are for.
+
+    `ranked`: the pending jobs in queue order (`rank`), `index`: what is free after the pass
+    (what the jobs are given is taken from it), `waiting`: the status of each job the pass did
+    not start. A pending job counts in the walk if the pass started it or it waits for GPUs
+    (Resources, Priority); jobs held by --begin, quotas or unsatisfiable are left out.
+    """
+    config = snapshot.config
+    floor = now - config.min_runtime_s
+    if not any(r.preemptible and r.start_time <= floor for r in snapshot.running):
+        return [], {}
+    key = key_function(config.order, now, config)
+
+    rows: dict[int, list[RunningJob]] = {}
+    for r in snapshot.running:
+        rows.setdefault(r.id, []).append(r)
+    running: list[tuple[Key, float, RunningJob]] = []
+    for same in rows.values():
+        job, amount = same[0], sum(gpu_amount(r.resources) for r in same)
+        if len(same) > 1:  # spread over nodes: key it on all its GPUs
+            job = replace(job, resources=replace(job.resources, gpus=int(amount)))
+        running.append((key(job), amount, job))
+    running.sort(key=lambda e: e[0])
+
+    # Merge the two sorted lists, keeping the budget, until it is spent.
+    budget = float(sum(len(n.gpus) for n in snapshot.nodes))
+    kept: list[tuple[int, PendingJob]] = []  # the head of the line, with their place
+    head = True  # no waiting job so far was passed over by the budget
+    place_of: dict[int, int] = {}  # running jobs not kept -> their place in the order
+    i = j = pos = 0
+    pending = [p for p in ranked if (s := waiting.get(p.id)) is None or s.code in _WAITING]
+    pkey = key(pending[0]) if pending else None
+    while budget > EPS and (i < len(running) or pkey is not None):
+        if i < len(running) and (pkey is None or running[i][0] < pkey):
+            _, amount, rjob = running[i]
+            i += 1
+            if amount <= budget + EPS:
+                budget -= amount
+            else:
+                place_of[rjob.id] = pos
+        else:
+            pjob = pending[j]
+            j += 1
+            pkey = key(pending[j]) if j < len(pending) else None
+            amount = gpu_amount(pjob.resources)
+            if amount <= budget + EPS:
+                budget -= amount
+                if pjob.id in waiting and head:
+                    kept.append((pos, pjob))
+            elif pjob.id in waiting:
+                head = False
+        pos += 1
+    for _, _, rjob in running[i:]:  # past the budget: none of them is kept
+        place_of[rjob.id] = pos
+        pos += 1
+    if not kept or not place_of:
+        return [], {}
+
+    by_node: dict[str, list[Candidate]] = {}
+    for r in snapshot.running:
+        if r.id in place_of and r.preemptible and r.start_time <= floor and r.node in index.by_name:
+            by_node.setdefault(r.node, []).append((place_of[r.id], r))
+    if not by_node:
+        return [], {}
+    for cands in by_node.values():
+        cands.sort(key=lambda c: -c[0])  # lowest-ranked first
+    return _Chooser(snapshot, now, index, by_node).run(kept)
+
+
+class _Chooser:
+    """The victims of one pass, job by job, with what is left free and who is left to stop."""
+
+    def __init__(
+        self, snapshot: Snapshot, now: float, index: FreeIndex, by_node: dict[str, list[Candidate]]
+    ) -> None:
+        self.snapshot, self.now, self.config, self.index = snapshot, now, snapshot.config, index
+        self.by_node = by_node
+        self.left = {name: sum(len(r.gpus) for _, r in c) for name, c in by_node.items()}
+        self.rows: dict[int, list[RunningJob]] = {}  # a candidate's rows, one per node
+        for cands in by_node.values():
+            for _, r in cands:
+                self.rows.setdefault(r.id, []).append(r)
+        self.alive = len(self.rows)
+        self.widest: dict[str | None, int] = {}  # GPU type -> most matching GPUs of a node
+
+    def run(self, kept: list[tuple[int, PendingJob]]) -> tuple[list[Preemption], dict[int, Status]]:
+        out: list[Preemption] = []
+        statuses: dict[int, Status] = {}
+        for at, job in kept:
+            if self.alive <= 0:
+                break
+            res = job.resources
+            if self._is_wide(res):
+                victims = self._wide(res, at)
+            else:
+                victims = self._one_node(res, at)
+            if victims is None:
+                break  # it will hold the reservation: the head of the line ends here
+            if not victims:
+                continue  # it fits now: what it will use is held
+            for v in victims:
+                self._take(v)
+            out.extend(self._preemption(job, v) for v in victims)
+            ids = sorted(v.id for v in victims)
+            who = f"job {ids[0]}" if len(ids) == 1 else "jobs " + ", ".join(map(str, ids))
+            statuses[job.id] = Status(
+                Code.PRIORITY,
+                f"waiting for {who} to stop: preempted for this job, which ranks ahead in "
+                f"{self.config.order} order ({describe(job, self.now, self.config)})",
+                "preempt",
+            )
+        return out, statuses
+
+    def _preemption(self, job: PendingJob, victim: RunningJob) -> Preemption:
+        config, now = self.config, self.now
+        if job.priority != victim.priority:
+            why = f"job {job.id} (class {job.priority}) ranks ahead of this job (class {victim.priority})"
+        else:
+            why = (
+                f"job {job.id} ({config.order}: {describe(job, now, config)}) ranks ahead of "
+                f"this job ({describe(victim, now, config)})"
+            )
+        return Preemption(job_id=victim.id, for_job_id=job.id, reason=why)
+
+    def _take(self, victim: RunningJob) -> None:
+        self.alive -= 1
+        for r in self.rows[victim.id]:  # off the candidate lists: they hold only the living
+            self.left[r.node] -= len(r.gpus)
+            rest = [c for c in self.by_node[r.node] if c[1].id != victim.id]
+            if rest:
+                self.by_node[r.node] = rest
+            else:
+                del self.by_node[r.node]
+
+    def _is_wide(self, res: Resources) -> bool:
+        if not self.config.spread_wide_jobs or res.fractional:
+            return False
+        widest = self.widest.get(res.gpu_type)
+        if widest is None:
+            widest = max((len(matching_gpus(n, res)) for n in self.snapshot.nodes), default=0)
+            self.widest[res.gpu_type] = widest
+        return res.gpus > widest
+
+    def _one_node(self, res: Resources, at: int) -> list[RunningJob] | None:
+        """The victims that let `res` start on one node ([] if it fits now), what it will use
+        held; None: no node has enough."""
+        fits = self.index.place(res)
+        if fits is not None:
+            self.index.take(fits, res)
+            return []
+        best: tuple[tuple[int, int, int, str], list[Candidate]] | None = None
+        for name, cands in self.by_node.items():
+            free = self.index.by_name[name]
+            if not res.fractional and len(free.gpus) + self.left[name] < res.gpus:
+                continue  # even every victim here would not be enough
+            chosen = self._on_node(res, free, cands, at)
+            if chosen is None:
+                continue
+            rank = (len(chosen), -min(p for p, _ in chosen),
+                    sum(len(r.gpus) for _, r in chosen), name)  # fmt: skip
+            if best is None or rank < best[0]:
+                best = (rank, chosen)
+        if best is None:
+            return None
+        chosen = best[1]
+        view = self.index.by_name[best[0][3]].copy()
+        for _, r in chosen:
+            _release(view, r, _NONE)
+        placement, _ = place([view], res)
+        assert placement is not None  # it fits, by _on_node
+        victims = tuple(r for _, r in chosen)
+        plan = _plan(res, placement, victims, self.index.by_name[placement.node])
+        self.index.take(plan.held, plan.held_res)
+        return list(victims)
+
+    def _on_node(
+        self, res: Resources, free: NodeFree, cands: list[Candidate], at: int
+    ) -> list[Candidate] | None:
+        """The lowest-ranked victims here that make `res` fit, none too many."""
+        if not (res.fractional or res.gpu_type or res.cpus or res.mem_bytes or free.sharers):
+            return _by_count(res.gpus - len(free.gpus), cands, at)
+        wanted = set(matching_gpus(free.node, res))
+        view, chosen = free.copy(), []
+        for cand in cands:
+            if cand[0] < at:
+                return None  # the rest rank ahead of the job: no victims of it
+            r = cand[1]
+            if not _helps(r, view, res, wanted):
+                continue
+            _release(view, r, _NONE)
+            chosen.append(cand)
+            if why_not(view, res) is None:
+                break
+        else:
+            return None
+        for cand in reversed(list(chosen)):  # the highest-ranked first: drop what is not needed
+            rest = [c for c in chosen if c is not cand]
+            trial = free.copy()
+            for _, r in rest:
+                _release(trial, r, _NONE)
+            if why_not(trial, res) is None:
+                chosen = rest
+        return chosen
+
+    def _wide(self, res: Resources, at: int) -> list[RunningJob] | None:
+        """A job wider than any node: the lowest-ranked victims across nodes until the free
+        matching GPUs add up to its count ([] if they do already), none too many; the free
+        GPUs it will use are held (the most free nodes first)."""
+        wanted = {f.node.name: set(matching_gpus(f.node, res)) for f in self.index.frees}
+        have = sum(len(wanted[f.node.name] & f.gpus) for f in self.index.frees)
+        chosen: list[Candidate] = []
+        if have < res.gpus:
+            behind = {r.id: (p, r) for c in self.by_node.values() for p, r in c if p > at}
+            views: dict[str, NodeFree] = {}
+            total = have
+            for cand in sorted(behind.values(), key=lambda c: -c[0]):
+                chosen.append(cand)
+                total += self._release_rows(cand[1], views, wanted)
+                if total >= res.gpus:
+                    break
+            else:
+                return None
+            for cand in reversed(list(chosen)):  # the highest-ranked first: drop what is not needed
+                rest = [c for c in chosen if c is not cand]
+                views = {}
+                if have + sum(self._release_rows(r, views, wanted) for _, r in rest) >= res.gpus:
+                    chosen = rest
+            views = {}
+            need = res.gpus - sum(self._release_rows(r, views, wanted) for _, r in chosen)
+        else:
+            need = res.gpus
+        frees = sorted(self.index.frees, key=lambda f: (-len(f.gpus), f.node.name))
+        for f in frees:
+            if need <= 0:
+                break
+            use = tuple(sorted(wanted[f.node.name] & f.gpus)[:need])
+            if use:
+                self.index.take(Placement(f.node.name, use), Resources(gpus=len(use)))
+                need -= len(use)
+        return [r for _, r in chosen]
+
+    def _release_rows(
+        self, victim: RunningJob, views: dict[str, NodeFree], wanted: dict[str, set[int]]
+    ) -> int:
+        """Give back every row of `victim` in `views` (copies of the free view, made as
+        needed); how many matching GPUs that frees (a shared GPU only once its last user goes)."""
+        gained = 0
+        for row in self.rows[victim.id]:
+            view = views.get(row.node)
+            if view is None:
+                view = views[row.node] = self.index.by_name[row.node].copy()
+            before = len(view.gpus & wanted[row.node])
+            _release(view, row, _NONE)
+            gained += len(view.gpus & wanted[row.node]) - before
+        return gained
+
+
+def _by_count(lack: int, cands: list[Candidate], at: int) -> list[Candidate] | None:
+    """`_on_node` for plain whole-GPU jobs on a node without shared GPUs, where only counts
+    matter: the lowest-ranked victims until they hold `lack` GPUs, none too many."""
+    chosen, got = [], 0
+    for cand in cands:
+        if cand[0] < at:
+            return None
+        chosen.append(cand)
+        got += len(cand[1].gpus)
+        if got >= lack:
+            break
+    else:
+        return None
+    for cand in reversed(list(chosen)):
+        if got - len(cand[1].gpus) >= lack:
+            chosen.remove(cand)
+            got -= len(cand[1].gpus)
+    return chosen

@@ -1,0 +1,368 @@
+"""The replay: a discrete-event loop on a fake clock around the daemon's own `policy.decide`.
+
+Events are job arrivals (the trace's submit times) and job ends. At every distinct event
+time the loop applies what happened (ends first, then arrivals), builds a `Snapshot` as the
+daemon's engine would (pending and running jobs, the cluster's nodes and projects, decayed
+usage) and calls `decide`; it starts what the decision starts. Preemptions (quota reclaim,
+the preemptive baselines) take effect at once: the victim goes back to the queue, and
+`decide` is called again at the same time so that the freed GPUs are used. The daemon waits
+for the victim to exit (its grace period); a replay has no processes, so it charges the cost
+of a preemption to the victim instead (below).
+
+What a job needs to finish, per attempt: its remaining work, plus `restart_overhead_s` on
+every attempt after a preemption. Without `checkpointing` the progress of a preempted attempt
+is lost (the next one starts the work over); with it, only the restart overhead is lost. Both
+are counted in `JobRecord.lost_gpu_s`.
+
+Runtime estimates (what backfill reads as the job's time limit for the attempt): `oracle` is
+exactly what the attempt needs; `noisy` that times a factor from 1 to 5, drawn per job from
+`random.Random(seed)`; `none` the trace's own limit if it has one, else the profile's default
+limit. A replay never kills a job at its estimate (the daemon would at a real --time); the
+policy treats a job past its estimate as ending now, as the daemon's does.
+
+Jobs that could never run on the cluster (e.g. wider than it) are refused before the replay,
+as `gpupool submit` refuses them, and counted in `SimResult.refused`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from itertools import chain
+
+from gpupool.core.job import DEFAULT_PRIORITY, Resources
+from gpupool.core.project import Project
+from gpupool.policy.decide import decide
+from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, Snapshot, Start, Usage
+from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
+from gpupool.sim.usage import UsageTracker
+
+ESTIMATES = ("oracle", "noisy", "none")
+_MAX_PASSES_PER_EVENT = 64  # re-decides after preemptions at one instant; a guard, never hit
+_NO_USAGE = Usage()
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    estimates: str = "noisy"
+    seed: int = 1
+    restart_overhead_s: float = 60.0
+    checkpointing: bool = False
+    # Scheduling passes at most once per interval of simulated time: at the first grid point
+    # after an event, and on the grid while jobs wait. 0: a pass right at every event time.
+    interval_s: float = 0.0
+    samples: int = 2000  # about this many time-series samples over the replay
+    sample_every_s: float | None = None  # None: the span over `samples`, at least 60 s
+
+
+class _Job:
+    """One trace job's state during the replay."""
+
+    __slots__ = (
+        "trace", "record", "resources", "work_left", "saved", "attained", "attempt",
+        "started", "overhead", "noise", "pieces", "waiting_since",
+    )  # fmt: skip
+
+    def __init__(self, trace: TraceJob, resources: Resources, noise: float) -> None:
+        self.trace = trace
+        self.record = JobRecord(
+            trace.id, trace.submit_s, trace.duration_s, trace.gpus, trace.project, trace.user
+        )
+        self.resources = resources
+        self.work_left = trace.duration_s  # seconds of work still to do
+        self.saved = 0.0  # progress kept across preemptions (with checkpointing)
+        self.attained = 0.0  # seconds run in attempts that ended by preemption
+        self.attempt = 0
+        self.started = 0.0
+        self.overhead = 0.0  # restart overhead of the current or next attempt
+        self.noise = noise
+        self.pieces: tuple[RunningJob, ...] = ()
+        self.waiting_since = trace.submit_s
+
+    @property
+    def need(self) -> float:
+        """Seconds the next (or current) attempt runs: restart overhead plus work left."""
+        return self.overhead + self.work_left
+
+
+class Replay:
+    """One policy over one trace on one cluster (`run` returns the result)."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        cluster: SimCluster,
+        config: PolicyConfig,
+        policy_name: str,
+        options: SimOptions = SimOptions(),
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if options.estimates not in ESTIMATES:
+            raise ValueError(
+                f"estimates must be one of {', '.join(ESTIMATES)}: {options.estimates!r}"
+            )
+        self.trace, self.cluster, self.config, self.name = trace, cluster, config, policy_name
+        self.options, self.progress = options, progress
+        self.projects: Mapping[str, Project] = cluster.projects if config.use_quotas else {}
+        self.usage = (
+            UsageTracker(config.fairshare_half_life_s) if config.order == "priority" else None
+        )
+        rng = random.Random(options.seed)
+        self.jobs: dict[int, _Job] = {}
+        self.refused: list[TraceJob] = []
+        verdicts: dict[tuple[int, int | None], bool] = {}
+        for tj in trace.jobs:
+            noise = rng.uniform(1.0, 5.0)  # drawn for every job, so seeds mean the same jobs
+            res = _resources(tj)
+            key = (tj.gpus, tj.gpu_memory_bytes)
+            if key not in verdicts:
+                verdicts[key] = (
+                    check_satisfiable(res, cluster.nodes, spread=config.spread_wide_jobs) is None
+                )
+            if verdicts[key]:
+                self.jobs[tj.id] = _Job(tj, res, noise)
+            else:
+                self.refused.append(tj)
+        self.pending: dict[int, PendingJob] = {}
+        self.running: dict[int, _Job] = {}
+        self.ends: list[tuple[float, int, int]] = []  # (time, job id, attempt)
+        self.busy = 0.0
+        self.by_project: dict[str, float] = {}
+        self.samples: list[Sample] = []
+        self.decide_calls = 0
+        self.finished = 0
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        began = time.perf_counter()
+        arrivals = [self.jobs[tj.id] for tj in self.trace.jobs if tj.id in self.jobs]
+        total = len(arrivals)
+        opts = self.options
+        interval = opts.interval_s
+        every = opts.sample_every_s
+        if every is None:
+            span = (arrivals[-1].trace.submit_s - arrivals[0].trace.submit_s) if arrivals else 0.0
+            every = max(60.0, span / max(1, opts.samples))
+        # Samples on a grid anchored at the trace's time 0, so replays of parts of one trace
+        # (--isolated-vcs) sample at the same instants and add up.
+        next_sample = math.ceil(arrivals[0].trace.submit_s / every) * every if arrivals else 0.0
+        report_every = max(1, total // 200)
+        inf = math.inf
+        i, ends, next_pass = 0, self.ends, inf
+        while True:
+            now = min(
+                arrivals[i].trace.submit_s if i < total else inf,
+                ends[0][0] if ends else inf,
+                next_pass,
+            )
+            if now == inf:
+                break
+            while next_sample <= now:
+                self._sample(next_sample)
+                next_sample += every
+            before, happened = self.finished, False
+            while ends and ends[0][0] <= now:
+                _, job_id, attempt = heapq.heappop(ends)
+                job = self.jobs[job_id]
+                if job.attempt == attempt and job_id in self.running:
+                    self._finish(job, now)
+                    happened = True
+            while i < total and arrivals[i].trace.submit_s <= now:
+                self._queue(arrivals[i], now)
+                i += 1
+                happened = True
+            if happened and next_pass == inf:
+                next_pass = now if interval <= 0 else math.ceil(now / interval) * interval
+            if now >= next_pass:
+                self._schedule(now)
+                # The daemon also runs a pass every little while when jobs wait; a replay with
+                # an interval does the same on its grid (age and fair share move with time).
+                next_pass = now + interval if interval > 0 and self.pending else inf
+            if (
+                self.progress is not None
+                and self.finished // report_every != before // report_every
+            ):
+                self.progress(self.finished, total)
+        if self.progress is not None:
+            self.progress(self.finished, total)
+        return SimResult(
+            policy=self.name,
+            records=[j.record for j in self.jobs.values()],
+            samples=self.samples,
+            capacity_gpus=self.cluster.gpus,
+            load=_offered_load(arrivals, self.cluster.gpus),
+            quotas={name: p.quota for name, p in self.projects.items()},
+            wall_s=time.perf_counter() - began,
+            decide_calls=self.decide_calls,
+            refused=len(self.refused),
+        )
+
+    def _schedule(self, now: float) -> None:
+        for _ in range(_MAX_PASSES_PER_EVENT):
+            if not self.pending:
+                return
+            snapshot = Snapshot(
+                self.cluster.nodes,
+                tuple(self.pending.values()),
+                tuple(chain.from_iterable(j.pieces for j in self.running.values())),
+                config=self.config,
+                usage=_NO_USAGE if self.usage is None else self.usage.usage(now),
+                projects=self.projects,
+            )
+            decision = decide(snapshot, now)
+            self.decide_calls += 1
+            for p in decision.preemptions:
+                victim = self.jobs.get(p.job_id)
+                if victim is not None and p.job_id in self.running:
+                    self._preempt(victim, now)
+            for start in decision.starts:
+                self._start(self.jobs[start.job_id], start, now)
+            if not decision.preemptions:
+                return
+
+    # --- what happens to a job ----------------------------------------------------------
+
+    def _estimate(self, job: _Job) -> float | None:
+        mode = self.options.estimates
+        if mode == "oracle":
+            return job.need
+        if mode == "noisy":
+            return job.need * job.noise
+        return job.trace.time_limit_s
+
+    def _queue(self, job: _Job, now: float) -> None:
+        tj = job.trace
+        self.pending[tj.id] = PendingJob(
+            id=tj.id,
+            resources=job.resources,
+            priority=DEFAULT_PRIORITY,
+            submit_time=tj.submit_s,
+            user=tj.user,
+            project=tj.project,
+            time_limit_s=self._estimate(job),
+            preemptible=True,
+            runtime_hint_s=job.attained + job.need,
+            attained_s=job.attained,
+        )
+        job.waiting_since = now
+
+    def _start(self, job: _Job, start: Start, now: float) -> None:
+        tj = job.trace
+        del self.pending[tj.id]
+        places = ((start.node, start.gpus), *start.more)
+        pieces = []
+        for node, gpus in places:
+            res = job.resources if len(places) == 1 else Resources(gpus=len(gpus))
+            pieces.append(
+                RunningJob(
+                    id=tj.id,
+                    node=node,
+                    gpus=gpus,
+                    resources=res,
+                    start_time=now,
+                    priority=DEFAULT_PRIORITY,
+                    user=tj.user,
+                    project=tj.project,
+                    time_limit_s=self._estimate(job),
+                    preemptible=True,
+                    gpu_memory_bytes=start.gpu_memory_bytes,
+                    runtime_hint_s=job.attained + job.need,
+                    attained_s=job.attained,
+                )
+            )
+        job.pieces = tuple(pieces)
+        job.started = now
+        rec = job.record
+        if rec.first_start_s is None:
+            rec.first_start_s = now
+        rec.queue_s += now - job.waiting_since
+        self.running[tj.id] = job
+        heapq.heappush(self.ends, (now + job.need, tj.id, job.attempt))
+        self._hold(job, now, +1)
+
+    def _hold(self, job: _Job, now: float, sign: int) -> None:
+        tj = job.trace
+        gpus = _gpu_count(job)
+        self.busy += sign * gpus
+        self.by_project[tj.project] = self.by_project.get(tj.project, 0.0) + sign * gpus
+        if self.usage is not None:
+            if sign > 0:
+                self.usage.start(tj.project, tj.user, gpus, now)
+            else:
+                self.usage.stop(tj.project, tj.user, gpus, job.started, now)
+
+    def _release(self, job: _Job, now: float) -> float:
+        """Take a running job off its GPUs; the seconds this attempt ran."""
+        del self.running[job.trace.id]
+        self._hold(job, now, -1)
+        job.pieces = ()
+        elapsed = now - job.started
+        job.record.run_gpu_s += elapsed * _gpu_count(job)
+        return elapsed
+
+    def _finish(self, job: _Job, now: float) -> None:
+        self._release(job, now)
+        # A restarted attempt's overhead did no work: lost, like the progress a preemption took.
+        job.record.lost_gpu_s += job.overhead * _gpu_count(job)
+        job.work_left = 0.0
+        job.record.end_s = now
+        self.finished += 1
+
+    def _preempt(self, job: _Job, now: float) -> None:
+        elapsed = self._release(job, now)
+        progress = max(0.0, elapsed - job.overhead)
+        if self.options.checkpointing:
+            lost = elapsed - progress
+            job.work_left = max(0.0, job.work_left - progress)
+        else:
+            lost = elapsed
+            job.work_left = job.trace.duration_s
+        job.attained += elapsed
+        job.attempt += 1
+        job.overhead = self.options.restart_overhead_s
+        rec = job.record
+        rec.preemptions += 1
+        rec.lost_gpu_s += lost * _gpu_count(job)
+        self._queue(job, now)
+
+    def _sample(self, at: float) -> None:
+        self.samples.append(Sample(at, len(self.pending), self.busy, dict(self.by_project)))
+
+
+def _resources(tj: TraceJob) -> Resources:
+    if tj.gpu_memory_bytes is not None:
+        return Resources(gpus=1, gpu_memory_bytes=tj.gpu_memory_bytes)
+    return Resources(gpus=tj.gpus)
+
+
+def _gpu_count(job: _Job) -> float:
+    return float(job.trace.gpus)
+
+
+def _offered_load(arrivals: list[_Job], capacity: int) -> float:
+    """GPU-seconds asked per second of the arrival span, over the cluster's GPUs."""
+    if len(arrivals) < 2 or capacity <= 0:
+        return 0.0
+    span = arrivals[-1].trace.submit_s - arrivals[0].trace.submit_s
+    if span <= 0:
+        return 0.0
+    asked = sum(j.trace.duration_s * j.trace.gpus for j in arrivals)
+    return asked / (capacity * span)
+
+
+def replay(
+    trace: Trace,
+    cluster: SimCluster,
+    config: PolicyConfig,
+    policy_name: str,
+    options: SimOptions = SimOptions(),
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Replay `trace` on `cluster` under `config` (a named profile); see the module docstring."""
+    return Replay(trace, cluster, config, policy_name, options, progress).run()
