@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterable, Iterator
 
 from gpupool.core.job import Resources
-from gpupool.policy.backfill import FreeIndex, Release, Shadow, expected_end, reserve
+from gpupool.policy.backfill import FreeIndex, Release, Shadow, reserve
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.ordering import rank
@@ -301,15 +301,21 @@ class _Pass:
         return self.behind
 
     def _reserve(self, job: PendingJob, status: Status) -> Status:
+        # expected_end() inline: one Release per running job, in every pass that reserves.
+        now, default_limit = self.now, self.config.default_time_limit_s
+        taken = () if self.reclaimer is None else self.reclaimer.taken
         running = [
             Release(
-                expected_end(r.start_time, r.time_limit_s, self.config, self.now),
+                max(
+                    now,
+                    r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),
+                ),
                 r.node,
                 r.gpus,
                 r.resources,
             )
             for r in self.snapshot.running
-            if self.reclaimer is None or r.id not in self.reclaimer.taken
+            if r.id not in taken
         ]
         releases = running + self.started
         if self.config.spread_wide_jobs and self._is_wide(job.resources):

@@ -56,16 +56,24 @@ class Reclaimer:
 
     def __init__(self, snapshot: Snapshot, book: QuotaBook) -> None:
         self.book = book
-        self.by_node: dict[str, list[RunningJob]] = {}
-        for r in snapshot.running:
-            if r.preemptible:
-                self.by_node.setdefault(r.node, []).append(r)
+        self._running = snapshot.running
+        self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
         self.taken: set[int] = set()
         self.failed: set[tuple[object, ...]] = set()
         self.preemptions: list[Preemption] = []
         # GPUs of each project's victims: still running, so still in use (for limits and the
         # borrowers' order) until they exit, but no longer there to be reclaimed.
         self.gone: dict[str, float] = {}
+
+    @property
+    def by_node(self) -> dict[str, list[RunningJob]]:
+        """Preemptible running jobs by node. Most passes reclaim nothing: built on demand."""
+        if self._by_node is None:
+            self._by_node = {}
+            for r in self._running:
+                if r.preemptible:
+                    self._by_node.setdefault(r.node, []).append(r)
+        return self._by_node
 
     def _left(self, name: str) -> float:
         """A project's in use once the victims already chosen are gone."""

@@ -61,8 +61,18 @@ class QuotaBook:
         self._gpu_mem = facts.gpu_memory
         self._largest = facts.largest_gpu_memory
         self.in_use: dict[str, float] = {}
+        in_use, held = self.in_use, self.held
         for r in snapshot.running:
-            self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
+            res = r.resources
+            # Whole GPUs (the common case) inline: this walk is in every pass.
+            n = (
+                float(len(r.gpus))
+                if res.gpu_fraction is None
+                and res.gpu_memory_bytes is None
+                and r.gpu_memory_bytes is None
+                else held(r)
+            )
+            in_use[r.project] = in_use.get(r.project, 0.0) + n
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
         self._said: dict[tuple[str, str, float], Status] = {}
         self.claiming = False  # a claim is being tried (admitted)

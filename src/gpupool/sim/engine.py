@@ -30,6 +30,7 @@ import heapq
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -58,6 +59,9 @@ class SimOptions:
     interval_s: float = 0.0
     samples: int = 2000  # about this many time-series samples over the replay
     sample_every_s: float | None = None  # None: the span over `samples`, at least 60 s
+    # Leave out passes that provably do nothing (Replay._nothing_can_start). Same results;
+    # off only to check that claim (tests/unit/test_sim_engine.py).
+    skip_idle_passes: bool = True
 
 
 class _Job:
@@ -131,6 +135,16 @@ class Replay:
         self.pending: dict[int, PendingJob] = {}
         self.running: dict[int, _Job] = {}
         self.ends: list[tuple[float, int, int]] = []  # (time, job id, attempt)
+        # What the skip test (_nothing_can_start) reads, kept up to date as jobs come and go.
+        self.free_on = {n.name: len(n.gpus) for n in cluster.nodes}
+        self.widest = max(self.free_on.values(), default=0)
+        self.pending_sizes: Counter[int] = Counter()  # GPU count -> pending jobs asking it
+        self.pending_projects: Counter[str] = Counter()
+        self.pending_fractional = 0
+        self.quota_in_force = any(
+            p.quota > 0 or p.limit is not None for p in self.projects.values()
+        )
+        self.skipped_passes = 0
         self.busy = 0.0
         self.by_project: dict[str, float] = {}
         self.samples: list[Sample] = []
@@ -203,9 +217,33 @@ class Replay:
             refused=len(self.refused),
         )
 
+    def _nothing_can_start(self) -> bool:
+        """Whether a pass now would provably start and preempt nothing, so it can be left
+        out with the same outcome: no waiting job fits in what is free by GPU count alone
+        (a necessary condition for a start), no profile preemption, and no waiting job's
+        project under its quota (the only other way a pass preempts). A replay spends most
+        of its time in passes; on a full cluster most of them would do nothing."""
+        if self.config.preempt_for_order or self.pending_fractional:
+            return False
+        most_free = max(self.free_on.values(), default=0)
+        total_free = self.cluster.gpus - self.busy
+        for gpus in self.pending_sizes:
+            if gpus <= most_free or (gpus > self.widest and gpus <= total_free):
+                return False
+        if self.quota_in_force:
+            smallest = min(self.pending_sizes, default=0)
+            for name in self.pending_projects:
+                p = self.projects.get(name)
+                if p is not None and self.by_project.get(name, 0.0) + smallest <= p.quota:
+                    return False
+        return True
+
     def _schedule(self, now: float) -> None:
         for _ in range(_MAX_PASSES_PER_EVENT):
             if not self.pending:
+                return
+            if self.options.skip_idle_passes and self._nothing_can_start():
+                self.skipped_passes += 1
                 return
             snapshot = Snapshot(
                 self.cluster.nodes,
@@ -251,10 +289,23 @@ class Replay:
             attained_s=job.attained,
         )
         job.waiting_since = now
+        self._count_pending(job, +1)
+
+    def _count_pending(self, job: _Job, sign: int) -> None:
+        if job.resources.fractional:
+            self.pending_fractional += sign
+        else:
+            self.pending_sizes[job.trace.gpus] += sign
+            if not self.pending_sizes[job.trace.gpus]:
+                del self.pending_sizes[job.trace.gpus]
+        self.pending_projects[job.trace.project] += sign
+        if not self.pending_projects[job.trace.project]:
+            del self.pending_projects[job.trace.project]
 
     def _start(self, job: _Job, start: Start, now: float) -> None:
         tj = job.trace
         del self.pending[tj.id]
+        self._count_pending(job, -1)
         places = ((start.node, start.gpus), *start.more)
         pieces = []
         for node, gpus in places:
@@ -277,6 +328,8 @@ class Replay:
                 )
             )
         job.pieces = tuple(pieces)
+        for piece in pieces:
+            self.free_on[piece.node] -= len(piece.gpus)
         job.started = now
         rec = job.record
         if rec.first_start_s is None:
@@ -301,6 +354,8 @@ class Replay:
         """Take a running job off its GPUs; the seconds this attempt ran."""
         del self.running[job.trace.id]
         self._hold(job, now, -1)
+        for piece in job.pieces:
+            self.free_on[piece.node] += len(piece.gpus)
         job.pieces = ()
         elapsed = now - job.started
         job.record.run_gpu_s += elapsed * _gpu_count(job)
