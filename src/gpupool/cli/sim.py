@@ -15,7 +15,7 @@ from typing import Any
 
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
-PROFILE_NAMES = ("fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf", "default")
+PROFILE_NAMES = ("default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -136,7 +136,7 @@ class _Pass:
         self.requests: dict[tuple[object, ...], _Request] = {}
         # None: no project has a quota or a limit, or the profile ignores them
         self.book = QuotaBook.of(snapshot) if snapshot.config.use_quotas else None
-        self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book)
+        self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book, now)
 
     def run(self, ordered: Iterable[PendingJob]) -> None:
         """Every job in queue order. Most of a long queue is settled by what the pass already

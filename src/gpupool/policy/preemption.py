@@ -12,8 +12,9 @@ take victims among the running jobs of OTHER projects that are borrowing:
   (skipping those whose GPUs, CPUs or memory do not help) until the job fits on what is free
   plus what they hold, with `place`'s gang and GPU type rules; then every victim the fit does
   not need is dropped again, so no plan has a victim too many;
-- among nodes, the plan with the lowest top victim priority wins, then the fewest victims,
-  the fewest GPUs preempted, the node name.
+- among nodes, the plan with the lowest top victim priority wins, then the one that throws
+  away the least work (GPU-seconds its victims have run: a requeued job starts over unless it
+  checkpoints), then the fewest victims, the fewest GPUs preempted, the node name.
 
 The claim waits with `Reclaim`, naming its victims, and gets `Decision.preemptions`. What it
 will use that is free now is held for it for the rest of the pass, so no later job takes it,
@@ -54,8 +55,9 @@ class Plan:
 class Reclaimer:
     """The reclaims of one pass: victims already taken, and requests known to find none."""
 
-    def __init__(self, snapshot: Snapshot, book: QuotaBook) -> None:
+    def __init__(self, snapshot: Snapshot, book: QuotaBook, now: float = 0.0) -> None:
         self.book = book
+        self.now = now
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
         self.taken: set[int] = set()
@@ -118,18 +120,14 @@ class Reclaimer:
             if not mine:
                 continue
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
-            if best is not None:
-                # The best this node could do: its lowest priority, its biggest victims,
-                # freeing just what the job lacks here. No better than the best: skip it.
-                lacks = 0
-                if not res.fractional:
-                    lacks = res.gpus - sum(g in free.gpus for g in matching_gpus(free.node, res))
-                fewest = max(1, -(-lacks // max(len(r.gpus) for r in mine)))
-                if (mine[0].priority, fewest, lacks, free.node.name) > best[0]:
-                    continue
+            if best is not None and mine[0].priority > best[0][0]:
+                continue  # its lowest-priority victim already ranks below the best plan
             found = self._on_node(job, free, shadow, mine)
             if found is not None:
-                rank = (max(v.priority for v in found[1]), len(found[1]),
+                # Least work thrown away first (GPU-seconds the victims have run: a
+                # requeued job starts over unless it checkpoints), then the fewest victims.
+                lost = sum(len(v.gpus) * max(0.0, self.now - v.start_time) for v in found[1])
+                rank = (max(v.priority for v in found[1]), lost, len(found[1]),
                         sum(len(v.gpus) for v in found[1]), free.node.name)  # fmt: skip
                 if best is None or rank < best[0]:
                     best = (rank, found[0], found[1], free)

@@ -1,0 +1,90 @@
+"""`gpupool sim` as a user runs it: a small CSV trace, several profiles side by side, the
+files it leaves behind, and one clear line for each bad argument."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpupool.cli.main import main
+from gpupool.cli.sim import PROFILE_NAMES
+from gpupool.policy.profiles import PROFILES
+
+REQUIRED = {
+    "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "p99_queue_s",
+    "makespan_s", "utilization", "jain_fairness", "max_ftf", "preemptions", "load", "jobs",
+    "wall_s",
+}  # fmt: skip
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _csv_trace(path: Path) -> Path:
+    rows = ["submit_time_s,duration_s,num_gpus,user,project"]
+    for i in range(40):
+        rows.append(f"{i * 30},{300 + (i * 97) % 1500},{[1, 2, 4, 8][i % 4]},u{i % 3},p{i % 2}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_the_cli_names_every_profile_the_policy_layer_has() -> None:
+    assert set(PROFILE_NAMES) == set(PROFILES)
+
+
+def test_compare_writes_metrics_plots_and_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _csv_trace(tmp_path / "trace.csv")
+    out = tmp_path / "out"
+    code = main(
+        ["sim", "--trace", str(trace), "--format", "csv", "--cluster", "2x8", "--load", "0.9",
+         "--compare", "fifo,fifo-backfill,srtf-oracle,default", "--workers", "1", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "40 jobs on 16 GPUs at load 0.90" in printed
+    for name in ("fifo", "fifo-backfill", "srtf-oracle", "default"):
+        assert name in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"_run", "fifo", "fifo-backfill", "srtf-oracle", "default"}
+    for name in ("fifo", "fifo-backfill", "srtf-oracle", "default"):
+        assert REQUIRED <= set(metrics[name]), name
+        assert metrics[name]["jobs"] == 40 and metrics[name]["unfinished"] == 0
+        assert metrics[name]["load"] == pytest.approx(0.9)
+    # Backfill can only help FIFO's average here, and the oracle bound is at least as good.
+    assert metrics["fifo-backfill"]["avg_jct_s"] <= metrics["fifo"]["avg_jct_s"]
+    assert metrics["_run"]["seed"] == 1 and metrics["_run"]["estimates"] == "noisy"
+    for plot in ("jct_cdf.png", "queue_length.png", "utilization.png", "project_share.png"):
+        assert (out / plot).read_bytes()[:8] == PNG, plot
+
+
+def test_same_seed_same_numbers(tmp_path: Path) -> None:
+    trace = _csv_trace(tmp_path / "trace.csv")
+    runs = []
+    for out in ("a", "b"):
+        assert main(["sim", "--trace", str(trace), "--format", "csv", "--cluster", "1x8",
+                     "--policy", "default", "--seed", "5", "--no-plots", "--out", str(tmp_path / out)]) == 0  # fmt: skip
+        m = json.loads((tmp_path / out / "metrics.json").read_text())["default"]
+        runs.append({k: v for k, v in m.items() if k != "wall_s"})
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "nope"], "unknown policy nope; known: default, fifo, fifo-backfill"),
+        (["--load", "0"], "--load must be more than 0"),
+        (["--cluster", "0x8"], "0x8"),
+        (["--interval", "-1"], "--interval must be 0 or more"),
+        (["--format", "philly"], "trace.csv"),
+    ],
+)
+def test_bad_arguments_get_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    trace = _csv_trace(tmp_path / "trace.csv")
+    base = ["sim", "--trace", str(trace), "--format", "csv", "--out", str(tmp_path / "o")]
+    code = main(base + args)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
