@@ -37,7 +37,10 @@ def bare_fifo(trace: Trace, gpus: int) -> tuple[float, float]:
     free, queue, ends = gpus, deque(), []  # type: ignore[var-annotated]
     jct_sum, i, jobs = 0.0, 0, [j for j in trace.jobs if j.gpus <= gpus]
     while i < len(jobs) or ends or queue:
-        now = min(jobs[i].submit_s if i < len(jobs) else float("inf"), ends[0][0] if ends else float("inf"))
+        now = min(
+            jobs[i].submit_s if i < len(jobs) else float("inf"),
+            ends[0][0] if ends else float("inf"),
+        )
         while ends and ends[0][0] <= now:
             free += heapq.heappop(ends)[1]
         while i < len(jobs) and jobs[i].submit_s <= now:
@@ -68,7 +71,9 @@ def main() -> None:
     runs = []
     for load in args.loads.split(","):
         replayed = trace if load == "recorded" else scale_to_load(trace, cluster.gpus, float(load))
-        plan = SimPlan(replayed, {"": cluster}, (args.policy,), SimOptions(interval_s=args.interval))
+        plan = SimPlan(
+            replayed, {"": cluster}, (args.policy,), SimOptions(interval_s=args.interval)
+        )
         t0 = time.perf_counter()
         result = replay_policy(plan, args.policy)
         wall = time.perf_counter() - t0

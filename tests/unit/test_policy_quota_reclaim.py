@@ -5,16 +5,46 @@ Table-driven, with the cases and builders of test_policy_quota.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from policy_builders import node
 from test_policy_quota import BOX, LOW, Case, check, full, job, projects, run, wait
 
 from gpupool.core.project import Project
-from gpupool.policy import Code
+from gpupool.policy import Code, RunningJob
 
 NLP2_VISION0 = projects(Project("nlp", quota=2), Project("vision", quota=0))
 
+
+def ends_at(r: RunningJob, end: float) -> RunningJob:
+    return replace(r, time_limit_s=end - r.start_time)
+
+
 CASES = [
+    Case(
+        "a borrower within reclaim patience of its time limit is spared (decide runs at 1000)",
+        NLP2_VISION0,
+        BOX,
+        running=(
+            run(11, "box", [0], "vision", start=1.0),
+            ends_at(run(12, "box", [1], "vision", prio=LOW), 1000.0 + 300.0),
+            run(13, "box", [2], "vision", start=3.0),
+            run(14, "box", [3], "vision", start=4.0),
+        ),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "job 14")},
+        preempted={14: 1},  # not 12, the lowest priority: it ends within 600 s anyway
+    ),
+    Case(
+        "when every borrower ends within patience, the claim waits for them",
+        NLP2_VISION0,
+        BOX,
+        running=tuple(ends_at(r, 1000.0 + 60.0) for r in full("box", "vision", 10, 4)),
+        pending=(job(1, 1, "nlp"),),
+        waits={1: wait(Code.RESOURCES, "reserved")},
+        reserved=1,  # it holds the reservation for when they end
+    ),
     Case(
         "reclaim takes the lowest priority borrower",
         NLP2_VISION0,
@@ -135,17 +165,30 @@ CASES = [
         preempted={10: 1, 11: 1, 12: 1, 13: 1},
     ),
     Case(
-        "the node where fewest victims do: one two-GPU borrower rather than two",
+        "at equal work lost, the node where fewest victims do: one two-GPU borrower, not two",
         projects(Project("nlp", quota=4), Project("vision"), Project("speech", quota=2)),
         (node("a", 4), node("b", 4)),
         running=(
-            *full("a", "vision", 10, 4),
-            run(20, "b", [0, 1], "vision"),
+            *full("a", "vision", 10, 4),  # jobs 12 and 13 ran 988 + 987 s
+            run(20, "b", [0, 1], "vision", start=1000.0 - 987.5),  # 2 x 987.5 s
             run(21, "b", [2, 3], "speech"),
         ),
         pending=(job(1, 2, "nlp"),),
         waits={1: wait(Code.RECLAIM, "job 20")},
         preempted={20: 1},
+    ),
+    Case(
+        "the plan that throws away the least work wins over fewer victims",
+        projects(Project("nlp", quota=4), Project("vision"), Project("speech", quota=2)),
+        (node("a", 4), node("b", 4)),
+        running=(
+            *full("a", "vision", 10, 4),  # jobs 12 and 13: 988 + 987 GPU-seconds
+            run(20, "b", [0, 1], "vision", start=0.0),  # 2 x 1000 GPU-seconds
+            run(21, "b", [2, 3], "speech"),
+        ),
+        pending=(job(1, 2, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "jobs 12, 13")},
+        preempted={12: 1, 13: 1},
     ),
     Case(
         "two claims in one pass take different victims",

@@ -32,7 +32,9 @@ def test_the_cli_names_every_profile_the_policy_layer_has() -> None:
     assert set(PROFILE_NAMES) == set(PROFILES)
 
 
-def test_compare_writes_metrics_plots_and_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_writes_metrics_plots_and_a_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = _csv_trace(tmp_path / "trace.csv")
     out = tmp_path / "out"
     code = main(

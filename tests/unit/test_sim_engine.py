@@ -173,3 +173,28 @@ def test_isolated_clusters_replay_each_project_alone_and_merge() -> None:
     assert {r.id: r.jct_s for r in result.records} == {1: 100, 2: 100, 3: 100}
     assert result.capacity_gpus == 2
     assert max(s.busy_gpus for s in result.samples) == 2
+
+
+@pytest.mark.parametrize("policy", ["fifo-backfill", "default"])
+def test_leaving_out_idle_passes_changes_nothing(policy: str) -> None:
+    # A busy 2-node cluster with quotas: many passes can start nothing.
+    from gpupool.core.project import Project
+
+    rng = random.Random(11)
+    jobs, t = [], 0.0
+    for i in range(1, 151):
+        t += rng.expovariate(1 / 20)
+        jobs.append(TraceJob(i, t, rng.choice([30, 300, 2000]), rng.choice([1, 2, 4, 8, 12]),
+                             project=rng.choice(["a", "b"])))  # fmt: skip
+    base = uniform_cluster(2, 8)
+    cluster = SimCluster("q", base.nodes, {"a": Project("a", quota=8), "b": Project("b", quota=8)})
+    outcomes = []
+    for skip in (True, False):
+        options = SimOptions(interval_s=30.0, skip_idle_passes=skip)
+        result = replay(Trace(tuple(jobs)), cluster, profile(policy, SIM_BASE), policy, options)
+        outcomes.append([(r.id, r.first_start_s, r.end_s, r.preemptions) for r in result.records])
+        calls = result.decide_calls
+        if skip:
+            skipped_calls = calls
+    assert outcomes[0] == outcomes[1]
+    assert skipped_calls < calls  # and it did leave some out

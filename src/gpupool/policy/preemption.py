@@ -58,6 +58,7 @@ class Reclaimer:
     def __init__(self, snapshot: Snapshot, book: QuotaBook, now: float = 0.0) -> None:
         self.book = book
         self.now = now
+        self.patience = snapshot.config.reclaim_patience_s
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
         self.taken: set[int] = set()
@@ -76,6 +77,12 @@ class Reclaimer:
                 if r.preemptible:
                     self._by_node.setdefault(r.node, []).append(r)
         return self._by_node
+
+    def _ends_soon(self, r: RunningJob) -> bool:
+        """Within `PolicyConfig.reclaim_patience_s` of its time limit: it gives its GPUs
+        back by then anyway, and stopping it now would throw away the most work."""
+        limit = r.time_limit_s
+        return limit is not None and r.start_time + limit <= self.now + self.patience
 
     def _left(self, name: str) -> float:
         """A project's in use once the victims already chosen are gone."""
@@ -116,6 +123,7 @@ class Reclaimer:
             mine = [
                 r for r in self.by_node.get(free.node.name, ())
                 if r.project != job.project and r.id not in self.taken and share[r.project] > 0
+                and not self._ends_soon(r)
             ]  # fmt: skip
             if not mine:
                 continue

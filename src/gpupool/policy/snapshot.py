@@ -66,6 +66,9 @@ class PolicyConfig:
     fairshare_half_life_s: float = 7 * 86400.0
     # No job is preempted before it ran this long, except to honour a project's quota.
     min_runtime_s: float = 300.0
+    # Reclaim spares a borrower whose time limit ends within this long: it frees its GPUs by
+    # then anyway, and preempting it would throw away the most work.
+    reclaim_patience_s: float = 600.0
     # --- Named profiles (policy/profiles.py) change these; the daemon runs the defaults. ---
     # Queue order: "priority" (class, fair share, age, size: ordering.py), "fifo" (submit
     # time), "sjf" (runtime_hint_s), "srtf" (runtime_hint_s - attained_s), "las" (attained
