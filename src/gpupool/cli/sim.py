@@ -234,7 +234,8 @@ def _report(
     if args.json:
         print(json.dumps({"_run": meta, **metrics}, indent=2))
         return
-    console = Console()
+    # Piped or redirected output gets the full table width instead of 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     skipped = sum(plan.trace.skipped.values())
     console.print(
         f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "

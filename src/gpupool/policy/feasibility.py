@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.units import format_size
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.placement import granted_bytes, matching_gpus
 from gpupool.policy.status import Code, Status
 
@@ -30,9 +31,8 @@ def check_satisfiable(
     if not (res.gpu_type or res.cpus or res.mem_bytes):
         # The common request, checked once per pass per distinct request: only the GPU count
         # matters, and a count is cheap (the general path below sorts and lists every node).
-        if res.gpus <= max(len(n.gpus) for n in nodes) or (
-            spread and res.gpus <= sum(len(n.gpus) for n in nodes)
-        ):
+        facts = NodeFacts.of(nodes)
+        if res.gpus <= facts.most_gpus or (spread and res.gpus <= facts.total_gpus):
             return None
     # Ties go to the first name, so the message does not depend on the order nodes came in.
     most = max(sorted(nodes, key=lambda n: n.name), key=lambda n: len(matching_gpus(n, res)))

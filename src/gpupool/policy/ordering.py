@@ -39,10 +39,15 @@ which sorts by class then score, still lists the queue as it is taken.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from gpupool.policy import orders
 from gpupool.policy.fairshare import fairshare_factors
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
 
+_project = attrgetter("project")
+_user = attrgetter("user")
 _new = object.__new__
 _set = object.__setattr__
 
@@ -62,11 +67,11 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
     w_fs, w_age, w_size, age_max = weights.fairshare, weights.age, weights.size, weights.age_max_s
 
     active = {(j.project, j.user) for j in pending}
-    active.update((r.project, r.user) for r in snapshot.running)
+    active.update(zip(map(_project, snapshot.running), map(_user, snapshot.running)))
     fairshare: dict[str, dict[str, float]] = {}
     for (project, user), f in fairshare_factors(snapshot.usage, active).items():
         fairshare.setdefault(project, {})[user] = f
-    biggest = max((len(n.gpus) for n in snapshot.nodes), default=0)
+    biggest = NodeFacts.of(snapshot.nodes).most_gpus
     size_of = [g / biggest for g in range(biggest + 1)] if biggest > 0 else [0.0]
     most = len(size_of) - 1
 

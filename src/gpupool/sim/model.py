@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from gpupool.core.hardware import Node
 from gpupool.core.project import Project
+from gpupool.policy.node_facts import NodeFacts
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class SimCluster:
 
     @property
     def gpus(self) -> int:
-        return sum(len(n.gpus) for n in self.nodes)
+        return NodeFacts.of(self.nodes).total_gpus  # asked every pass: cached per nodes tuple
 
 
 @dataclass
