@@ -59,13 +59,15 @@ def test_srtf_oracle_preempts_for_the_shortest_remaining_time() -> None:
     # One GPU, no restart overhead, checkpointing: classic SRTF.
     # t=0 J1 (100). t=10 J2 (20) < J1's 90 left: J1 preempted. t=15 J3 (50) > J2's 15 left.
     # t=20 J4 (5) < J2's 10 left: J2 preempted; J4 ends 25. J2 back, ends 35. J3 (50 < J1's
-    # 90) ends 85. J1 ends 175.
-    trace = _trace((0, 100, 1), (10, 20, 1), (15, 50, 1), (20, 5, 1))
+    # 90) runs 35-85. J1 resumes at 85 with 90 left; t=100 J5 (10) < J1's 75 left: J1
+    # preempted again, J5 ends 110, J1 ends 110 + 75 = 185.
+    trace = _trace((0, 100, 1), (10, 20, 1), (15, 50, 1), (20, 5, 1), (100, 10, 1))
     options = SimOptions(
         estimates="oracle", interval_s=0.0, restart_overhead_s=0.0, checkpointing=True
     )
-    jct = _jcts(trace, uniform_cluster(1, 1), "srtf-oracle", options)
-    assert jct == {1: 175, 2: 25, 3: 70, 4: 5}
+    result = replay(trace, uniform_cluster(1, 1), profile("srtf-oracle", SIM_BASE), "srtf", options)
+    assert {r.id: r.jct_s for r in result.records} == {1: 185, 2: 25, 3: 70, 4: 5, 5: 10}
+    assert {r.id: r.preemptions for r in result.records} == {1: 2, 2: 1, 3: 0, 4: 0, 5: 0}
 
 
 @pytest.mark.parametrize(
