@@ -34,7 +34,7 @@ CASES = [
         ),
         pending=(job(1, 1, "nlp"),),
         waits={1: wait(Code.RECLAIM, "job 14")},
-        preempted={14: 1},  # not 12, the lowest priority: it ends within 600 s anyway
+        preempted={14: 1},  # not 12, the lowest priority: it ends within the patience (1 h) anyway
     ),
     Case(
         "when every borrower ends within patience, the claim waits for them",

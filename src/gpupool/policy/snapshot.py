@@ -68,7 +68,7 @@ class PolicyConfig:
     min_runtime_s: float = 300.0
     # Reclaim spares a borrower whose time limit ends within this long: it frees its GPUs by
     # then anyway, and preempting it would throw away the most work.
-    reclaim_patience_s: float = 600.0
+    reclaim_patience_s: float = 3600.0
     # --- Named profiles (policy/profiles.py) change these; the daemon runs the defaults. ---
     # Queue order: "priority" (class, fair share, age, size: ordering.py), "fifo" (submit
     # time), "sjf" (runtime_hint_s), "srtf" (runtime_hint_s - attained_s), "las" (attained
