@@ -245,7 +245,7 @@ def _project_share(fig: Any, results: Mapping[str, SimResult]) -> None:
         ax.set_xticks(xs, top, rotation=45, ha="right", fontsize=7)
         ax.set_title(name)
         ax.set_ylabel("share of the cluster (%)")
-        if i == 0:
+        if i == 0 or result.quotas:  # the quota bars need a key wherever they are
             ax.legend(fontsize=7)
     fig.suptitle(f"GPU share vs quota share, top {min(len(top), TOP_PROJECTS)} projects")
 
