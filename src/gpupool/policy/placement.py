@@ -22,9 +22,11 @@ job gets the GPU as it is, as it did before fractions existed. Treating such a G
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from math import comb
+from types import MappingProxyType
+from typing import cast
 
 from gpupool.core.gpu_catalog import model_matches
 from gpupool.core.hardware import LinkKind, Node
@@ -44,18 +46,49 @@ def granted_bytes(node: Node, gpu: int, res: Resources) -> int:
     return max(1, int(res.gpu_fraction * node.gpu(gpu).memory_bytes))
 
 
-@dataclass
-class NodeFree:
-    """What is still free on a node during one scheduling pass."""
+# The shared GPU maps of a node with none: read-only, so that a write that forgot to give
+# the node its own map fails loudly instead of leaking into every other node.
+_NONE = cast("dict[int, int]", MappingProxyType({}))
 
-    node: Node
-    gpus: set[int]  # free: no job at all on them (whole-GPU jobs take only these)
-    cpus: int | None  # None: the node does not declare CPUs
-    mem_bytes: int | None
-    # Shared GPUs: how many fractional jobs run on each, and the memory they were granted.
-    sharers: dict[int, int] = field(default_factory=dict)
-    granted: dict[int, int] = field(default_factory=dict)
-    unmanaged: dict[int, int] = field(default_factory=dict)  # bytes held outside gpupool
+
+class NodeFree:
+    """What is still free on a node during one scheduling pass.
+
+    A plain class with slots, not a dataclass: a pass builds one per node (352 on a big
+    simulated cluster, every pass), and nodes without shared GPUs share one empty, read-only
+    map until `share` or `with_shared_gpus` gives them their own."""
+
+    __slots__ = ("node", "gpus", "cpus", "mem_bytes", "sharers", "granted", "unmanaged")
+
+    def __init__(
+        self,
+        node: Node,
+        gpus: set[int],  # free: no job at all on them (whole-GPU jobs take only these)
+        cpus: int | None,  # None: the node does not declare CPUs
+        mem_bytes: int | None,
+        # Shared GPUs: how many fractional jobs run on each, and the memory they were granted.
+        sharers: dict[int, int] | None = None,
+        granted: dict[int, int] | None = None,
+        unmanaged: dict[int, int] | None = None,  # bytes held outside gpupool
+    ) -> None:
+        self.node = node
+        self.gpus = gpus
+        self.cpus = cpus
+        self.mem_bytes = mem_bytes
+        self.sharers = _NONE if sharers is None else sharers
+        self.granted = _NONE if granted is None else granted
+        self.unmanaged = _NONE if unmanaged is None else unmanaged
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeFree):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__)
+        return f"NodeFree({fields})"
 
     def room(self, gpu: int) -> int | None:
         """Memory a fractional job could get on `gpu`; None when it is held whole."""
@@ -67,6 +100,8 @@ class NodeFree:
     def share(self, gpu: int, nbytes: int, sign: int = 1) -> None:
         """A fractional job with `nbytes` starts on `gpu` (sign 1) or gives it back (-1)."""
         count = self.sharers.get(gpu, 0) + sign
+        if self.sharers is _NONE:
+            self.sharers, self.granted = {}, {}
         if count > 0:
             self.gpus.discard(gpu)
             self.sharers[gpu] = count
@@ -105,7 +140,10 @@ def with_shared_gpus(frees: list[NodeFree], snapshot: Snapshot) -> list[NodeFree
     by_name = {f.node.name: f for f in frees}
     for (node, gpu), nbytes in snapshot.unmanaged_memory.items():
         if node in by_name and nbytes > 0:
-            by_name[node].unmanaged[gpu] = nbytes
+            held = by_name[node]
+            if held.unmanaged is _NONE:
+                held.unmanaged = {}
+            held.unmanaged[gpu] = nbytes
     for r in snapshot.running:
         free = by_name.get(r.node)
         if free is None or not r.resources.fractional:
