@@ -33,6 +33,7 @@ again, naming the same victims; the engine signals each victim once (`engine/pre
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpupool.core.job import Resources
 from gpupool.core.project import fmt_gpus
@@ -130,6 +131,8 @@ class Reclaimer:
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
             if best is not None and mine[0].priority > best[0][0]:
                 continue  # its lowest-priority victim already ranks below the best plan
+            if not res.fractional and self._hopeless(res, free, mine, best):
+                continue
             found = self._on_node(job, free, shadow, mine)
             if found is not None:
                 # Least work thrown away first (GPU-seconds the victims have run: a
@@ -146,6 +149,22 @@ class Reclaimer:
         placement, _ = place([view], res)
         assert placement is not None  # it fits, by _on_node
         return _plan(res, placement, victims, free)
+
+    def _hopeless(
+        self, res: Resources, free: NodeFree, mine: list[RunningJob], best: tuple[Any, ...] | None
+    ) -> bool:
+        """Whether this node's plan cannot fit the job, or cannot beat `best`, by counts alone
+        (cheap bounds checked before `_on_node`, which tries victims one by one: on a big
+        cluster a claim would otherwise try every node). The GPUs it lacks here must come
+        from victims, and each of them has run at least as long as the youngest here."""
+        have = sum(g in free.gpus for g in matching_gpus(free.node, res))
+        lacks = res.gpus - have
+        if lacks > sum(len(r.gpus) for r in mine):
+            return True  # even all of them would not free enough
+        if best is None or lacks <= 0:
+            return False
+        floor = lacks * min(max(0.0, self.now - r.start_time) for r in mine)
+        return (mine[0].priority, floor) > (best[0][0], best[0][1])
 
     def _on_node(
         self, job: PendingJob, free: NodeFree, shadow: Shadow | None, mine: list[RunningJob]
