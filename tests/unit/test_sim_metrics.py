@@ -115,9 +115,11 @@ def test_by_size_buckets() -> None:
     assert one["avg_bounded_slowdown"] == pytest.approx(2.0)
     mid = by_size["2-8"]
     assert (mid["jobs"], mid["avg_jct_s"], mid["avg_queue_s"]) == (2, 250, 77.5)
+    assert one["p50_jct_s"] == 30 and one["preemptions"] == 0
     assert by_size[">8"] == {
-        "jobs": 0, "avg_jct_s": None, "p99_jct_s": None, "avg_queue_s": None,
-        "avg_bounded_slowdown": None,
+        "jobs": 0, "avg_jct_s": None, "p50_jct_s": None, "p95_jct_s": None, "p99_jct_s": None,
+        "avg_queue_s": None, "p99_queue_s": None, "avg_bounded_slowdown": None,
+        "preemptions": 0, "lost_gpu_hours": 0.0,
     }  # fmt: skip
 
 

@@ -79,12 +79,18 @@ def isolated_jct(r: JobRecord, capacity_gpus: int, n_projects: int) -> float:
 
 def _group_stats(finished: Sequence[JobRecord], jobs: int) -> dict[str, float | int | None]:
     jcts = [_jct(r) for r in finished]
+    queues = [r.queue_s for r in finished]
     return {
         "jobs": jobs,
         "avg_jct_s": _mean(jcts),
+        "p50_jct_s": percentile(jcts, 50),
+        "p95_jct_s": percentile(jcts, 95),
         "p99_jct_s": percentile(jcts, 99),
-        "avg_queue_s": _mean([r.queue_s for r in finished]),
+        "avg_queue_s": _mean(queues),
+        "p99_queue_s": percentile(queues, 99),
         "avg_bounded_slowdown": _mean([bounded_slowdown(r) for r in finished]),
+        "preemptions": sum(r.preemptions for r in finished),
+        "lost_gpu_hours": sum(r.lost_gpu_s for r in finished) / 3600.0,
     }
 
 
@@ -168,7 +174,9 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
       (they did worse than on their own slice).
     - preemptions = total count; lost_gpu_hours = sum of lost_gpu_s / 3600.
     - jobs = records; unfinished = records without end_s (left out of JCT statistics).
-    - by_size: buckets "1" (up to one GPU, fractional included), "2-8", ">8" GPUs.
+    - by_size: buckets "1" (up to one GPU, fractional included), "2-8", ">8" GPUs, each with
+      its jobs, average/p50/p95/p99 JCT, average/p99 queueing, bounded slowdown, and the
+      preemptions and lost GPU-hours of its finished jobs.
     - by_project: share = the project's allocated GPU-seconds / all allocated GPU-seconds;
       quota_share = its quota / capacity (None when the cluster has no quotas).
 
