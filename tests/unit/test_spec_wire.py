@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupool.core.job import JobSpec, Resources
@@ -222,6 +222,9 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
     )
 
 
+# The first draw can take over a second in a fresh virtualenv (the regex strategies compile);
+# that is not the code under test, so the too-slow health check is off for this one.
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(job_specs())
 def test_wire_round_trip_is_exact(spec: JobSpec) -> None:
     wire = spec_to_wire(spec)
