@@ -283,3 +283,18 @@ def test_the_reserved_job_is_never_delayed_when_limits_are_exact(snap: Snapshot)
         live = [r for r, e in zip(live, ends) if e > now]
         snap = replace(snap, pending=tuple(waiting.values()), running=tuple(live))
         decision = decide(snap, now)
+
+
+def test_reclaim_counts_all_of_a_spread_victims_gpus_against_its_quota() -> None:
+    """Stopping a spread job frees all its GPUs: a project holding 16 with quota 8 may not
+    lose a 16-GPU job to a reclaim (it would fall to 0, under its quota), though each of
+    the job's entries holds only 8."""
+    spread = tuple(
+        replace(r, project="b")
+        for r in spread_running(7, {"a": [*range(8)], "b": [*range(8)]}, 1e4)
+    )
+    quotas = {"a": Project("a", quota=8.0), "b": Project("b", quota=8.0)}
+    claim = (replace(job(1, 8), project="a"),)
+    d = decide(Snapshot(nodes("a", "b"), claim, spread, config=SPREAD, projects=quotas), 0.0)
+    assert d.preemptions == ()
+    assert d.pending[1].code is Code.RESOURCES

@@ -62,6 +62,7 @@ class Reclaimer:
         self.patience = snapshot.config.reclaim_patience_s
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
+        self._spread: set[int] | None = None  # ids listed on several nodes, on first need
         self.taken: set[int] = set()
         self.failed: set[tuple[object, ...]] = set()
         self.preemptions: list[Preemption] = []
@@ -78,6 +79,18 @@ class Reclaimer:
                 if r.preemptible:
                     self._by_node.setdefault(r.node, []).append(r)
         return self._by_node
+
+    def _held(self, r: RunningJob) -> float:
+        """The GPUs stopping `r` gives back: all of a job spread over several nodes, which
+        the snapshot lists once per node (PolicyConfig.spread_wide_jobs)."""
+        if self._spread is None:
+            counts: dict[int, int] = {}
+            for x in self._running:
+                counts[x.id] = counts.get(x.id, 0) + 1
+            self._spread = {i for i, n in counts.items() if n > 1}
+        if r.id not in self._spread:
+            return self.book.held(r)
+        return sum(self.book.held(x) for x in self._running if x.id == r.id)
 
     def _ends_soon(self, r: RunningJob) -> bool:
         """Within `PolicyConfig.reclaim_patience_s` of its time limit: it gives its GPUs
@@ -212,7 +225,7 @@ class Reclaimer:
         view, taken, floored = base.copy(), [], set()
         gone: dict[str, float] = {}
         for r in mine:
-            held = self.book.held(r)
+            held = self._held(r)
             if self._left(r.project) - gone.get(r.project, 0.0) - held < (
                 self.book.project(r.project).quota - EPS
             ):
@@ -242,7 +255,7 @@ class Reclaimer:
             )
             out.append(Preemption(v.id, job.id, why))
         for v in plan.victims:
-            self.gone[v.project] = self.gone.get(v.project, 0.0) + book.held(v)
+            self.gone[v.project] = self.gone.get(v.project, 0.0) + self._held(v)
             self.taken.add(v.id)
         book.add(name, book.ask(job.resources))
         book.reclaiming.setdefault(name, job.id)
