@@ -54,7 +54,7 @@ from gpupool.policy.priority_preemption import preempt_for_order
 from gpupool.policy.quota import QuotaBook
 from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
 from gpupool.policy.status import Code, Status
-from gpupool.policy.wide import WideShadow, piece, place_wide, reserve_wide, shortfall
+from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_wide, shortfall
 
 
 def _free_view(snapshot: Snapshot) -> list[NodeFree]:
@@ -334,10 +334,7 @@ class _Pass:
     # --- wide jobs (PolicyConfig.spread_wide_jobs; policy/wide.py) ---------------------------
 
     def _is_wide(self, res: Resources) -> bool:
-        """Whole GPUs, more than any node has of the type: spread over nodes (spread on)."""
-        return not res.fractional and res.gpus > NodeFacts.of(self.snapshot.nodes).widest(
-            res.gpu_type
-        )
+        return is_wide(res, self.snapshot.nodes)
 
     def _try_start_wide(self, job: PendingJob, req: _Request, end: float) -> Status | None:
         """`_try_start` for a wide job. Without a reservation it starts if it fits now, else
@@ -372,7 +369,11 @@ class _Pass:
     def _wide_no_fit(self, job: PendingJob, req: _Request) -> Status:
         """Resources for a wide job that fits nowhere now (a memo, as `_no_fit`), with the
         reservation if there is none yet."""
-        req.no_fit = Status(Code.RESOURCES, shortfall(self.free.frees, job.resources), "placement")
+        req.no_fit = Status(
+            Code.RESOURCES,
+            shortfall(self.free.frees, job.resources, self.snapshot.nodes),
+            "placement",
+        )
         return req.no_fit if self.shadow is not None else self._reserve(job, req.no_fit)
 
     def _behind_wide(self, shadow: WideShadow) -> Status:

@@ -58,6 +58,7 @@ from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, 
 from gpupool.policy.preemption import _helps, _plan, _release
 from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
 from gpupool.policy.status import Code, Status
+from gpupool.policy.wide import is_wide
 
 EPS = 1e-9
 _WAITING = (Code.RESOURCES, Code.PRIORITY)  # waits for GPUs: may be kept, may preempt
@@ -156,7 +157,6 @@ class _Chooser:
             for _, r in cands:
                 self.rows.setdefault(r.id, []).append(r)
         self.alive = len(self.rows)
-        self.widest: dict[str | None, int] = {}  # GPU type -> most matching GPUs of a node
 
     def run(self, kept: list[tuple[int, PendingJob]]) -> tuple[list[Preemption], dict[int, Status]]:
         out: list[Preemption] = []
@@ -208,13 +208,7 @@ class _Chooser:
                 del self.by_node[r.node]
 
     def _is_wide(self, res: Resources) -> bool:
-        if not self.config.spread_wide_jobs or res.fractional:
-            return False
-        widest = self.widest.get(res.gpu_type)
-        if widest is None:
-            widest = max((len(matching_gpus(n, res)) for n in self.snapshot.nodes), default=0)
-            self.widest[res.gpu_type] = widest
-        return res.gpus > widest
+        return self.config.spread_wide_jobs and is_wide(res, self.snapshot.nodes)
 
     def _one_node(self, res: Resources, at: int) -> list[RunningJob] | None:
         """The victims that let `res` start on one node ([] if it fits now), what it will use

@@ -38,6 +38,7 @@ from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import Release, Shadow
 from gpupool.policy.backfill import _give_back as give_back
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.placement import NodeFree, Placement, choose_gpus, matching_gpus
 from gpupool.policy.snapshot import Reservation
 
@@ -93,18 +94,18 @@ def place_wide(frees: Sequence[NodeFree], res: Resources) -> list[Placement] | N
     return out
 
 
-def widest(nodes: Sequence[Node], res: Resources) -> int:
-    """The most GPUs of the requested type on one node: a whole-GPU job asking for more is
-    wide."""
-    return max((len(matching_gpus(n, res)) for n in nodes), default=0)
+def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
+    """A whole-GPU job asking for more GPUs of its type than any node has: it runs spread
+    over nodes (when PolicyConfig.spread_wide_jobs is on)."""
+    return not res.fractional and res.gpus > NodeFacts.of(nodes).widest(res.gpu_type)
 
 
-def shortfall(frees: Sequence[NodeFree], res: Resources) -> str:
+def shortfall(frees: Sequence[NodeFree], res: Resources, nodes: tuple[Node, ...]) -> str:
     """Why a wide job does not fit now, e.g. "needs 32 GPUs on at least 4 nodes; 20 free
     across the pool" (at least: were all nodes as large as the largest)."""
     kind = "GPU" if res.gpus == 1 else "GPUs"
     what = f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
-    fewest = math.ceil(res.gpus / max(1, widest([f.node for f in frees], res)))
+    fewest = math.ceil(res.gpus / max(1, NodeFacts.of(nodes).widest(res.gpu_type)))
     total = sum(len(_usable(f, res)) for f in frees)
     usable = sum(_count(f, res) for f in frees)
     text = f"needs {what} on at least {fewest} nodes; {total} free across the pool"

@@ -39,7 +39,9 @@ from gpupool.core.job import DEFAULT_PRIORITY, Resources
 from gpupool.core.project import Project
 from gpupool.policy.decide import decide
 from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, Snapshot, Start, Usage
+from gpupool.sim.load import replayed_load
 from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
 from gpupool.sim.usage import UsageTracker
 
@@ -137,7 +139,7 @@ class Replay:
         self.ends: list[tuple[float, int, int]] = []  # (time, job id, attempt)
         # What the skip test (_nothing_can_start) reads, kept up to date as jobs come and go.
         self.free_on = {n.name: len(n.gpus) for n in cluster.nodes}
-        self.widest = max(self.free_on.values(), default=0)
+        self.widest = NodeFacts.of(cluster.nodes).most_gpus
         self.pending_sizes: Counter[int] = Counter()  # GPU count -> pending jobs asking it
         self.pending_projects: Counter[str] = Counter()
         self.pending_fractional = 0
@@ -210,7 +212,7 @@ class Replay:
             records=[j.record for j in self.jobs.values()],
             samples=self.samples,
             capacity_gpus=self.cluster.gpus,
-            load=_offered_load(arrivals, self.cluster.gpus),
+            load=replayed_load(Trace(tuple(j.trace for j in arrivals)), self.cluster.gpus),
             quotas={name: p.quota for name, p in self.projects.items()},
             wall_s=time.perf_counter() - began,
             decide_calls=self.decide_calls,
@@ -398,17 +400,6 @@ def _resources(tj: TraceJob) -> Resources:
 
 def _gpu_count(job: _Job) -> float:
     return float(job.trace.gpus)
-
-
-def _offered_load(arrivals: list[_Job], capacity: int) -> float:
-    """GPU-seconds asked per second of the arrival span, over the cluster's GPUs."""
-    if len(arrivals) < 2 or capacity <= 0:
-        return 0.0
-    span = arrivals[-1].trace.submit_s - arrivals[0].trace.submit_s
-    if span <= 0:
-        return 0.0
-    asked = sum(j.trace.duration_s * j.trace.gpus for j in arrivals)
-    return asked / (capacity * span)
 
 
 def replay(

@@ -48,6 +48,15 @@ def offered_load(trace: Trace, capacity_gpus: float) -> float:
     return work / (capacity_gpus * span)
 
 
+def replayed_load(trace: Trace, capacity_gpus: float) -> float:
+    """`offered_load` as a replay reports it: 0.0 where it is not defined (no capacity, or
+    every job submitted at one instant), so that metrics.json stays plain JSON."""
+    if capacity_gpus <= 0:
+        return 0.0
+    load = offered_load(trace, capacity_gpus)
+    return 0.0 if math.isinf(load) else load
+
+
 def scale_to_load(trace: Trace, capacity_gpus: float, target: float) -> Trace:
     """A copy of `trace` whose submit times are multiplied by current load / target.
 

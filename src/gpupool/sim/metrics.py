@@ -185,8 +185,6 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
     """
     records = result.records
     finished = [r for r in records if r.end_s is not None]
-    jcts = [_jct(r) for r in finished]
-    queues = [r.queue_s for r in finished]
     total_gpu_s = sum(r.run_gpu_s for r in records)
 
     makespan = 0.0
@@ -208,15 +206,10 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
 
     return {
         "policy": result.policy,
-        "jobs": len(records),
+        # jobs, JCT and queueing percentiles, slowdown: as for each size (_group_stats);
+        # preemptions and lost work below count unfinished jobs too.
+        **_group_stats(finished, len(records)),
         "unfinished": len(records) - len(finished),
-        "avg_jct_s": _mean(jcts),
-        "p50_jct_s": percentile(jcts, 50),
-        "p95_jct_s": percentile(jcts, 95),
-        "p99_jct_s": percentile(jcts, 99),
-        "avg_queue_s": _mean(queues),
-        "p99_queue_s": percentile(queues, 99),
-        "avg_bounded_slowdown": _mean([bounded_slowdown(r) for r in finished]),
         "makespan_s": makespan,
         "utilization": utilization,
         "jain_fairness": jain_index(project_slowdowns),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from gpupool.policy.profiles import profile
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.sim.engine import SimOptions, replay
+from gpupool.sim.load import replayed_load
 from gpupool.sim.model import Sample, SimCluster, SimResult, Trace
 
 # Every profile of a replay gets these: jobs wider than a node are spread over nodes (a
@@ -87,14 +88,12 @@ def merge(policy: str, parts: list[SimResult], trace: Trace, capacity: int) -> S
     quotas: dict[str, float] = {}
     for p in parts:
         quotas.update(p.quotas)
-    asked = sum(j.duration_s * j.gpus for j in trace.jobs)
-    span = trace.jobs[-1].submit_s - trace.jobs[0].submit_s if trace.jobs else 0.0
     return SimResult(
         policy=policy,
         records=records,
         samples=samples,
         capacity_gpus=capacity,
-        load=asked / (capacity * span) if capacity and span > 0 else 0.0,
+        load=replayed_load(trace, capacity),
         quotas=quotas,
         wall_s=sum(p.wall_s for p in parts),
         decide_calls=sum(p.decide_calls for p in parts),

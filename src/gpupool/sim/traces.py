@@ -102,8 +102,17 @@ def _count(skipped: dict[str, int], reason: str) -> None:
     skipped[reason] = skipped.get(reason, 0) + 1
 
 
-def _in_window(t: float, lo: float | None, hi: float | None) -> bool:
-    return (lo is None or t >= lo) and (hi is None or t <= hi)
+def _skip_reason(
+    gpus: int, duration: float, submit: float, lo: float | None = None, hi: float | None = None
+) -> str | None:
+    """Why a valid row is not replayed (counted in Trace.skipped), or None to keep it."""
+    if gpus == 0:
+        return NO_GPUS
+    if duration <= 0:
+        return NO_DURATION
+    if (lo is not None and submit < lo) or (hi is not None and submit > hi):
+        return OUTSIDE
+    return None
 
 
 def _philly(rows: Rows, lo: float | None, hi: float | None) -> Loaded:
@@ -116,12 +125,9 @@ def _philly(rows: Rows, lo: float | None, hi: float | None) -> Loaded:
         duration = rows.seconds(row[i_dur], "duration")
         gpus = rows.whole(row[i_gpus], "num_gpus")
         vc = rows.name_of(row[i_vc], "cluster")
-        if gpus == 0:
-            _count(skipped, NO_GPUS)
-        elif duration <= 0:
-            _count(skipped, NO_DURATION)
-        elif not _in_window(submit, lo, hi):
-            _count(skipped, OUTSIDE)
+        reason = _skip_reason(gpus, duration, submit, lo, hi)
+        if reason is not None:
+            _count(skipped, reason)
         else:
             jobs.append((submit, n, duration, gpus, "", vc, None, None))
     return jobs, skipped
@@ -147,12 +153,9 @@ def _helios(rows: Rows, lo: float | None, hi: float | None) -> Loaded:
         missing = dur_text.lower() in ("", "nan", "none", "null")
         duration = 0.0 if missing else rows.seconds(dur_text, "duration")
         vc = rows.name_of(row[i_vc], "vc")
-        if gpus == 0:
-            _count(skipped, NO_GPUS)
-        elif duration <= 0:
-            _count(skipped, NO_DURATION)
-        elif not _in_window(submit, lo, hi):
-            _count(skipped, OUTSIDE)
+        reason = _skip_reason(gpus, duration, submit, lo, hi)
+        if reason is not None:
+            _count(skipped, reason)
         else:
             jobs.append((submit, n, duration, gpus, row[i_user].strip(), vc, None, None))
     return jobs, skipped
@@ -187,10 +190,9 @@ def _csv(rows: Rows, lo: float | None, hi: float | None) -> Loaded:
             if job_id in seen:
                 raise rows.fail("job_id", f"{job_id} is already used on line {seen[job_id]}")
             seen[job_id] = rows.line
-        if gpus == 0:
-            _count(skipped, NO_GPUS)
-        elif duration <= 0:
-            _count(skipped, NO_DURATION)
+        reason = _skip_reason(gpus, duration, submit)
+        if reason is not None:
+            _count(skipped, reason)
         else:
             project = row[i_proj].strip() or "default"
             user = row[i_user].strip()
