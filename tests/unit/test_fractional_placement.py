@@ -42,7 +42,7 @@ def place_on(
     unmanaged: dict[tuple[str, int], int] | None = None,
 ):
     snap = Snapshot(nodes=(n,), running=run, unmanaged_memory=unmanaged or {})
-    return place(_free_view(snap), res)
+    return place(_free_view(snap)[0], res)
 
 
 # (id, node, running jobs, unmanaged, request, expected (gpus, bytes) or None)

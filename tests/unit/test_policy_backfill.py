@@ -374,3 +374,45 @@ def test_the_reserved_job_is_never_delayed_by_backfilled_jobs_when_limits_are_ex
         live = [r for r, e in zip(live, ends) if e > now]
         snap = replace(snap, pending=tuple(waiting.values()), running=tuple(live))
         decision = decide(snap, now)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 8), min_size=1, max_size=6),  # free GPUs per node (of 8)
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(1, 8), st.sampled_from([5.0, 10.0, 10.0, 40.0])),
+        max_size=12,
+    ),  # (node, GPUs, end) of running jobs
+    st.integers(1, 8),
+)
+def test_the_count_only_reservation_is_the_general_one(
+    free_counts: list[int], runs: list[tuple[int, int, float]], need: int
+) -> None:
+    """backfill.reserve_by_count, the fast path for plain requests, reserves the same node,
+    GPUs and time as backfill.reserve (ties in end times included)."""
+    from gpupool.policy.backfill import Release, reserve, reserve_by_count
+    from gpupool.policy.placement import NodeFree
+
+    nodes = [node(f"n{i}", 8) for i in range(len(free_counts))]
+    frees, releases, used = [], [], [0] * len(nodes)
+    for i, n in enumerate(nodes):
+        frees.append(NodeFree(n, set(range(free_counts[i])), None, None))
+        used[i] = free_counts[i]
+    for where, gpus, end in runs:
+        i = where % len(nodes)
+        held = tuple(range(used[i], min(8, used[i] + gpus)))
+        if held:
+            used[i] += len(held)
+            releases.append(Release(end, nodes[i].name, held, Resources(len(held))))
+    res = Resources(need)
+    ends = [(r.end, r.node, len(r.gpus)) for r in releases]
+
+    def on(names: set[str], by: float) -> list[Release]:
+        return [r for r in releases if r.node in names and r.end <= by]
+
+    general = reserve(1, res, frees, releases, now=0.0)
+    fast = reserve_by_count(1, res, frees, ends, on, now=0.0)
+    if general is None:
+        assert fast is None
+    else:
+        assert fast is not None and fast.reservation == general.reservation

@@ -26,8 +26,9 @@ that under a steady stream of whole-GPU jobs a fractional job has no reservation
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from gpupool.core.job import Resources
@@ -214,6 +215,43 @@ def reserve(
     at = _frees_at(candidates, releases, time)
     placement, _ = place([at[f.node.name] for f in candidates], res)
     assert placement is not None  # some node has room at `time`, by the choice of `time`
+    reservation = Reservation(job_id, placement.node, placement.gpus, time)
+    return Shadow(reservation, at[placement.node], res, now)
+
+
+def reserve_by_count(
+    job_id: int,
+    res: Resources,
+    frees: list[NodeFree],
+    ends: list[tuple[float, str, int]],
+    releases_on: Callable[[set[str], float], list[Release]],
+    now: float,
+) -> Shadow | None:
+    """`reserve` for a request that only counts GPUs on a cluster without shared GPUs, from
+    (end, node, GPU count) per release: the same reservation, found by one sweep over the
+    releases in time order that stops at the first node with room, instead of a timeline
+    per node. `releases_on(nodes, time)` gives the full releases by `time` on the nodes that
+    have room then, for the placement. On a busy cluster of hundreds of nodes this is most of
+    what a pass that reserves costs. `ends` is consumed."""
+    need = res.gpus
+    have = {f.node.name: len(f.gpus) for f in frees}
+    heapq.heapify(ends)
+    time, ready = math.inf, set()
+    while ends and ends[0][0] <= time:
+        end, name, gpus = heapq.heappop(ends)
+        count = have.get(name)
+        if count is None:
+            continue  # a node gone from the inventory
+        have[name] = count + gpus
+        if count + gpus >= need:  # as `_earliest_by_count`: checked as each release comes back
+            time = end
+            ready.add(name)
+    if not ready:
+        return None
+    candidates = [f for f in frees if f.node.name in ready]
+    at = _frees_at(candidates, releases_on(ready, time), time)
+    placement, _ = place([at[f.node.name] for f in candidates], res)
+    assert placement is not None  # every candidate has room at `time`
     reservation = Reservation(job_id, placement.node, placement.gpus, time)
     return Shadow(reservation, at[placement.node], res, now)
 

@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterable, Iterator
 
 from gpupool.core.job import Resources
-from gpupool.policy.backfill import FreeIndex, Release, Shadow, reserve
+from gpupool.policy.backfill import FreeIndex, Release, Shadow, reserve, reserve_by_count
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.ordering import rank
@@ -57,9 +57,10 @@ from gpupool.policy.status import Code, Status
 from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_wide, shortfall
 
 
-def _free_view(snapshot: Snapshot) -> list[NodeFree]:
+def _free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
     """What is free on every node (in name order), from one walk over the running jobs: this
-    is most of a pass's fixed cost on a big cluster."""
+    is most of a pass's fixed cost on a big cluster. True: some GPU is shared (a fractional
+    job runs, or memory is held outside gpupool)."""
     used: dict[str, set[int]] = {}
     cpus_used: dict[str, int] = {}
     mem_used: dict[str, int] = {}
@@ -88,7 +89,7 @@ def _free_view(snapshot: Snapshot) -> list[NodeFree]:
                 (n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
             )
         )
-    return with_shared_gpus(views, snapshot) if shared else views
+    return (with_shared_gpus(views, snapshot) if shared else views), shared
 
 
 def _gpu_words(res: Resources) -> str:
@@ -125,7 +126,8 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot, self.now, self.config = snapshot, now, snapshot.config
-        self.free = FreeIndex(_free_view(snapshot))
+        frees, self.shared = _free_view(snapshot)
+        self.free = FreeIndex(frees)
         self.starts: list[Start] = []
         self.started: list[Release] = []  # this pass's starts, for the reservation timeline
         self.version = 0  # one more at each start
@@ -219,7 +221,10 @@ class _Pass:
         waits, with the reservation if there is none yet."""
         assert self.reclaimer is not None
         limit = self.config.default_time_limit_s if job.time_limit_s is None else job.time_limit_s
-        claimed = self.reclaimer.claim(job, self.free, self.shadow, self.now + limit)
+        claimed = None
+        wait = self.config.reclaim_after_s
+        if wait <= 0 or self.now - job.submit_time >= wait:
+            claimed = self.reclaimer.claim(job, self.free, self.shadow, self.now + limit)
         if claimed is None:
             return self._reserve(job, status) if self.shadow is None else status
         if self.shadow is None:  # the memo means "fits nowhere, and reserved": not so here
@@ -301,35 +306,59 @@ class _Pass:
         return self.behind
 
     def _reserve(self, job: PendingJob, status: Status) -> Status:
-        # expected_end() inline: one Release per running job, in every pass that reserves.
-        now, default_limit = self.now, self.config.default_time_limit_s
-        taken = () if self.reclaimer is None else self.reclaimer.taken
-        running = [
-            Release(
-                max(
-                    now,
-                    r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),
-                ),
-                r.node,
-                r.gpus,
-                r.resources,
-            )
-            for r in self.snapshot.running
-            if r.id not in taken
-        ]
-        releases = running + self.started
-        if self.config.spread_wide_jobs and self._is_wide(job.resources):
+        res = job.resources
+        if self.config.spread_wide_jobs and self._is_wide(res):
             shadow: Shadow | None = reserve_wide(
-                job.id, job.resources, self.free.frees, releases, self.now
+                job.id, res, self.free.frees, self._releases(), self.now
             )
-        else:
-            shadow = reserve(job.id, job.resources, self.free.frees, releases, self.now)
+        elif (res.gpu_type or res.cpus or res.mem_bytes or res.fractional) or (
+            self.shared or self.free.sharing
+        ):
+            shadow = reserve(job.id, res, self.free.frees, self._releases(), self.now)
+        else:  # counts only, nothing shared: the common case on a big cluster, and the cheap one
+            shadow = reserve_by_count(
+                job.id, res, self.free.frees, self._ends(), self._releases, self.now
+            )
         if shadow is None:  # only for an unsatisfiable job, ruled out above
             return status
         self.shadow = shadow
         if not math.isinf(shadow.time):  # only if some running job has no end at all
             self.estimated[job.id] = shadow.time
         return Status(Code.RESOURCES, f"{status.message}; {shadow.describe()}", "placement")
+
+    def _releases(self, nodes: set[str] | None = None, by: float = math.inf) -> list[Release]:
+        """What each running job (less reclaim victims) and each start of this pass gives
+        back, and when (backfill.expected_end inline: this runs in every pass that reserves);
+        only on `nodes` and by `by` when given."""
+        now, default_limit = self.now, self.config.default_time_limit_s
+        taken = () if self.reclaimer is None else self.reclaimer.taken
+        out = []
+        for r in self.snapshot.running:
+            if (nodes is None or r.node in nodes) and r.id not in taken:
+                end = r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s)
+                if end <= by:
+                    out.append(Release(now if end < now else end, r.node, r.gpus, r.resources))
+        out += [s for s in self.started if (nodes is None or s.node in nodes) and s.end <= by]
+        return out
+
+    def _ends(self) -> list[tuple[float, str, int]]:
+        """(end, node, GPU count) of every release, as `_releases` but as plain tuples."""
+        now, default_limit = self.now, self.config.default_time_limit_s
+        taken = () if self.reclaimer is None else self.reclaimer.taken
+        ends = [
+            (
+                max(
+                    now,
+                    r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),
+                ),
+                r.node,
+                len(r.gpus),
+            )
+            for r in self.snapshot.running
+            if r.id not in taken
+        ]
+        ends += [(s.end, s.node, len(s.gpus)) for s in self.started]
+        return ends
 
     # --- wide jobs (PolicyConfig.spread_wide_jobs; policy/wide.py) ---------------------------
 

@@ -39,6 +39,7 @@ which sorts by class then score, still lists the queue as it is taken.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
 from gpupool.policy import orders
@@ -48,11 +49,30 @@ from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
 
 _project = attrgetter("project")
 _user = attrgetter("user")
-_new = object.__new__
-_set = object.__setattr__
 
 
-def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
+class Factors(Mapping[int, PriorityFactors]):
+    """Each pending job's priority factors, built when looked up: a pass ranks thousands of
+    jobs, and only the few that are explained (`gpupool why`, `queue --priority`) are read;
+    building them all was a third of `rank`'s time."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[int, tuple[int, float, float, float, float]]) -> None:
+        self._raw = raw  # job id -> (class, fairshare, age, size, score)
+
+    def __getitem__(self, job_id: int) -> PriorityFactors:
+        klass, fairshare, age, size, score = self._raw[job_id]
+        return PriorityFactors(job_id, klass, fairshare, age, size, score)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], Factors]:
     """Pending jobs best first, and the factors behind each one's place (module docstring).
 
     O(n log n) in the pending jobs: the fair-share factor is computed once per (project, user)
@@ -62,7 +82,7 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
         return _by_order(snapshot, now)
     pending = snapshot.pending
     if not pending:
-        return [], {}
+        return [], Factors({})
     weights = snapshot.config.weights
     w_fs, w_age, w_size, age_max = weights.fairshare, weights.age, weights.size, weights.age_max_s
 
@@ -75,10 +95,9 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
     size_of = [g / biggest for g in range(biggest + 1)] if biggest > 0 else [0.0]
     most = len(size_of) - 1
 
-    new, set_ = _new, _set
     keyed: list[tuple[int, float, float, int, int]] = []
     append = keyed.append
-    factors: dict[int, PriorityFactors] = {}
+    factors: dict[int, tuple[int, float, float, float, float]] = {}
     for index, job in enumerate(pending):
         job_id, klass = job.id, job.priority
         f = fairshare[job.project][job.user]
@@ -93,34 +112,14 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[int, Pr
             a = waited / age_max
         score = w_fs * f + w_size * s + w_age * a
         append((-klass, -score, job.submit_time, job_id, index))
-        # PriorityFactors(job_id, klass, f, a, s, score) without the frozen dataclass __init__
-        # (one object.__setattr__ per field), which would be a third of rank's time on 10,000
-        # jobs; test_policy_ordering checks that the result equals the constructor's.
-        pf = new(PriorityFactors)
-        set_(
-            pf,
-            "__dict__",
-            {"job_id": job_id, "klass": klass, "fairshare": f, "age": a, "size": s, "score": score},
-        )
-        factors[job_id] = pf
+        factors[job_id] = (klass, f, a, s, score)
     keyed.sort()
-    return [pending[k[4]] for k in keyed], factors
+    return [pending[k[4]] for k in keyed], Factors(factors)
 
 
-def _by_order(
-    snapshot: Snapshot, now: float
-) -> tuple[list[PendingJob], dict[int, PriorityFactors]]:
+def _by_order(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], Factors]:
     """Another queue order (orders.py; ValueError for an unknown one), with its factors."""
     jobs = orders.ordered(snapshot, now)
-    new, set_ = _new, _set
-    factors: dict[int, PriorityFactors] = {}
-    for place, job in enumerate(jobs):
-        pf = new(PriorityFactors)  # as in rank: the frozen __init__ costs a third of the time
-        set_(
-            pf,
-            "__dict__",
-            {"job_id": job.id, "klass": job.priority, "fairshare": 0.0, "age": 0.0,
-             "size": 0.0, "score": float(-place)},
-        )  # fmt: skip
-        factors[job.id] = pf
-    return jobs, factors
+    return jobs, Factors(
+        {job.id: (job.priority, 0.0, 0.0, 0.0, float(-place)) for place, job in enumerate(jobs)}
+    )

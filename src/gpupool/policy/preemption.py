@@ -62,7 +62,7 @@ class Reclaimer:
         self.patience = snapshot.config.reclaim_patience_s
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
-        self._spread: set[int] | None = None  # ids listed on several nodes, on first need
+        self._spread: dict[int, list[RunningJob]] | None = None  # jobs on several nodes
         self.taken: set[int] = set()
         self.failed: set[tuple[object, ...]] = set()
         self.preemptions: list[Preemption] = []
@@ -72,11 +72,12 @@ class Reclaimer:
 
     @property
     def by_node(self) -> dict[str, list[RunningJob]]:
-        """Preemptible running jobs by node. Most passes reclaim nothing: built on demand."""
+        """The running jobs that may be victims in this pass by node: preemptible, and not
+        about to end anyway (`_ends_soon`). Most passes reclaim nothing: built on demand."""
         if self._by_node is None:
             self._by_node = {}
             for r in self._running:
-                if r.preemptible:
+                if r.preemptible and not self._ends_soon(r):
                     self._by_node.setdefault(r.node, []).append(r)
         return self._by_node
 
@@ -84,13 +85,14 @@ class Reclaimer:
         """The GPUs stopping `r` gives back: all of a job spread over several nodes, which
         the snapshot lists once per node (PolicyConfig.spread_wide_jobs)."""
         if self._spread is None:
-            counts: dict[int, int] = {}
+            pieces: dict[int, list[RunningJob]] = {}
             for x in self._running:
-                counts[x.id] = counts.get(x.id, 0) + 1
-            self._spread = {i for i, n in counts.items() if n > 1}
-        if r.id not in self._spread:
+                pieces.setdefault(x.id, []).append(x)
+            self._spread = {i: p for i, p in pieces.items() if len(p) > 1}
+        spread = self._spread.get(r.id)
+        if spread is None:
             return self.book.held(r)
-        return sum(self.book.held(x) for x in self._running if x.id == r.id)
+        return sum(self.book.held(x) for x in spread)
 
     def _ends_soon(self, r: RunningJob) -> bool:
         """Within `PolicyConfig.reclaim_patience_s` of its time limit: it gives its GPUs
@@ -137,10 +139,13 @@ class Reclaimer:
             mine = [
                 r for r in self.by_node.get(free.node.name, ())
                 if r.project != job.project and r.id not in self.taken and share[r.project] > 0
-                and not self._ends_soon(r)
             ]  # fmt: skip
             if not mine:
                 continue
+            if not (res.fractional or res.gpu_type) and res.gpus > len(free.gpus) + sum(
+                len(r.gpus) for r in mine
+            ):
+                continue  # even all of them would not free enough (as `_hopeless`, unsorted)
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
             if best is not None and mine[0].priority > best[0][0]:
                 continue  # its lowest-priority victim already ranks below the best plan
@@ -170,7 +175,10 @@ class Reclaimer:
         (cheap bounds checked before `_on_node`, which tries victims one by one: on a big
         cluster a claim would otherwise try every node). The GPUs it lacks here must come
         from victims, and each of them has run at least as long as the youngest here."""
-        have = sum(g in free.gpus for g in matching_gpus(free.node, res))
+        if res.gpu_type:
+            have = sum(g in free.gpus for g in matching_gpus(free.node, res))
+        else:
+            have = len(free.gpus)
         lacks = res.gpus - have
         if lacks > sum(len(r.gpus) for r in mine):
             return True  # even all of them would not free enough

@@ -69,6 +69,10 @@ class PolicyConfig:
     # Reclaim spares a borrower whose time limit ends within this long: it frees its GPUs by
     # then anyway, and preempting it would throw away the most work.
     reclaim_patience_s: float = 3600.0
+    # A claim reclaims only once it has waited this long since submit: GPUs free up all the
+    # time on a busy pool, and a claim that would start soon anyway need not throw away a
+    # borrower's work (docs/scheduling-quality.md measures it).
+    reclaim_after_s: float = 0.0
     # --- Named profiles (policy/profiles.py) change these; the daemon runs the defaults. ---
     # Queue order: "priority" (class, fair share, age, size: ordering.py), "fifo" (submit
     # time), "sjf" (runtime_hint_s), "srtf" (runtime_hint_s - attained_s), "las" (attained
