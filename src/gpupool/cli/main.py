@@ -98,6 +98,14 @@ def _parser() -> argparse.ArgumentParser:
         "cluster, with the daemon's own policy code (docs/simulator.md).",
     )
     sim_cmd.add_arguments(p)
+    from gpupool.cli import plan as plan_cmd
+
+    p = sub.add_parser(
+        "plan",
+        help="cost, power, network, scaling, memory and training-time arithmetic",
+        description="The infrastructure playbook as arithmetic, with sources (docs/plan.md).",
+    )
+    plan_cmd.add_arguments(p, common)
     return parser
 
 
@@ -128,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         from gpupool.cli.sim import run as cmd_sim
 
         return cmd_sim(args)
+    if args.verb == "plan":  # offline, except `plan cost --from-usage`
+        from gpupool.cli.plan import run as cmd_plan
+
+        return cmd_plan(args)
 
     from gpupool.client import ApiError, Client, DaemonNotRunning
 

@@ -1,0 +1,94 @@
+"""What every `gpupool plan` sub-command shares: --json, --plot, --catalog, and output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpupool.plan.quantity import PlanError
+
+
+def add_common_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the result into this PNG")
+    p.add_argument(
+        "--catalog",
+        metavar="FILE.yaml",
+        help="a catalog override file: entries added to or replacing the built-in catalog",
+    )
+
+
+def load_catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The built-in catalog with the user's --catalog override applied."""
+    from gpupool.plan.catalog import load_catalog as _load
+
+    return _load(Path(args.catalog) if getattr(args, "catalog", None) else None)
+
+
+def jsonable(value: Any) -> Any:
+    """Dataclasses, tuples and non-finite floats as plain JSON (inf -> null)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def print_json(data: Any) -> None:
+    json.dump(jsonable(data), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+def print_rich_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = ""
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption or None)
+    for i, c in enumerate(columns):
+        table.add_column(c, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console().print(table)
+
+
+def save_plot(
+    path: str, draw: Callable[[Any], None], figsize: tuple[float, float] = (8, 4.5)
+) -> Path:
+    """Draw with matplotlib's object API (no pyplot, no display) into `path`."""
+    from matplotlib.figure import Figure
+
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise PlanError(f"--plot: {path!r} must end in .png or .svg")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=figsize, layout="constrained")
+    draw(fig)
+    for ax in fig.axes:
+        ax.grid(True, alpha=0.3)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def positive(value: float, flag: str) -> float:
+    if not value > 0:
+        raise PlanError(f"{flag} must be positive, got {value:g}")
+    return value
+
+
+def fraction(value: float, flag: str) -> float:
+    if not 0 < value <= 1:
+        raise PlanError(f"{flag} must be in (0, 1], got {value:g}")
+    return value
