@@ -355,9 +355,15 @@ def _assumptions(i: Any, notes: dict[str, str], echo: dict[str, Any]) -> dict[st
         "utilization": f"{i.utilization:.1%} of hours ({echo['utilization_source']})",
     }
     if "window_days" in echo:
+        days = echo["window_days"]
+        window = f"{days:.1f} days" if days >= 1 else f"{days * 24:.2g} hours"
+
+        def hours(h: float) -> str:
+            return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+
         out["utilization"] += (
-            f": {echo['allocated_gpu_hours']:,.1f} of {echo['capacity_gpu_hours']:,.1f} GPU-hours "
-            f"on {echo['capacity_gpus']} GPUs over the last {echo['window_days']:.1f} days"
+            f": {hours(echo['allocated_gpu_hours'])} of {hours(echo['capacity_gpu_hours'])} GPU-hours "
+            f"on {echo['capacity_gpus']} GPUs over the last {window}"
         )
     return {**out, **notes}
 
