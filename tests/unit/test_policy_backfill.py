@@ -380,7 +380,9 @@ def test_the_reserved_job_is_never_delayed_by_backfilled_jobs_when_limits_are_ex
 @given(
     st.lists(st.integers(0, 8), min_size=1, max_size=6),  # free GPUs per node (of 8)
     st.lists(
-        st.tuples(st.integers(0, 5), st.integers(1, 8), st.sampled_from([5.0, 10.0, 10.0, 40.0])),
+        st.tuples(
+            st.integers(0, 5), st.integers(1, 8), st.sampled_from([-5.0, 0.0, 5.0, 10.0, 40.0])
+        ),
         max_size=12,
     ),  # (node, GPUs, end) of running jobs
     st.integers(1, 8),
@@ -389,7 +391,8 @@ def test_the_count_only_reservation_is_the_general_one(
     free_counts: list[int], runs: list[tuple[int, int, float]], need: int
 ) -> None:
     """backfill.reserve_by_count, the fast path for plain requests, reserves the same node,
-    GPUs and time as backfill.reserve (ties in end times included)."""
+    GPUs and time as backfill.reserve (ties in end times included; an end already past,
+    which reserve sees as now, it gets raw)."""
     from gpupool.policy.backfill import Release, reserve, reserve_by_count
     from gpupool.policy.placement import NodeFree
 
@@ -406,11 +409,12 @@ def test_the_count_only_reservation_is_the_general_one(
             releases.append(Release(end, nodes[i].name, held, Resources(len(held))))
     res = Resources(need)
     ends = [(r.end, r.node, len(r.gpus)) for r in releases]
+    clamped = [r._replace(end=max(0.0, r.end)) for r in releases]  # as the pass builds them
 
     def on(names: set[str], by: float) -> list[Release]:
-        return [r for r in releases if r.node in names and r.end <= by]
+        return [r for r in clamped if r.node in names and r.end <= by]
 
-    general = reserve(1, res, frees, releases, now=0.0)
+    general = reserve(1, res, frees, clamped, now=0.0)
     fast = reserve_by_count(1, res, frees, ends, on, now=0.0)
     if general is None:
         assert fast is None

@@ -232,7 +232,7 @@ def reserve_by_count(
     releases in time order that stops at the first node with room, instead of a timeline
     per node. `releases_on(nodes, time)` gives the full releases by `time` on the nodes that
     have room then, for the placement. On a busy cluster of hundreds of nodes this is most of
-    what a pass that reserves costs. `ends` is consumed."""
+    what a pass that reserves costs. An end before `now` counts as `now`. `ends` is consumed."""
     need = res.gpus
     have = {f.node.name: len(f.gpus) for f in frees}
     heapq.heapify(ends)
@@ -244,7 +244,7 @@ def reserve_by_count(
             continue  # a node gone from the inventory
         have[name] = count + gpus
         if count + gpus >= need:  # as `_earliest_by_count`: checked as each release comes back
-            time = end
+            time = end if end > now else now  # a job past its expected end ends any moment
             ready.add(name)
     if not ready:
         return None

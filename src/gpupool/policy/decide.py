@@ -342,15 +342,13 @@ class _Pass:
         return out
 
     def _ends(self) -> list[tuple[float, str, int]]:
-        """(end, node, GPU count) of every release, as `_releases` but as plain tuples."""
-        now, default_limit = self.now, self.config.default_time_limit_s
+        """(end, node, GPU count) of every release, as `_releases` but as plain tuples; an
+        end already past stays as it is (reserve_by_count counts it as now)."""
+        default_limit = self.config.default_time_limit_s
         taken = () if self.reclaimer is None else self.reclaimer.taken
         ends = [
             (
-                max(
-                    now,
-                    r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),
-                ),
+                r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),
                 r.node,
                 len(r.gpus),
             )

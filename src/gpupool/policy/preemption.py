@@ -33,7 +33,6 @@ again, naming the same victims; the engine signals each victim once (`engine/pre
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from gpupool.core.job import Resources
 from gpupool.core.project import fmt_gpus
@@ -135,6 +134,13 @@ class Reclaimer:
             return None
         book, best = self.book, None
         share = {name: self._share(name) for name in book.in_use}
+        # Branch and bound: each node's plan has a lower bound on its rank (lowest victim
+        # priority, work lost if the GPUs it lacks come from its youngest candidates); nodes
+        # are tried best bound first, and once a bound is worse than the best plan found no
+        # later node can win. The winner is the same as trying every node: ranks end in the
+        # node name, so there are no ties. On a big cluster a claim tries a handful of nodes.
+        now, typed = self.now, res.gpu_type or res.fractional
+        bounded = []
         for free in frees:
             mine = [
                 r for r in self.by_node.get(free.node.name, ())
@@ -142,20 +148,30 @@ class Reclaimer:
             ]  # fmt: skip
             if not mine:
                 continue
-            if not (res.fractional or res.gpu_type) and res.gpus > len(free.gpus) + sum(
-                len(r.gpus) for r in mine
-            ):
-                continue  # even all of them would not free enough (as `_hopeless`, unsorted)
+            if res.fractional:
+                lacks = 0
+            else:
+                have = (
+                    sum(g in free.gpus for g in matching_gpus(free.node, res))
+                    if typed
+                    else len(free.gpus)
+                )
+                lacks = res.gpus - have
+                if lacks > sum(len(r.gpus) for r in mine):
+                    continue  # even all of them would not free enough
+            youngest = min(now - r.start_time for r in mine)
+            floor = max(0, lacks) * max(0.0, youngest)
+            bounded.append(((min(r.priority for r in mine), floor), free.node.name, free, mine))
+        bounded.sort(key=lambda b: (b[0], b[1]))
+        for bound, _, free, mine in bounded:
+            if best is not None and bound > best[0][:2]:
+                break
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
-            if best is not None and mine[0].priority > best[0][0]:
-                continue  # its lowest-priority victim already ranks below the best plan
-            if not res.fractional and self._hopeless(res, free, mine, best):
-                continue
             found = self._on_node(job, free, shadow, mine)
             if found is not None:
                 # Least work thrown away first (GPU-seconds the victims have run: a
                 # requeued job starts over unless it checkpoints), then the fewest victims.
-                lost = sum(len(v.gpus) * max(0.0, self.now - v.start_time) for v in found[1])
+                lost = sum(len(v.gpus) * max(0.0, now - v.start_time) for v in found[1])
                 rank = (max(v.priority for v in found[1]), lost, len(found[1]),
                         sum(len(v.gpus) for v in found[1]), free.node.name)  # fmt: skip
                 if best is None or rank < best[0]:
@@ -167,25 +183,6 @@ class Reclaimer:
         placement, _ = place([view], res)
         assert placement is not None  # it fits, by _on_node
         return _plan(res, placement, victims, free)
-
-    def _hopeless(
-        self, res: Resources, free: NodeFree, mine: list[RunningJob], best: tuple[Any, ...] | None
-    ) -> bool:
-        """Whether this node's plan cannot fit the job, or cannot beat `best`, by counts alone
-        (cheap bounds checked before `_on_node`, which tries victims one by one: on a big
-        cluster a claim would otherwise try every node). The GPUs it lacks here must come
-        from victims, and each of them has run at least as long as the youngest here."""
-        if res.gpu_type:
-            have = sum(g in free.gpus for g in matching_gpus(free.node, res))
-        else:
-            have = len(free.gpus)
-        lacks = res.gpus - have
-        if lacks > sum(len(r.gpus) for r in mine):
-            return True  # even all of them would not free enough
-        if best is None or lacks <= 0:
-            return False
-        floor = lacks * min(max(0.0, self.now - r.start_time) for r in mine)
-        return (mine[0].priority, floor) > (best[0][0], best[0][1])
 
     def _on_node(
         self, job: PendingJob, free: NodeFree, shadow: Shadow | None, mine: list[RunningJob]

@@ -57,9 +57,16 @@ def _usable(free: NodeFree, res: Resources) -> list[int]:
     return [g for g in matching_gpus(free.node, res) if g in free.gpus]
 
 
+def _usable_count(free: NodeFree, res: Resources) -> int:
+    """len(_usable(...)), without building the list for an untyped request."""
+    if not res.gpu_type:
+        return len(free.gpus)
+    return sum(g in free.gpus for g in matching_gpus(free.node, res))
+
+
 def _count(free: NodeFree, res: Resources) -> int:
     """What the node can give a wide job now: its usable GPUs, or 0 without the CPUs/memory."""
-    return len(_usable(free, res)) if _has_room(free, res) else 0
+    return _usable_count(free, res) if _has_room(free, res) else 0
 
 
 def piece(res: Resources, gpus: Sequence[int]) -> Resources:
@@ -70,6 +77,8 @@ def piece(res: Resources, gpus: Sequence[int]) -> Resources:
 def place_wide(frees: Sequence[NodeFree], res: Resources) -> list[Placement] | None:
     """Where a wide job goes now, one Placement per node, fewest nodes (module docstring);
     None when the nodes with room for it have too few free GPUs in all."""
+    if sum(_count(f, res) for f in frees) < res.gpus:
+        return None  # the common case on a busy cluster: decided without sorting anything
     options: list[tuple[int, bool, str, NodeFree, list[int]]] = []
     for free in frees:
         if not _has_room(free, res):
@@ -106,7 +115,7 @@ def shortfall(frees: Sequence[NodeFree], res: Resources, nodes: tuple[Node, ...]
     kind = "GPU" if res.gpus == 1 else "GPUs"
     what = f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
     fewest = math.ceil(res.gpus / max(1, NodeFacts.of(nodes).widest(res.gpu_type)))
-    total = sum(len(_usable(f, res)) for f in frees)
+    total = sum(_usable_count(f, res) for f in frees)
     usable = sum(_count(f, res) for f in frees)
     text = f"needs {what} on at least {fewest} nodes; {total} free across the pool"
     if usable < total:
