@@ -216,6 +216,27 @@ class _Pass:
             req = self.requests[key] = _Request(check_satisfiable(res, self.snapshot.nodes, spread))
         return req
 
+    def exhausted(self) -> bool:
+        """No job that needs a GPU can start any more in this pass: the reservation is made
+        and no GPU is free, whole or shared (what is free only shrinks during a pass)."""
+        return self.shadow is not None and self.free.most() == 0
+
+    def settle(self, job: PendingJob) -> Status:
+        """The status `run` would give a job that needs a GPU once `exhausted()`, without
+        trying it: its request's, worked out once per request."""
+        req = self._request(job.resources)
+        if req.impossible is not None:
+            return req.impossible
+        if req.no_fit is not None:
+            return req.no_fit
+        if self.config.spread_wide_jobs and self._is_wide(job.resources):
+            return self._wide_no_fit(job, req)
+        # As `_try_start` says it with a reservation made and no GPU free.
+        words = _gpu_words(job.resources)
+        msg = f"needs {words} on one node; no node has more than 0 free now"
+        req.no_fit = Status(Code.RESOURCES, msg, "placement")
+        return req.no_fit
+
     def _claim(self, job: PendingJob, status: Status) -> Status:
         """A job within its quota that does not fit (`status`): reclaim for it, or else it
         waits, with the reservation if there is none yet."""
@@ -450,6 +471,8 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
                 now,
                 lambda job: state._request(job.resources).impossible is not None,
                 state._claim,
+                state.exhausted,
+                state.settle,
             )
         )
     reservations: tuple[Reservation, ...] = ()

@@ -166,6 +166,8 @@ class QuotaBook:
         now: float,
         impossible: Callable[[PendingJob], bool],
         reclaim: Callable[[PendingJob, Status], Status],
+        exhausted: Callable[[], bool] = lambda: False,
+        settle: Callable[[PendingJob], Status] | None = None,
     ) -> Iterator[PendingJob]:
         """The queue as the pass takes it (lazily): first, in queue order, the claims and the
         jobs quotas do not concern; then the borrowers, in `borrowers` order. A job its project
@@ -173,7 +175,10 @@ class QuotaBook:
         for another reason, --begin or unsatisfiable: then it is yielded, to say so). After
         each job: counted in use if it started; if a claim waits for resources, `reclaim`
         says how it waits. `claiming` is true while a claim is tried: it must not take the
-        reservation before reclaim had its say."""
+        reservation before reclaim had its say. Once `exhausted()` says no borrower can start
+        any more (nothing is free), the borrowers left get their status from `settle` without
+        being tried, in any order: on a full cluster with a long queue that is most of the
+        pass, and no decision changes."""
         deferred: list[PendingJob] = []
         for job in ordered:
             if job.begin_time is not None and job.begin_time > now:
@@ -189,15 +194,33 @@ class QuotaBook:
                 yield job
                 self._tried(job, pending, reclaim)
         limits = any(p.limit is not None for p in self.projects.values())
+        seen: set[int] = set()
         for job in self.borrowers(deferred):
-            verdict = self.admit(job) if limits else Verdict.BORROW
-            if job.project in self.reclaiming:
-                verdict = self._status("reclaiming", job.project, self.reclaiming[job.project])
+            if settle is not None and exhausted():
+                break
+            seen.add(job.id)
+            verdict = self._borrower_verdict(job, limits)
             if isinstance(verdict, Status) and not impossible(job):
                 pending[job.id] = verdict
             else:
                 yield job
                 self._tried(job, pending, reclaim)
+        else:
+            return
+        assert settle is not None
+        for job in deferred:  # nothing can start: the order no longer matters
+            if job.id not in seen:
+                verdict = self._borrower_verdict(job, limits)
+                if isinstance(verdict, Status) and not impossible(job):
+                    pending[job.id] = verdict
+                else:
+                    pending[job.id] = settle(job)
+
+    def _borrower_verdict(self, job: PendingJob, limits: bool) -> Verdict | Status:
+        verdict = self.admit(job) if limits else Verdict.BORROW
+        if job.project in self.reclaiming:
+            return self._status("reclaiming", job.project, self.reclaiming[job.project])
+        return verdict
 
     def _tried(
         self,
