@@ -65,6 +65,8 @@ def _free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
     cpus_used: dict[str, int] = {}
     mem_used: dict[str, int] = {}
     shared = bool(snapshot.unmanaged_memory)
+    facts = NodeFacts.of(snapshot.nodes)
+    room = facts.declares_room  # else CPUs and memory are not counted: no node limits them
     for r in snapshot.running:
         taken = used.get(r.node)
         if taken is None:
@@ -72,16 +74,18 @@ def _free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
         else:
             taken.update(r.gpus)
         res = r.resources
-        if res.cpus:
-            cpus_used[r.node] = cpus_used.get(r.node, 0) + res.cpus
-        if res.mem_bytes:
-            mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
-        if not shared and (res.gpu_memory_bytes is not None or res.gpu_fraction is not None):
+        if room:
+            if res.cpus:
+                cpus_used[r.node] = cpus_used.get(r.node, 0) + res.cpus
+            if res.mem_bytes:
+                mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
+        if res.gpu_fraction is not None or res.gpu_memory_bytes is not None:
             shared = True
-    views = []
-    for n in NodeFacts.of(snapshot.nodes).by_name_order:
+    views: list[NodeFree] = []
+    append = views.append
+    for n in facts.by_name_order:
         taken = used.get(n.name)
-        views.append(
+        append(
             NodeFree(
                 n,
                 set(n.gpu_indices - taken) if taken else set(n.gpu_indices),

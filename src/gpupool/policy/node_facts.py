@@ -17,7 +17,7 @@ from gpupool.core.hardware import Node
 
 class NodeFacts:
     __slots__ = ("nodes", "by_name_order", "gpu_memory", "largest_gpu_memory", "most_gpus",
-                 "total_gpus", "_widest")  # fmt: skip
+                 "total_gpus", "declares_room", "_widest")  # fmt: skip
 
     _last: NodeFacts | None = None
 
@@ -28,6 +28,8 @@ class NodeFacts:
         self.largest_gpu_memory = max(self.gpu_memory.values(), default=0)
         self.most_gpus = max((len(n.gpus) for n in nodes), default=0)
         self.total_gpus = sum(len(n.gpus) for n in nodes)
+        # Some node declares CPUs or memory: only then are jobs' CPUs and memory counted.
+        self.declares_room = any(n.cpus or n.memory_bytes for n in nodes)
         self._widest: dict[str | None, int] = {None: self.most_gpus}
 
     @classmethod
