@@ -206,3 +206,22 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_reclaim_case(case: Case) -> None:
     check(case)
+
+
+def test_reclaim_after_lets_a_claim_wait_for_free_gpus_first() -> None:
+    """`reclaim_after_s`: a claim that has waited less than that takes the reservation and
+    preempts nobody; once it has waited that long, it reclaims as usual."""
+    from gpupool.policy import Snapshot, decide
+    from gpupool.policy.snapshot import PolicyConfig
+
+    borrowers = tuple(run(10 + g, "box", [g], "vision", start=float(g)) for g in range(4))
+    claim = replace(job(1, 1, "nlp"), submit_time=900.0)
+    config = PolicyConfig(reclaim_after_s=600.0)
+    snap = Snapshot(BOX, (claim,), borrowers, config=config, projects=NLP2_VISION0)
+    early = decide(snap, 1000.0)  # waited 100 s
+    assert early.preemptions == ()
+    assert early.pending[1].code is Code.RESOURCES
+    assert [r.job_id for r in early.reservations] == [1]
+    late = decide(snap, 1500.0)  # waited 600 s
+    assert [p.for_job_id for p in late.preemptions] == [1]
+    assert late.pending[1].code is Code.RECLAIM
