@@ -9,7 +9,8 @@ from test_fractional_placement import frac, running
 from gpupool.core.job import Resources
 from gpupool.policy import PendingJob, RunningJob
 from gpupool.policy.backfill import FreeIndex, Release, reserve
-from gpupool.policy.decide import _free_view, decide
+from gpupool.policy.decide import decide
+from gpupool.policy.free_view import free_view
 from gpupool.policy.snapshot import Snapshot
 
 
@@ -19,7 +20,7 @@ def box(count: int = 1):
 
 def test_fractional_jobs_never_take_the_reservation() -> None:
     n = box(1)
-    frees = _free_view(Snapshot(nodes=(n,), running=(running(1, 0, frac(0.75), 60 * GiB),)))[0]
+    frees = free_view(Snapshot(nodes=(n,), running=(running(1, 0, frac(0.75), 60 * GiB),)))[0]
     releases = [Release(500.0, "box", (0,), frac(0.75), 60 * GiB)]
     assert reserve(9, frac(0.5), frees, releases, now=0.0) is None
     whole = reserve(9, Resources(gpus=1), frees, releases, now=0.0)
@@ -29,7 +30,7 @@ def test_fractional_jobs_never_take_the_reservation() -> None:
 def test_reservation_sees_a_shared_gpu_freed_only_when_all_its_jobs_end() -> None:
     n = box(1)
     run = (running(1, 0, frac(0.5), 40 * GiB), running(2, 0, frac(0.25), 20 * GiB))
-    frees = _free_view(Snapshot(nodes=(n,), running=run))[0]
+    frees = free_view(Snapshot(nodes=(n,), running=run))[0]
     releases = [
         Release(100.0, "box", (0,), frac(0.5), 40 * GiB),
         Release(300.0, "box", (0,), frac(0.25)),  # memory recomputed: 20GiB
@@ -59,7 +60,7 @@ def test_fractional_job_outlasting_the_reservation_keeps_off_reserved_gpus() -> 
 
 def test_free_index_places_fractions_on_nodes_without_free_gpus() -> None:
     run = (running(1, 0, frac(0.5), 40 * GiB),)
-    index = FreeIndex(_free_view(Snapshot(nodes=(box(1),), running=run))[0])
+    index = FreeIndex(free_view(Snapshot(nodes=(box(1),), running=run))[0])
     assert index.most() == 1
     placement = index.place(frac(0.5))
     assert placement is not None and placement.gpus == (0,)

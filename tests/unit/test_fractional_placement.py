@@ -10,7 +10,8 @@ from policy_builders import GiB, node
 from gpupool.core.hardware import Gpu, Node
 from gpupool.core.job import Resources
 from gpupool.policy import PendingJob, RunningJob
-from gpupool.policy.decide import _free_view, decide
+from gpupool.policy.decide import decide
+from gpupool.policy.free_view import free_view
 from gpupool.policy.placement import place
 from gpupool.policy.snapshot import Snapshot
 
@@ -42,7 +43,7 @@ def place_on(
     unmanaged: dict[tuple[str, int], int] | None = None,
 ):
     snap = Snapshot(nodes=(n,), running=run, unmanaged_memory=unmanaged or {})
-    return place(_free_view(snap)[0], res)
+    return place(free_view(snap)[0], res)
 
 
 # (id, node, running jobs, unmanaged, request, expected (gpus, bytes) or None)

@@ -46,54 +46,15 @@ from collections.abc import Iterable, Iterator
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import FreeIndex, Release, Shadow, reserve, reserve_by_count
 from gpupool.policy.feasibility import check_satisfiable
-from gpupool.policy.node_facts import NodeFacts
+from gpupool.policy.free_view import free_view
 from gpupool.policy.ordering import rank
-from gpupool.policy.placement import NodeFree, Placement, place, why_not, with_shared_gpus
+from gpupool.policy.placement import Placement, place, why_not
 from gpupool.policy.preemption import Reclaimer
 from gpupool.policy.priority_preemption import preempt_for_order
 from gpupool.policy.quota import QuotaBook
 from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
 from gpupool.policy.status import Code, Status
 from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_wide, shortfall
-
-
-def _free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
-    """What is free on every node (in name order), from one walk over the running jobs: this
-    is most of a pass's fixed cost on a big cluster. True: some GPU is shared (a fractional
-    job runs, or memory is held outside gpupool)."""
-    used: dict[str, set[int]] = {}
-    cpus_used: dict[str, int] = {}
-    mem_used: dict[str, int] = {}
-    shared = bool(snapshot.unmanaged_memory)
-    facts = NodeFacts.of(snapshot.nodes)
-    room = facts.declares_room  # else CPUs and memory are not counted: no node limits them
-    for r in snapshot.running:
-        taken = used.get(r.node)
-        if taken is None:
-            used[r.node] = set(r.gpus)
-        else:
-            taken.update(r.gpus)
-        res = r.resources
-        if room:
-            if res.cpus:
-                cpus_used[r.node] = cpus_used.get(r.node, 0) + res.cpus
-            if res.mem_bytes:
-                mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
-        if res.gpu_fraction is not None or res.gpu_memory_bytes is not None:
-            shared = True
-    views: list[NodeFree] = []
-    append = views.append
-    for n in facts.by_name_order:
-        taken = used.get(n.name)
-        append(
-            NodeFree(
-                n,
-                set(n.gpu_indices - taken) if taken else set(n.gpu_indices),
-                (n.cpus - cpus_used.get(n.name, 0)) if n.cpus else None,
-                (n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
-            )
-        )
-    return (with_shared_gpus(views, snapshot) if shared else views), shared
 
 
 def _gpu_words(res: Resources) -> str:
@@ -130,7 +91,7 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot, self.now, self.config = snapshot, now, snapshot.config
-        frees, self.shared = _free_view(snapshot)
+        frees, self.shared = free_view(snapshot)
         self.free = FreeIndex(frees)
         self.starts: list[Start] = []
         self.started: list[Release] = []  # this pass's starts, for the reservation timeline
