@@ -91,7 +91,8 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot, self.now, self.config = snapshot, now, snapshot.config
-        frees, self.shared = free_view(snapshot)
+        view = free_view(snapshot)
+        frees, self.shared = view.frees, view.shared
         self.free = FreeIndex(frees)
         self.starts: list[Start] = []
         self.started: list[Release] = []  # this pass's starts, for the reservation timeline
@@ -102,7 +103,11 @@ class _Pass:
         self.behind: Status | None = None  # the Priority status of jobs that would delay it
         self.requests: dict[tuple[object, ...], _Request] = {}
         # None: no project has a quota or a limit, or the profile ignores them
-        self.book = QuotaBook.of(snapshot) if snapshot.config.use_quotas else None
+        self.book = (
+            QuotaBook.of(snapshot, view.whole_in_use, view.partial)
+            if snapshot.config.use_quotas
+            else None
+        )
         self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book, now)
 
     def run(self, ordered: Iterable[PendingJob]) -> None:

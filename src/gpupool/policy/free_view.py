@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.placement import NodeFree, with_shared_gpus
-from gpupool.policy.snapshot import Snapshot
+from gpupool.policy.snapshot import RunningJob, Snapshot
 
 
-def free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
-    """What is free on every node (in name order), from one walk over the running jobs: this
-    is most of a pass's fixed cost on a big cluster. True: some GPU is shared (a fractional
-    job runs, or memory is held outside gpupool)."""
+class FreeView(NamedTuple):
+    frees: list[NodeFree]  # every node, in name order
+    shared: bool  # some GPU is shared: a fractional job runs, or memory is held outside gpupool
+    # For the quota book, from the same walk: each project's GPUs held by its whole-GPU jobs,
+    # and the jobs that hold part of a GPU (what they count for depends on the GPU).
+    whole_in_use: dict[str, float]
+    partial: list[RunningJob]
+
+
+def free_view(snapshot: Snapshot) -> FreeView:
+    """What is free on every node, from one walk over the running jobs: this is most of a
+    pass's fixed cost on a big cluster, so the quota book's figures come from it too."""
     used: dict[str, set[int]] = {}
+    whole: dict[str, float] = {}
+    partial: list[RunningJob] = []
     cpus_used: dict[str, int] = {}
     mem_used: dict[str, int] = {}
     shared = bool(snapshot.unmanaged_memory)
@@ -31,6 +43,11 @@ def free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
                 mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
         if res.gpu_fraction is not None or res.gpu_memory_bytes is not None:
             shared = True
+            partial.append(r)
+        elif r.gpu_memory_bytes is not None:
+            partial.append(r)
+        else:
+            whole[r.project] = whole.get(r.project, 0.0) + len(r.gpus)
     views: list[NodeFree] = []
     append = views.append
     for n in facts.by_name_order:
@@ -43,4 +60,5 @@ def free_view(snapshot: Snapshot) -> tuple[list[NodeFree], bool]:
                 (n.memory_bytes - mem_used.get(n.name, 0)) if n.memory_bytes else None,
             )
         )
-    return (with_shared_gpus(views, snapshot) if shared else views), shared
+    frees = with_shared_gpus(views, snapshot) if shared else views
+    return FreeView(frees, shared, whole, partial)

@@ -54,36 +54,49 @@ class Verdict(Enum):
 class QuotaBook:
     """Each project's quota, limit, weight and GPUs in use during one pass."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        whole_in_use: dict[str, float] | None = None,
+        partial: list[RunningJob] | None = None,
+    ) -> None:
+        """`whole_in_use` and `partial`: the running jobs' GPUs by project as the pass's free
+        view counted them (free_view.FreeView), to save a walk; else counted here."""
         self.projects = snapshot.projects
         self.guarantees = any(p.quota > 0 for p in self.projects.values())
         facts = NodeFacts.of(snapshot.nodes)
         self._gpu_mem = facts.gpu_memory
         self._largest = facts.largest_gpu_memory
-        self.in_use: dict[str, float] = {}
-        in_use, held = self.in_use, self.held
-        for r in snapshot.running:
-            res = r.resources
-            # Whole GPUs (the common case) inline: this walk is in every pass.
-            n = (
-                float(len(r.gpus))
-                if res.gpu_fraction is None
-                and res.gpu_memory_bytes is None
-                and r.gpu_memory_bytes is None
-                else held(r)
-            )
-            in_use[r.project] = in_use.get(r.project, 0.0) + n
+        if whole_in_use is None or partial is None:
+            whole_in_use, partial = {}, []
+            for r in snapshot.running:
+                res = r.resources
+                if (
+                    res.gpu_fraction is None
+                    and res.gpu_memory_bytes is None
+                    and r.gpu_memory_bytes is None
+                ):
+                    whole_in_use[r.project] = whole_in_use.get(r.project, 0.0) + len(r.gpus)
+                else:
+                    partial.append(r)
+        self.in_use: dict[str, float] = dict(whole_in_use)
+        for r in partial:
+            self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
         self._said: dict[tuple[str, str, float], Status] = {}
         self.claiming = False  # a claim is being tried (admitted)
         self.reclaiming: dict[str, int] = {}  # project -> its first job reclaimed for
 
     @staticmethod
-    def of(snapshot: Snapshot) -> QuotaBook | None:
+    def of(
+        snapshot: Snapshot,
+        whole_in_use: dict[str, float] | None = None,
+        partial: list[RunningJob] | None = None,
+    ) -> QuotaBook | None:
         """None when no project has a quota or a limit: then quotas change nothing."""
         if not any(p.quota > 0 or p.limit is not None for p in snapshot.projects.values()):
             return None
-        return QuotaBook(snapshot)
+        return QuotaBook(snapshot, whole_in_use, partial)
 
     def project(self, name: str) -> Project:
         return self.projects.get(name, _NO_PROJECT)
