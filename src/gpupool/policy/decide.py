@@ -191,9 +191,20 @@ class _Pass:
         and no GPU is free, whole or shared (what is free only shrinks during a pass)."""
         return self.shadow is not None and self.free.most() == 0
 
-    def settle(self, job: PendingJob) -> Status:
-        """The status `run` would give a job that needs a GPU once `exhausted()`, without
-        trying it: its request's, worked out once per request."""
+    def settle(self, jobs: list[PendingJob]) -> None:
+        """The status `run` would give each of these jobs, which need a GPU, once
+        `exhausted()`, without trying them: their request's, worked out once per request
+        (a tight loop: on a full cluster this is most of the queue, every pass)."""
+        pending, requests = self.pending, self.requests
+        for job in jobs:
+            res = job.resources
+            key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes,
+                   res.gpu_fraction)  # fmt: skip
+            req = requests.get(key)
+            status = None if req is None else (req.impossible or req.no_fit)
+            pending[job.id] = status if status is not None else self._settle_one(job)
+
+    def _settle_one(self, job: PendingJob) -> Status:
         req = self._request(job.resources)
         if req.impossible is not None:
             return req.impossible

@@ -180,7 +180,7 @@ class QuotaBook:
         impossible: Callable[[PendingJob], bool],
         reclaim: Callable[[PendingJob, Status], Status],
         exhausted: Callable[[], bool] = lambda: False,
-        settle: Callable[[PendingJob], Status] | None = None,
+        settle: Callable[[list[PendingJob]], None] | None = None,
     ) -> Iterator[PendingJob]:
         """The queue as the pass takes it (lazily): first, in queue order, the claims and the
         jobs quotas do not concern; then the borrowers, in `borrowers` order. A job its project
@@ -189,8 +189,8 @@ class QuotaBook:
         each job: counted in use if it started; if a claim waits for resources, `reclaim`
         says how it waits. `claiming` is true while a claim is tried: it must not take the
         reservation before reclaim had its say. Once `exhausted()` says no borrower can start
-        any more (nothing is free), the borrowers left get their status from `settle` without
-        being tried, in any order: on a full cluster with a long queue that is most of the
+        any more (nothing is free), the borrowers left that quotas do not hold back get their
+        status from `settle` (which writes it in `pending`) without being tried, in any order: on a full cluster with a long queue that is most of the
         pass, and no decision changes."""
         deferred: list[PendingJob] = []
         for job in ordered:
@@ -221,13 +221,27 @@ class QuotaBook:
         else:
             return
         assert settle is not None
-        for job in deferred:  # nothing can start: the order no longer matters
-            if job.id not in seen:
-                verdict = self._borrower_verdict(job, limits)
-                if isinstance(verdict, Status) and not impossible(job):
-                    pending[job.id] = verdict
-                else:
-                    pending[job.id] = settle(job)
+        rest = [job for job in deferred if job.id not in seen]  # any order: nothing starts
+        if limits or self.reclaiming:
+            held_back = [job for job in rest if self._held_back(job, limits, pending, impossible)]
+            if held_back:
+                back = {job.id for job in held_back}
+                rest = [job for job in rest if job.id not in back]
+        settle(rest)
+
+    def _held_back(
+        self,
+        job: PendingJob,
+        limits: bool,
+        pending: dict[int, Status],
+        impossible: Callable[[PendingJob], bool],
+    ) -> bool:
+        """A borrower its project holds back gets its `Quota` status (True)."""
+        verdict = self._borrower_verdict(job, limits)
+        if isinstance(verdict, Status) and not impossible(job):
+            pending[job.id] = verdict
+            return True
+        return False
 
     def _borrower_verdict(self, job: PendingJob, limits: bool) -> Verdict | Status:
         verdict = self.admit(job) if limits else Verdict.BORROW
