@@ -18,6 +18,8 @@ import math
 import sys
 from typing import Any
 
+from gpupool.cli.pool_usage import measured_utilization, window_seconds
+
 CLOUD_FLAGS = ("cloud_rate", "cloud_gpu_rate", "cloud_instance", "cloud_annual")
 
 
@@ -89,22 +91,6 @@ def _fraction(text: str | None, flag: str, default: float, low_open: bool = True
     return value
 
 
-def _window_seconds(text: str | None) -> float:
-    from gpupool.plan.quantity import PlanError
-
-    units = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-    raw = (text or "30d").strip().lower()
-    scale = units.get(raw[-1:], None)
-    number = raw[:-1] if scale else raw
-    try:
-        value = float(number) * (scale or 86400.0)  # a bare number is days
-    except ValueError:
-        raise PlanError(f"--window: not a duration: {text!r} (examples: 30d, 12h, 2w)") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise PlanError(f"--window must be positive, got {text!r}")
-    return value
-
-
 def _cloud(
     args: argparse.Namespace, catalog: Any, server: Any
 ) -> tuple[float, float, dict[str, Any]]:
@@ -165,64 +151,6 @@ def _source(entry: Any, field: str = "usd_per_hour") -> str:
         return "catalog"
 
 
-def _measured(args: argparse.Namespace, window_s: float) -> tuple[float, dict[str, Any]]:
-    """The pool's own utilization over --window (plan.usage), and how it was measured."""
-    import time
-
-    from gpupool.client import Client
-    from gpupool.plan.quantity import PlanError
-    from gpupool.plan.usage import measure_usage
-
-    client = Client(args.state_dir, url=args.url)
-    jobs = client.jobs(include_finished=True)
-    inventory = client.gpus()
-    memory = {
-        (node["name"], g["index"]): g.get("memory_bytes") or 0
-        for node in inventory.get("nodes", [])
-        for g in node.get("gpus", [])
-    }
-    capacity = len(memory)
-    if capacity == 0:
-        raise PlanError("--from-usage: the pool reports no GPUs")
-    if not jobs:
-        raise PlanError("--from-usage: the pool has no job history yet; give --utilization")
-    now = time.time()
-    first_submit = min(j["submit_time"] for j in jobs)
-    start = max(now - window_s, first_submit)
-    intervals = [
-        (j["start_time"], j["end_time"], _gpus_held(j, memory))
-        for j in jobs
-        if j.get("start_time") is not None
-    ]
-    usage = measure_usage(intervals, capacity, start, now)
-    info = {
-        "utilization_source": "measured (--from-usage)",
-        "window": args.window or "30d",
-        "window_start": start,
-        "window_end": now,
-        "window_days": (now - start) / 86400.0,
-        "capacity_gpus": capacity,
-        "allocated_gpu_hours": usage.allocated_gpu_hours,
-        "capacity_gpu_hours": usage.capacity_gpu_hours,
-        "jobs_counted": usage.jobs_counted,
-        "measured_utilization": usage.utilization,
-    }
-    return min(usage.utilization, 1.0), info
-
-
-def _gpus_held(job: dict[str, Any], memory: dict[tuple[str, int], int]) -> float:
-    """Whole GPUs, or a fractional job's share: its --gpus fraction, or memory over the GPU's."""
-    res = job.get("resources") or {}
-    if res.get("gpu_fraction") is not None:
-        return float(res["gpu_fraction"])
-    granted = job.get("gpu_memory_bytes") or res.get("gpu_memory_bytes")
-    if granted and job.get("gpus"):
-        total = memory.get((job.get("node"), job["gpus"][0]), 0)
-        if total:
-            return min(1.0, granted / total)
-    return float(res.get("gpus") or 0)
-
-
 def _inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, str]]:
     from gpupool.plan.cost import CostInputs
     from gpupool.plan.quantity import PlanError
@@ -281,7 +209,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, st
     usage_echo: dict[str, Any] = {
         "utilization_source": "--utilization" if args.utilization else "default"
     }
-    window_s = _window_seconds(args.window) if args.from_usage else 0.0
+    window_s = window_seconds(args.window) if args.from_usage else 0.0
     inputs = CostInputs(
         capex_usd=capex,
         cloud_usd_per_hour=rate,
@@ -305,7 +233,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, st
     if args.from_usage:  # last: every flag is checked before the pool is asked
         import dataclasses
 
-        utilization, usage_echo = _measured(args, window_s)
+        utilization, usage_echo = measured_utilization(args, window_s)
         inputs = dataclasses.replace(inputs, utilization=utilization)
     return inputs, {**echo, **cloud_echo, **usage_echo}, notes
 
