@@ -7,7 +7,7 @@ Runs, for each load and seed (skipping those already in --out):
 then prints one Markdown table per load: each profile's metrics averaged over the seeds
 (min-max in brackets where the seeds differ), and the checks the issue asks for.
 
-Usage: python bench/sim_quality.py [--limit 20000] [--loads 0.6,0.8,0.95] [--seeds 1,2,3]
+Usage: python bench/sim_quality.py [--limit 20000 (0: the whole trace)] [--loads 0.6,0.8,0.95] [--seeds 1,2,3]
        [--out sim-quality] [--workers 2]
 """
 
