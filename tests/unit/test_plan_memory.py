@@ -202,3 +202,10 @@ def test_plot_writes_png(capsys: pytest.CaptureFixture[str], tmp_path) -> None: 
     out = run_json(capsys, "--params", "7.5e9", "--gpus", "64", "--zero", "3", "--plot", str(png))
     assert out["gb_per_gpu"] == pytest.approx(1.875)
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_unknown_gpu_is_refused_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpupool.cli.main import main
+
+    assert main(["plan", "memory", "--params", "7e9", "--gpu", "Z100"]) == 2
+    assert "--gpu: unknown GPU 'Z100'" in capsys.readouterr().err

@@ -193,3 +193,11 @@ def test_plot_writes_png(capsys: pytest.CaptureFixture[str], tmp_path) -> None: 
     out = run_json(capsys, *GPT3_ARGV, "--mfu", "0.4", "--plot", str(png))
     assert out["days"] == pytest.approx(28.53, abs=0.005)
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_unknown_gpu_is_refused_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpupool.cli.main import main
+
+    assert main(["plan", "train", "--params", "7e9", "--tokens", "1e12", "--gpu", "Z100"]) == 2
+    err = capsys.readouterr().err
+    assert "--gpu: unknown GPU 'Z100'" in err and "A100-80GB" in err

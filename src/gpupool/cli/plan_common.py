@@ -92,3 +92,11 @@ def fraction(value: float, flag: str) -> float:
     if not 0 < value <= 1:
         raise PlanError(f"{flag} must be in (0, 1], got {value:g}")
     return value
+
+
+def named(find: Callable[[str], Any], name: str, flag: str) -> Any:
+    """A catalog entry by name; an unknown one is refused naming the flag it came from."""
+    try:
+        return find(name)
+    except PlanError as e:
+        raise PlanError(f"{flag}: {e}") from None

@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any
 
+from gpupool.cli.plan_common import named
+
 ACTIVATION_FLAGS = ("layers", "hidden", "seq", "micro_batch", "heads")
 
 
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     activations, activation_inputs = _activations(args)
 
     catalog = load_catalog(args)
-    chosen_gpu = catalog.gpu(args.gpu).name if args.gpu else None
+    chosen_gpu = named(catalog.gpu, args.gpu, "--gpu").name if args.gpu else None
     gpu_memory = sorted(((g.name, g.memory_gb) for g in catalog.gpus), key=lambda x: (x[1], x[0]))
     plan = memory_plan(params, gpus, stage, activations, gpu_memory, headroom)
     chosen_fit = next((f for f in plan.fits if f.name == chosen_gpu), None)

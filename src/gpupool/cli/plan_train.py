@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import Any
 
+from gpupool.cli.plan_common import named
+
 DEFAULT_GPU = "A100-80GB"
 DEFAULT_MFU = 0.4  # a well-tuned large run; GPT-3-era runs sustained about 20-30%
 SWEEP_MFUS = (0.2, 0.3, 0.4, 0.5, 0.6)
@@ -117,9 +119,9 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
         catalog = load_catalog(args)
     if args.cloud_instance:
         assert catalog is not None
-        cloud = catalog.cloud(args.cloud_instance)
+        cloud = named(catalog.cloud, args.cloud_instance, "--cloud-instance")
         cloud_gpu = catalog.gpu(cloud.gpu)
-        if args.gpu and catalog.gpu(args.gpu).name != cloud_gpu.name:
+        if args.gpu and named(catalog.gpu, args.gpu, "--gpu").name != cloud_gpu.name:
             raise PlanError(
                 f"--cloud-instance {cloud.name} has {cloud_gpu.name} GPUs, but --gpu says {args.gpu}"
             )
@@ -139,7 +141,7 @@ def _hardware(args: argparse.Namespace) -> dict[str, Any]:
     else:
         assert catalog is not None
         if gpu is None:
-            gpu = catalog.gpu(args.gpu or DEFAULT_GPU)
+            gpu = named(catalog.gpu, args.gpu or DEFAULT_GPU, "--gpu")
         hw["gpu"] = gpu.name
         hw["peak_tflops"] = gpu.peak_tflops(args.precision)
         hw["peak_source"] = f"catalog {gpu.name}, dense {args.precision}" + (
