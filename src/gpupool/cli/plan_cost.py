@@ -18,6 +18,7 @@ import math
 import sys
 from typing import Any
 
+from gpupool.cli.plan_common import named
 from gpupool.cli.pool_usage import measured_utilization, window_seconds
 
 CLOUD_FLAGS = ("cloud_rate", "cloud_gpu_rate", "cloud_instance", "cloud_annual")
@@ -117,7 +118,7 @@ def _cloud(
         gpus = _number(args.gpus, "--gpus", positive=True) if args.gpus else float(server.gpus)
         info = {"cloud_usd_per_gpu_hour": per_gpu, "gpus": gpus, "cloud_source": "--cloud-gpu-rate"}
         return per_gpu * gpus, 0.0, {**info, "cloud_usd_per_hour": per_gpu * gpus}
-    price = _named(catalog.cloud, args.cloud_instance, "--cloud-instance")
+    price = named(catalog.cloud, args.cloud_instance, "--cloud-instance")
     info = {
         "cloud_instance": price.name,
         "cloud_usd_per_hour": price.usd_per_hour,
@@ -131,16 +132,6 @@ def _cloud(
         fee = price.usd_per_hour * HOURS_PER_YEAR
         return 0.0, fee, {**info, "cloud_reserved_usd_per_year": fee}
     return price.usd_per_hour, 0.0, info
-
-
-def _named(lookup: Any, name: str, flag: str) -> Any:
-    """A catalog entry by name, the error naming the flag it came from."""
-    from gpupool.plan.quantity import PlanError
-
-    try:
-        return lookup(name)
-    except PlanError as e:
-        raise PlanError(f"{flag}: {e}") from None
 
 
 def _source(entry: Any, field: str = "usd_per_hour") -> str:
@@ -163,7 +154,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, st
         catalog = load_catalog(args)
     server = None
     if catalog is not None and args.server:
-        server = _named(catalog.server, args.server, "--server")
+        server = named(catalog.server, args.server, "--server")
     notes: dict[str, str] = {}
     echo: dict[str, Any] = {"server": server.name if server else None}
 

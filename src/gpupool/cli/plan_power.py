@@ -16,6 +16,8 @@ import math
 import sys
 from typing import Any
 
+from gpupool.cli.plan_common import named
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--volts", required=True, help="circuit voltage (line-to-line for 3-phase)")
@@ -79,10 +81,7 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
     elif args.server is not None:
         from gpupool.cli.plan_common import load_catalog
 
-        try:
-            server = load_catalog(args).server(args.server)
-        except PlanError as e:
-            raise PlanError(f"--server: {e}") from None
+        server = named(load_catalog(args).server, args.server, "--server")
         inputs["server"] = server.name
         inputs["server_kw"] = server.max_power_kw
     if inputs["psus"] is not None and inputs["server_kw"] is None:

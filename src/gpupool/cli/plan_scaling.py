@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any
 
+from gpupool.cli.plan_common import named
+
 DEFAULT_INTERCONNECT = "pcie4-x16"  # what a PCIe server without NVLink gives each GPU
 
 
@@ -74,10 +76,9 @@ def _link(args: argparse.Namespace, catalog: Any) -> tuple[float, float, str]:
     if args.bandwidth is not None:
         bandwidth = parse_bandwidth(args.bandwidth, "--bandwidth")
         return bandwidth, (latency_us or 0.0) * 1e-6, f"--bandwidth {args.bandwidth}"
-    try:
-        link = catalog().interconnect(args.interconnect or DEFAULT_INTERCONNECT)
-    except PlanError as e:
-        raise PlanError(f"--interconnect: {e}") from None
+    link = named(
+        catalog().interconnect, args.interconnect or DEFAULT_INTERCONNECT, "--interconnect"
+    )
     if latency_us is None:
         latency_us = link.latency_us
     origin = f"{link.name} from the catalog ({link.bandwidth_gbs:g} GB/s, {link.latency_us:g} us)"
@@ -114,10 +115,7 @@ def _compute(
     if missing:
         flags = ", ".join("--" + f.replace("_", "-") for f in missing)
         raise PlanError(f"deriving the step from FLOPs also needs {flags}")
-    try:
-        gpu = catalog().gpu(args.gpu)
-    except PlanError as e:
-        raise PlanError(f"--gpu: {e}") from None
+    gpu = named(catalog().gpu, args.gpu, "--gpu")
     peak = gpu.peak_tflops(args.precision)
     flops = _positive(args.flops_per_sample, "--flops-per-sample")
     assert batch is not None
