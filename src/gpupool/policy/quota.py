@@ -179,8 +179,8 @@ class QuotaBook:
         now: float,
         impossible: Callable[[PendingJob], bool],
         reclaim: Callable[[PendingJob, Status], Status],
-        exhausted: Callable[[], bool] = lambda: False,
-        settle: Callable[[list[PendingJob]], None] | None = None,
+        exhausted: Callable[[], bool],
+        settle: Callable[[list[PendingJob]], None],
     ) -> Iterator[PendingJob]:
         """The queue as the pass takes it (lazily): first, in queue order, the claims and the
         jobs quotas do not concern; then the borrowers, in `borrowers` order. A job its project
@@ -209,7 +209,7 @@ class QuotaBook:
         limits = any(p.limit is not None for p in self.projects.values())
         seen: set[int] = set()
         for job in self.borrowers(deferred):
-            if settle is not None and exhausted():
+            if exhausted():
                 break
             seen.add(job.id)
             verdict = self._borrower_verdict(job, limits)
@@ -220,7 +220,6 @@ class QuotaBook:
                 self._tried(job, pending, reclaim)
         else:
             return
-        assert settle is not None
         rest = [job for job in deferred if job.id not in seen]  # any order: nothing starts
         if limits or self.reclaiming:
             held_back = [job for job in rest if self._held_back(job, limits, pending, impossible)]
