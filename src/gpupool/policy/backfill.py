@@ -34,6 +34,7 @@ from typing import NamedTuple
 from gpupool.core.job import Resources
 from gpupool.core.units import format_duration
 from gpupool.policy.placement import NodeFree, Placement, granted_bytes, place, why_not
+from gpupool.policy.running_view import RunningView
 from gpupool.policy.snapshot import PolicyConfig, Reservation
 
 
@@ -270,14 +271,40 @@ class FreeIndex:
         for f in frees:
             self.groups[len(f.gpus)][f.node.name] = f
         self.sharing = {f.node.name for f in frees if f.sharers}  # nodes with shared GPUs
+        # From a RunningView: its NodeFree objects, not to be written; `take` copies a node
+        # first. None: `frees` belongs to this pass.
+        self._borrowed: dict[str, int] | None = None
+
+    @classmethod
+    def from_view(cls, view: RunningView) -> FreeIndex:
+        """An index over what `view` says is free (it serves a pass only without shared
+        GPUs: `RunningView.serves`). Its containers are copied, its nodes only on write: a
+        pass starts jobs on a few of hundreds of nodes."""
+        index = cls.__new__(cls)
+        index.frees = list(view.frees)
+        index.by_name = dict(view.by_name)
+        index.groups = [dict(g) for g in view.groups]
+        index.sharing = set()
+        index._borrowed = dict(view.position)
+        return index
 
     def take(self, placement: Placement, res: Resources) -> None:
         free = self.by_name[placement.node]
         del self.groups[len(free.gpus)][placement.node]
+        borrowed = self._borrowed
+        if borrowed is not None and placement.node in borrowed:
+            free = self._own(free, borrowed.pop(placement.node))
         free.take(placement.gpus, res)
         self.groups[len(free.gpus)][placement.node] = free
         if free.sharers:
             self.sharing.add(placement.node)
+
+    def _own(self, free: NodeFree, position: int) -> NodeFree:
+        """This pass's own copy of a node borrowed from a view, in every place it is listed
+        (`frees` is the list callers hold, so it is updated in place)."""
+        mine = NodeFree(free.node, set(free.gpus), free.cpus, free.mem_bytes)
+        self.frees[position] = self.by_name[free.node.name] = mine
+        return mine
 
     def most(self, without: str | None = None) -> int:
         """The most free GPUs of any node (other than `without`). Any node with a shared GPU,

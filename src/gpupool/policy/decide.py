@@ -52,7 +52,14 @@ from gpupool.policy.placement import Placement, place, why_not
 from gpupool.policy.preemption import Reclaimer
 from gpupool.policy.priority_preemption import preempt_for_order
 from gpupool.policy.quota import QuotaBook
-from gpupool.policy.snapshot import Decision, PendingJob, Reservation, Snapshot, Start
+from gpupool.policy.snapshot import (
+    Decision,
+    PendingJob,
+    Reservation,
+    RunningJob,
+    Snapshot,
+    Start,
+)
 from gpupool.policy.status import Code, Status
 from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_wide, shortfall
 
@@ -91,9 +98,15 @@ class _Pass:
 
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot, self.now, self.config = snapshot, now, snapshot.config
-        view = free_view(snapshot)
-        frees, self.shared = view.frees, view.shared
-        self.free = FreeIndex(frees)
+        running = snapshot.running_view
+        self.view = running if running is not None and running.serves(snapshot) else None
+        if self.view is not None:  # kept up to date by the caller: nothing to count
+            self.free, self.shared = FreeIndex.from_view(self.view), False
+            whole_in_use, partial = self.view.whole_in_use, []
+        else:
+            view = free_view(snapshot)
+            self.free, self.shared = FreeIndex(view.frees), view.shared
+            whole_in_use, partial = view.whole_in_use, view.partial
         self.starts: list[Start] = []
         self.started: list[Release] = []  # this pass's starts, for the reservation timeline
         self.version = 0  # one more at each start
@@ -104,9 +117,7 @@ class _Pass:
         self.requests: dict[tuple[object, ...], _Request] = {}
         # None: no project has a quota or a limit, or the profile ignores them
         self.book = (
-            QuotaBook.of(snapshot, view.whole_in_use, view.partial)
-            if snapshot.config.use_quotas
-            else None
+            QuotaBook.of(snapshot, whole_in_use, partial) if snapshot.config.use_quotas else None
         )
         self.reclaimer = None if self.book is None else Reclaimer(snapshot, self.book, now)
 
@@ -335,7 +346,11 @@ class _Pass:
         now, default_limit = self.now, self.config.default_time_limit_s
         taken = () if self.reclaimer is None else self.reclaimer.taken
         out = []
-        for r in self.snapshot.running:
+        running: Iterable[RunningJob] = self.snapshot.running
+        if nodes is not None and self.view is not None:  # only the pieces on those nodes
+            on_node = self.view.on_node
+            running = [r for name in nodes for r in on_node.get(name, {}).values()]
+        for r in running:
             if (nodes is None or r.node in nodes) and r.id not in taken:
                 end = r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s)
                 if end <= by:
@@ -348,6 +363,13 @@ class _Pass:
         end already past stays as it is (reserve_by_count counts it as now)."""
         default_limit = self.config.default_time_limit_s
         taken = () if self.reclaimer is None else self.reclaimer.taken
+        if self.view is not None:  # the view keeps them, with the same default limit
+            if taken:
+                ends = [e for (job_id, _), e in self.view.ends.items() if job_id not in taken]
+            else:
+                ends = list(self.view.ends.values())
+            ends += [(s.end, s.node, len(s.gpus)) for s in self.started]
+            return ends
         ends = [
             (
                 r.start_time + (default_limit if r.time_limit_s is None else r.time_limit_s),

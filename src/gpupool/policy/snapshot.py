@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
 from gpupool.policy.status import Status
+
+if TYPE_CHECKING:
+    from gpupool.policy.running_view import RunningView
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,10 @@ class Snapshot:
     projects: Mapping[str, Project] = field(default_factory=dict)
     # GPU memory held by processes gpupool does not manage, by (node, GPU index).
     unmanaged_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    # What `running` leaves free, kept up to date by a caller that runs many passes (the
+    # trace replay), so a pass need not count it from every running job: it must describe
+    # exactly `running` (policy/running_view.py). None: counted in the pass.
+    running_view: RunningView | None = field(default=None, compare=False, repr=False)
 
     def used_gpus(self) -> dict[str, set[int]]:
         used: dict[str, set[int]] = {n.name: set() for n in self.nodes}

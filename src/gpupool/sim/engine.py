@@ -32,15 +32,23 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from itertools import chain
+from dataclasses import dataclass, replace
 
 from gpupool.core.job import DEFAULT_PRIORITY, Resources
 from gpupool.core.project import Project
 from gpupool.policy.decide import decide
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, Snapshot, Start, Usage
+from gpupool.policy.running_view import RunningView
+from gpupool.policy.snapshot import (
+    Decision,
+    PendingJob,
+    PolicyConfig,
+    RunningJob,
+    Snapshot,
+    Start,
+    Usage,
+)
 from gpupool.sim.load import replayed_load
 from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
 from gpupool.sim.usage import UsageTracker
@@ -64,6 +72,9 @@ class SimOptions:
     # Leave out passes that provably do nothing (Replay._nothing_can_start). Same results;
     # off only to check that claim (tests/unit/test_sim_engine.py).
     skip_idle_passes: bool = True
+    # Compare the running view the replay keeps (policy/running_view.py) with a fresh count
+    # before every pass: slow, for tests.
+    check_running_view: bool = False
 
 
 class _Job:
@@ -136,6 +147,9 @@ class Replay:
                 self.refused.append(tj)
         self.pending: dict[int, PendingJob] = {}
         self.running: dict[int, _Job] = {}
+        # The running pieces and what they leave free, kept as jobs start and stop, so a
+        # pass need not count them (policy/running_view.py).
+        self.view = RunningView(cluster.nodes, config.default_time_limit_s)
         self.ends: list[tuple[float, int, int]] = []  # (time, job id, attempt)
         # What the skip test (_nothing_can_start) reads, kept up to date as jobs come and go.
         self.free_on = {n.name: len(n.gpus) for n in cluster.nodes}
@@ -250,12 +264,15 @@ class Replay:
             snapshot = Snapshot(
                 self.cluster.nodes,
                 tuple(self.pending.values()),
-                tuple(chain.from_iterable(j.pieces for j in self.running.values())),
+                self.view.running(),
                 config=self.config,
                 usage=_NO_USAGE if self.usage is None else self.usage.usage(now),
                 projects=self.projects,
+                running_view=self.view,
             )
             decision = decide(snapshot, now)
+            if self.options.check_running_view:
+                self._check_view(snapshot, decision, now)
             self.decide_calls += 1
             for p in decision.preemptions:
                 victim = self.jobs.get(p.job_id)
@@ -265,6 +282,20 @@ class Replay:
                 self._start(self.jobs[start.job_id], start, now)
             if not decision.preemptions:
                 return
+
+    def _check_view(self, snapshot: Snapshot, decision: Decision, now: float) -> None:
+        """The running view agrees with a fresh count, the pass left it as it was, and a
+        pass that counts afresh decides the same (SimOptions.check_running_view)."""
+        wrong = self.view.check(snapshot)
+        counted = decide(replace(snapshot, running_view=None), now)
+        if (counted.starts, counted.preemptions, dict(counted.pending)) != (
+            decision.starts,
+            decision.preemptions,
+            dict(decision.pending),
+        ):
+            wrong.append("a pass that counts afresh decides otherwise")
+        if wrong:
+            raise RuntimeError(f"running view at t={now}: {'; '.join(wrong)}")
 
     # --- what happens to a job ----------------------------------------------------------
 
@@ -332,6 +363,7 @@ class Replay:
         job.pieces = tuple(pieces)
         for piece in pieces:
             self.free_on[piece.node] -= len(piece.gpus)
+            self.view.add(piece)
         job.started = now
         rec = job.record
         if rec.first_start_s is None:
@@ -358,6 +390,7 @@ class Replay:
         self._hold(job, now, -1)
         for piece in job.pieces:
             self.free_on[piece.node] += len(piece.gpus)
+            self.view.remove(piece)
         job.pieces = ()
         elapsed = now - job.started
         job.record.run_gpu_s += elapsed * _gpu_count(job)
