@@ -13,7 +13,9 @@ from policy_builders import node
 
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
+from gpupool.policy.backfill import FreeIndex
 from gpupool.policy.decide import decide
+from gpupool.policy.placement import Placement
 from gpupool.policy.profiles import profile
 from gpupool.policy.running_view import RunningView
 from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, Snapshot
@@ -35,15 +37,14 @@ def _nodes(rng: random.Random) -> tuple:  # type: ignore[type-arg]
 
 
 def _piece(rng: random.Random, job_id: int, view: RunningView) -> RunningJob | None:
-    """A job piece on what the view says is free (or, now and then, sharing a GPU)."""
+    """A job piece on what the view says is free."""
     free = rng.choice(view.frees)
-    fractional = rng.random() < 0.1 and free.node.gpus
-    if fractional:
-        gpus = (rng.choice(free.node.gpus).index,)
+    if not free.gpus:
+        return None
+    if rng.random() < 0.1:  # a fractional job, on a GPU of its own
+        gpus = (rng.choice(sorted(free.gpus)),)
         resources = Resources(gpus=1, gpu_memory_bytes=10 * 2**30)
     else:
-        if not free.gpus:
-            return None
         gpus = tuple(sorted(rng.sample(sorted(free.gpus), rng.randint(1, len(free.gpus)))))
         resources = Resources(gpus=len(gpus), cpus=rng.choice([None, 4]))
     return RunningJob(
@@ -135,3 +136,25 @@ def test_a_replay_with_quotas_wide_jobs_and_reclaims_agrees_with_a_fresh_count()
     result = replay(Trace(tuple(jobs)), cluster, profile("default", SIM_BASE), "default", options)
     assert all(r.end_s is not None for r in result.records)
     assert sum(r.preemptions for r in result.records) > 0  # reclaims happened: taken victims
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_free_index_total_is_every_node_s_whole_free_gpus(seed: int) -> None:
+    # FreeIndex.total stands in for a sum over every node when a wide job counts GPUs only.
+    rng = random.Random(seed)
+    nodes = _nodes(rng)
+    view = RunningView(nodes, CONFIG.default_time_limit_s)
+    for step in range(rng.randint(0, 20)):
+        piece = _piece(rng, step + 1, view)
+        if piece is not None:
+            view.add(piece)
+    index = FreeIndex.from_view(view)
+    for _ in range(3):
+        assert index.total() == sum(len(f.gpus) for f in index.frees)
+        roomy = [f for f in index.frees if f.gpus]
+        if not roomy:
+            break
+        f = rng.choice(roomy)
+        index.take(Placement(f.node.name, (min(f.gpus),)), Resources(gpus=1))
+    assert view.check(Snapshot(nodes, running=view.running(), config=CONFIG)) == []

@@ -306,6 +306,10 @@ class FreeIndex:
         self.frees[position] = self.by_name[free.node.name] = mine
         return mine
 
+    def total(self) -> int:
+        """Free GPUs in all (whole ones: not those shared by fractional jobs)."""
+        return sum(count * len(group) for count, group in enumerate(self.groups))
+
     def most(self, without: str | None = None) -> int:
         """The most free GPUs of any node (other than `without`). Any node with a shared GPU,
         `without` too, counts as one: a fractional job may fit there (the caller compares

@@ -395,6 +395,10 @@ class _Pass:
         reserves at once, even while quotas say "reclaim first": reclaim plans fit one node,
         so no reclaim could start it (the Reclaimer finds no plan and the status stays)."""
         res, shadow, frees = job.resources, self.shadow, self.free.frees
+        if not (res.gpu_type or res.cpus or res.mem_bytes) and self.free.total() < res.gpus:
+            # It counts GPUs only and the pool has too few free: what every branch below
+            # finds, from the index's counts (on a busy cluster most wide jobs stop here).
+            return self._wide_no_fit(job, req)
         if shadow is None or not shadow.outlasts(end):
             placements = place_wide(frees, res)
             if placements is None:
@@ -422,7 +426,7 @@ class _Pass:
         reservation if there is none yet."""
         req.no_fit = Status(
             Code.RESOURCES,
-            shortfall(self.free.frees, job.resources, self.snapshot.nodes),
+            shortfall(self.free.frees, job.resources, self.snapshot.nodes, self.free.total()),
             "placement",
         )
         return req.no_fit if self.shadow is not None else self._reserve(job, req.no_fit)

@@ -109,14 +109,20 @@ def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
     return not res.fractional and res.gpus > NodeFacts.of(nodes).widest(res.gpu_type)
 
 
-def shortfall(frees: Sequence[NodeFree], res: Resources, nodes: tuple[Node, ...]) -> str:
+def shortfall(
+    frees: Sequence[NodeFree], res: Resources, nodes: tuple[Node, ...], free_total: int
+) -> str:
     """Why a wide job does not fit now, e.g. "needs 32 GPUs on at least 4 nodes; 20 free
-    across the pool" (at least: were all nodes as large as the largest)."""
+    across the pool" (at least: were all nodes as large as the largest). `free_total`: the
+    whole free GPUs of `frees` (FreeIndex.total), all a request that only counts GPUs needs."""
     kind = "GPU" if res.gpus == 1 else "GPUs"
     what = f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
     fewest = math.ceil(res.gpus / max(1, NodeFacts.of(nodes).widest(res.gpu_type)))
-    total = sum(_usable_count(f, res) for f in frees)
-    usable = sum(_count(f, res) for f in frees)
+    if res.gpu_type or res.cpus or res.mem_bytes:
+        total = sum(_usable_count(f, res) for f in frees)
+        usable = sum(_count(f, res) for f in frees)
+    else:
+        total = usable = free_total
     text = f"needs {what} on at least {fewest} nodes; {total} free across the pool"
     if usable < total:
         text += f", {usable} of them on nodes with the CPUs and memory it needs on each"
