@@ -39,37 +39,55 @@ which sorts by class then score, still lists the queue as it is taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from operator import attrgetter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import attrgetter, itemgetter
 
 from gpupool.policy import orders
 from gpupool.policy.fairshare import fairshare_factors
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.snapshot import PendingJob, PriorityFactors, Snapshot
+from gpupool.policy.snapshot import (
+    PendingJob,
+    PriorityFactors,
+    PriorityWeights,
+    RunningJob,
+    Snapshot,
+)
 
 _project = attrgetter("project")
 _user = attrgetter("user")
+_pair = attrgetter("project", "user")
+_place = itemgetter(-1)  # of a sort key: the job's place in `Snapshot.pending`
+
+Raw = tuple[int, float, float, float, float]  # (class, fairshare, age, size, score)
 
 
 class Factors(Mapping[int, PriorityFactors]):
-    """Each pending job's priority factors, built when looked up: a pass ranks thousands of
-    jobs, and only the few that are explained (`gpupool why`, `queue --priority`) are read;
-    building them all was a third of `rank`'s time."""
+    """Each pending job's priority factors, worked out when looked up: a pass ranks
+    thousands of jobs, and only the few that are explained (`gpupool why`, `queue
+    --priority`) are read; even a plain tuple per job, kept for them all, cost every pass a
+    tuple and a dict entry per job. `raw` gives one job's, exactly as `rank` computed them
+    to sort it."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_by_id", "_jobs", "_raw")
 
-    def __init__(self, raw: dict[int, tuple[int, float, float, float, float]]) -> None:
-        self._raw = raw  # job id -> (class, fairshare, age, size, score)
+    def __init__(self, jobs: Sequence[PendingJob], raw: Callable[[PendingJob], Raw]) -> None:
+        self._jobs, self._raw = jobs, raw
+        self._by_id: dict[int, PendingJob] | None = None
+
+    def _index(self) -> dict[int, PendingJob]:
+        if self._by_id is None:
+            self._by_id = {job.id: job for job in self._jobs}
+        return self._by_id
 
     def __getitem__(self, job_id: int) -> PriorityFactors:
-        klass, fairshare, age, size, score = self._raw[job_id]
+        klass, fairshare, age, size, score = self._raw(self._index()[job_id])
         return PriorityFactors(job_id, klass, fairshare, age, size, score)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._raw)
+        return iter(self._index())
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._index())
 
 
 def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], Factors]:
@@ -82,44 +100,116 @@ def rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], Factors]:
         return _by_order(snapshot, now)
     pending = snapshot.pending
     if not pending:
-        return [], Factors({})
+        return [], Factors((), _no_factors)
     weights = snapshot.config.weights
     w_fs, w_age, w_size, age_max = weights.fairshare, weights.age, weights.size, weights.age_max_s
-
-    active = {(j.project, j.user) for j in pending}
-    active.update(zip(map(_project, snapshot.running), map(_user, snapshot.running)))
-    fairshare: dict[str, dict[str, float]] = {}
-    for (project, user), f in fairshare_factors(snapshot.usage, active).items():
-        fairshare.setdefault(project, {})[user] = f
     biggest = NodeFacts.of(snapshot.nodes).most_gpus
     size_of = [g / biggest for g in range(biggest + 1)] if biggest > 0 else [0.0]
     most = len(size_of) - 1
 
-    keyed: list[tuple[int, float, float, int, int]] = []
-    append = keyed.append
-    factors: dict[int, tuple[int, float, float, float, float]] = {}
-    for index, job in enumerate(pending):
-        job_id, klass = job.id, job.priority
-        f = fairshare[job.project][job.user]
-        gpus = job.resources.gpus
-        s = size_of[gpus] if 0 <= gpus <= most else (1.0 if gpus > 0 and biggest > 0 else 0.0)
-        waited = now - job.submit_time
+    def size(gpus: int) -> float:
+        return size_of[gpus] if 0 <= gpus <= most else (1.0 if gpus > 0 and biggest > 0 else 0.0)
+
+    def age(submit_time: float) -> float:
+        waited = now - submit_time
         if waited <= 0.0:
-            a = 0.0
-        elif waited >= age_max:  # also age_max_s <= 0: saturated at once
-            a = 1.0
-        else:
-            a = waited / age_max
-        score = w_fs * f + w_size * s + w_age * a
-        append((-klass, -score, job.submit_time, job_id, index))
-        factors[job_id] = (klass, f, a, s, score)
+            return 0.0
+        if waited >= age_max:  # also age_max_s <= 0: saturated at once
+            return 1.0
+        return waited / age_max
+
+    def raw(job: PendingJob) -> Raw:
+        f, s, a = fairshare[job.project][job.user], size(job.resources.gpus), age(job.submit_time)
+        return job.priority, f, a, s, w_fs * f + w_size * s + w_age * a
+
+    # `_sort_keys` is `raw` in line, with the products that do not depend on a job's age taken
+    # out: `w_fs * f + w_size * s + w_age * a` adds the same three products in the same order,
+    # so each score is the very float `raw` gives.
+    weighted_size = [w_size * s for s in size_of]
+    # The factors from the running jobs' (project, user)s and the usage alone: the same as with
+    # the pending jobs' too as long as each of those is already named, which the lookups in
+    # `_sort_keys` check (KeyError otherwise); a walk over the queue saved.
+    running = _pairs(snapshot.running)
+    fairshare = _by_project(fairshare_factors(snapshot.usage, running))
+    try:
+        keyed = _sort_keys(pending, _times(w_fs, fairshare), weighted_size, size, now, weights)
+    except KeyError:  # a (project, user) named by pending jobs only: it takes a share too
+        fairshare = _by_project(fairshare_factors(snapshot.usage, running | _pairs(pending)))
+        keyed = _sort_keys(pending, _times(w_fs, fairshare), weighted_size, size, now, weights)
     keyed.sort()
-    return [pending[k[4]] for k in keyed], Factors(factors)
+    return list(map(pending.__getitem__, map(_place, keyed))), Factors(pending, raw)
+
+
+def _sort_keys(
+    pending: Sequence[PendingJob],
+    weighted: dict[str, dict[str, float]],
+    weighted_size: list[float],
+    size: Callable[[int], float],
+    now: float,
+    weights: PriorityWeights,
+) -> list[tuple[float | int, ...]]:
+    """Each job's sort key, (-score, submit time, id, place) when all jobs have the same
+    class (the usual queue: the comparisons are the same, less one per pair of keys), else
+    (-class, -score, submit time, id, place). `weighted`: `w.fairshare * F` by project, then
+    user; `weighted_size`: `w.size * S` by GPU count."""
+    w_size, w_age, age_max = weights.size, weights.age, weights.age_max_s
+    saturated = w_age * 1.0
+    most = len(weighted_size) - 1
+    klass, mixed = pending[0].priority, False
+    keyed: list[tuple[float | int, ...]] = []
+    append = keyed.append
+    for index, job in enumerate(pending):
+        gpus = job.resources.gpus
+        if 0 <= gpus <= most:
+            score = weighted[job.project][job.user] + weighted_size[gpus]
+        else:
+            score = weighted[job.project][job.user] + w_size * size(gpus)
+        submit_time = job.submit_time
+        waited = now - submit_time
+        if waited <= 0.0:
+            score += w_age * 0.0
+        elif waited >= age_max:
+            score += saturated
+        else:
+            score += w_age * (waited / age_max)
+        if job.priority != klass:
+            mixed = True
+        append((-score, submit_time, job.id, index))
+    if mixed:
+        return [(-job.priority, *key) for job, key in zip(pending, keyed)]
+    return keyed
+
+
+def _pairs(jobs: Sequence[PendingJob] | Sequence[RunningJob]) -> set[tuple[str, str]]:
+    """Each (project, user) of `jobs`. With one user for all (or no users named: a replayed
+    trace), from the projects alone: two sets of strings are built faster than one of pairs
+    (no tuple per job), and the running jobs are many."""
+    users = set(map(_user, jobs))
+    if len(users) == 1:
+        (user,) = users
+        return {(project, user) for project in set(map(_project, jobs))}
+    return set(map(_pair, jobs))
+
+
+def _by_project(factors: dict[tuple[str, str], float]) -> dict[str, dict[str, float]]:
+    """By project, then user: a job's is two lookups of strings, no pair built."""
+    out: dict[str, dict[str, float]] = {}
+    for (project, user), f in factors.items():
+        out.setdefault(project, {})[user] = f
+    return out
+
+
+def _times(w: float, by_project: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each factor times the weight `w`."""
+    return {p: {u: w * f for u, f in users.items()} for p, users in by_project.items()}
+
+
+def _no_factors(job: PendingJob) -> Raw:
+    raise KeyError(job.id)
 
 
 def _by_order(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], Factors]:
     """Another queue order (orders.py; ValueError for an unknown one), with its factors."""
     jobs = orders.ordered(snapshot, now)
-    return jobs, Factors(
-        {job.id: (job.priority, 0.0, 0.0, 0.0, float(-place)) for place, job in enumerate(jobs)}
-    )
+    place = {job.id: p for p, job in enumerate(jobs)}
+    return jobs, Factors(jobs, lambda job: (job.priority, 0.0, 0.0, 0.0, float(-place[job.id])))

@@ -26,14 +26,18 @@ nothing to reclaim for and nothing to borrow from; every job then takes the queu
 before (a fresh box with only the `default` project, quota 0, schedules as without projects,
 interactive jobs included), and only limits apply. With no projects at all, none of this runs.
 
-Cost: O(1) per job, and O(borrowers x log projects) for the borrowers' order.
+Cost: O(1) per job, and O(borrowers x log projects) for the borrowers' order (plus scans in C,
+at most 16 over the borrowers of a class: `QuotaBook.borrowers`).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from enum import Enum
+from itertools import chain, compress
+from operator import attrgetter
 
 from gpupool.core.job import Resources
 from gpupool.core.project import Project, fmt_gpus
@@ -43,6 +47,9 @@ from gpupool.policy.status import Code, Status
 
 EPS = 1e-9  # sums of fractions are not exact
 _NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
+_priority = attrgetter("priority")
+_project = attrgetter("project")
+_EXACT = 2.0**40  # below it, `in use + GPUs` rounds by far less than a GPU: `_least_over`
 
 
 class Verdict(Enum):
@@ -64,6 +71,7 @@ class QuotaBook:
         view counted them (free_view.FreeView), to save a walk; else counted here."""
         self.projects = snapshot.projects
         self.guarantees = any(p.quota > 0 for p in self.projects.values())
+        self.limits = any(p.limit is not None for p in self.projects.values())
         facts = NodeFacts.of(snapshot.nodes)
         self._gpu_mem = facts.gpu_memory
         self._largest = facts.largest_gpu_memory
@@ -190,13 +198,47 @@ class QuotaBook:
         says how it waits. `claiming` is true while a claim is tried: it must not take the
         reservation before reclaim had its say. Once `exhausted()` says no borrower can start
         any more (nothing is free), the borrowers left that quotas do not hold back get their
-        status from `settle` (which writes it in `pending`) without being tried, in any order: on a full cluster with a long queue that is most of the
-        pass, and no decision changes."""
-        deferred: list[PendingJob] = []
+        status from `settle` (which writes it in `pending`) without being tried, in queue
+        order: on a full cluster with a long queue that is most of the pass, and no decision
+        changes."""
+        deferred: list[PendingJob] = []  # the borrowers, in queue order: filled by _claims
+        # Chained, not one generator delegating to the other: each borrower (most of what a
+        # pass tries) then reaches the pass through one generator, not two.
+        return chain(
+            self._claims(ordered, deferred, pending, now, impossible, reclaim),
+            self.borrowers(deferred, pending, impossible, exhausted, settle),
+        )
+
+    def _claims(
+        self,
+        ordered: list[PendingJob],
+        deferred: list[PendingJob],
+        pending: dict[int, Status],
+        now: float,
+        impossible: Callable[[PendingJob], bool],
+        reclaim: Callable[[PendingJob, Status], Status],
+    ) -> Iterator[PendingJob]:
+        """`admitted`'s first part: the jobs that do not borrow, in queue order; the
+        borrowers go to `deferred`."""
+        # Most of a long queue borrows (a whole-GPU, preemptible job above its project's
+        # quota): with no limits, that is `gpus >= self._least_over(project)`, which holds
+        # until the next job is tried (only that changes what is in use), instead of `admit`.
+        fast = self.guarantees and not self.limits
+        least: dict[str, float] = {}
         for job in ordered:
             if job.begin_time is not None and job.begin_time > now:
                 yield job
+                least.clear()
                 continue
+            if fast:
+                res = job.resources
+                if res.gpu_memory_bytes is None and res.gpu_fraction is None and job.preemptible:
+                    over = least.get(job.project)
+                    if over is None:
+                        over = least[job.project] = self._least_over(job.project)
+                    if res.gpus >= over:
+                        deferred.append(job)
+                        continue
             verdict = self.admit(job)
             if verdict is Verdict.BORROW:
                 deferred.append(job)
@@ -206,27 +248,26 @@ class QuotaBook:
                 self.claiming = verdict is Verdict.CLAIM
                 yield job
                 self._tried(job, pending, reclaim)
-        limits = any(p.limit is not None for p in self.projects.values())
-        seen: set[int] = set()
-        for job in self.borrowers(deferred):
-            if exhausted():
-                break
-            seen.add(job.id)
-            verdict = self._borrower_verdict(job, limits)
-            if isinstance(verdict, Status) and not impossible(job):
-                pending[job.id] = verdict
-            else:
-                yield job
-                self._tried(job, pending, reclaim)
-        else:
-            return
-        rest = [job for job in deferred if job.id not in seen]  # any order: nothing starts
-        if limits or self.reclaiming:
-            held_back = [job for job in rest if self._held_back(job, limits, pending, impossible)]
-            if held_back:
-                back = {job.id for job in held_back}
-                rest = [job for job in rest if job.id not in back]
-        settle(rest)
+                least.clear()
+
+    def _least_over(self, name: str) -> float:
+        """The fewest whole GPUs a job of `name` can ask for and go above its quota now: the
+        least `g >= 1` for which `admit`'s test `use + float(g) <= quota + EPS` fails (the sum
+        only grows with `g`, so every larger `g` fails it too). inf where there is none, or
+        where the figures are too large for a few steps to find it: then `admit` decides."""
+        p, use = self.projects.get(name, _NO_PROJECT), self.in_use.get(name, 0.0)
+        bound = p.quota + EPS
+        if not use + 1.0 <= bound:
+            return 1
+        room = bound - use
+        if not (abs(use) < _EXACT and abs(room) < _EXACT):  # also inf and nan
+            return math.inf
+        g = max(1, int(room))  # a guess: the sums round, so step to the least that fails
+        while g > 1 and not use + float(g - 1) <= bound:
+            g -= 1
+        while use + float(g) <= bound:
+            g += 1
+        return g
 
     def _held_back(
         self,
@@ -265,28 +306,92 @@ class QuotaBook:
         """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0)."""
         self.in_use[name] = self.in_use.get(name, 0.0) + gpus
 
-    def borrowers(self, deferred: list[PendingJob]) -> Iterator[PendingJob]:
-        """The borrowers (in queue order) in the order they get idle GPUs: class by class,
-        then the project with the least `share` first. Lazy: each project's figure is read
-        after the previous job was tried, so a start counts at once."""
-        i = 0
-        while i < len(deferred):
-            klass = deferred[i].priority
-            queues: dict[str, list[tuple[int, PendingJob]]] = {}
-            while i < len(deferred) and deferred[i].priority == klass:
-                queues.setdefault(deferred[i].project, []).append((i, deferred[i]))
-                i += 1
-            # (share, queue index of its next job, project, its place in the project's queue)
-            heap = [(self.share(name), q[0][0], name, 0) for name, q in queues.items()]
+    def borrowers(
+        self,
+        deferred: list[PendingJob],
+        pending: dict[int, Status],
+        impossible: Callable[[PendingJob], bool],
+        exhausted: Callable[[], bool],
+        settle: Callable[[list[PendingJob]], None],
+    ) -> Iterator[PendingJob]:
+        """The borrowers (`deferred`, in queue order) as `admitted` takes them, in the order
+        they get idle GPUs: class by class, then the project with the least `share` first
+        (queue order inside a project, and between ties). Lazy: each project's figure is read
+        after the previous job was tried, so a start counts at once. Once `exhausted()`, the
+        rest are settled.
+
+        A pass often takes only some of hundreds of borrowers before nothing is free, so a
+        project's next job is looked up when it is needed, not queued up front: with few
+        projects, by a scan (`list.index`, in C) from the one before; with many, where those
+        scans would add up, from a table of each job's next of its project."""
+        limits, in_use, projects = self.limits, self.in_use, self.projects
+        n = len(deferred)
+        klasses = list(map(_priority, deferred))
+        taken: list[int] = []
+        lo = 0
+        while lo < n:
+            klass, hi = klasses[lo], n
+            if lo or klasses.count(klass) != n:  # more than one class: find where it ends
+                hi = lo + 1
+                while hi < n and klasses[hi] == klass:
+                    hi += 1
+            names = list(map(_project, deferred[lo:hi]))
+            firsts = dict(zip(reversed(names), range(hi - lo - 1, -1, -1)))  # earliest wins
+            after = None if len(firsts) <= _SCANNED_PROJECTS else _next_of_project(names)
+            # (share, its next job's place, project): places differ, so names never compare
+            heap = [(self.share(name), i, name) for name, i in firsts.items()]
             heapq.heapify(heap)
             while heap:
-                _, _, name, k = heapq.heappop(heap)
-                q = queues[name]
-                while k < len(q):  # this project's jobs, while it stays first
-                    yield q[k][1]
-                    k += 1
-                    if k < len(q):
-                        key = (self.share(name), q[k][0], name, k)
-                        if heap and key > heap[0]:
+                _, i, name = heapq.heappop(heap)
+                p = projects.get(name, _NO_PROJECT)
+                while True:  # this project's jobs, while it stays first
+                    if exhausted():  # the rest, but those quotas hold back, are settled
+                        untaken = [True] * n
+                        for t in taken:
+                            untaken[t] = False
+                        rest = list(compress(deferred, untaken))  # in queue order
+                        if limits or self.reclaiming:
+                            back = self._held_back
+                            rest = [j for j in rest if not back(j, limits, pending, impossible)]
+                        settle(rest)
+                        return
+                    taken.append(lo + i)
+                    job = deferred[lo + i]
+                    # Without limits or a reclaim for the project, nothing holds a borrower back.
+                    held = (limits or name in self.reclaiming) and self._held_back(
+                        job, limits, pending, impossible
+                    )
+                    if not held:
+                        yield job
+                        # `_tried` for a job that is not a claim: counted if it started
+                        if pending.get(job.id) is None:
+                            self.add(name, self.ask(job.resources))
+                    if after is not None:
+                        i = after[i]
+                        if i < 0:
+                            break
+                    else:
+                        try:
+                            i = names.index(name, i + 1)
+                        except ValueError:
+                            break
+                    if heap:
+                        key = ((in_use.get(name, 0.0) - p.quota) / p.weight, i, name)  # share
+                        if key > heap[0]:
                             heapq.heappush(heap, key)
                             break
+            lo = hi
+
+
+_SCANNED_PROJECTS = 16  # up to this many projects in a class, `list.index` finds a next job
+
+
+def _next_of_project(names: list[str]) -> list[int]:
+    """For each place, the next place of the same project (-1: none)."""
+    after = [-1] * len(names)
+    last: dict[str, int] = {}
+    for i in range(len(names) - 1, -1, -1):
+        name = names[i]
+        after[i] = last.get(name, -1)
+        last[name] = i
+    return after
