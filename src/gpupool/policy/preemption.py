@@ -32,6 +32,9 @@ again, naming the same victims; the engine signals each victim once (`engine/pre
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from gpupool.core.job import Resources
@@ -42,6 +45,11 @@ from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, 
 from gpupool.policy.quota import EPS, QuotaBook
 from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
 from gpupool.policy.status import Code, Status
+
+# A lower bound on the rank of the plans on a node, to compare with a plan's rank
+# (`Reclaimer.plan`): (top victim priority, work lost, victims, GPUs, node).
+_Key = tuple[int, float, int, int, str]
+_EXACT = 2.0**40  # whole numbers of GPU-seconds below it add up exactly in any order
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class Reclaimer:
         self.patience = snapshot.config.reclaim_patience_s
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
+        self._of: dict[str, list[RunningJob]] = {}  # the same by project
+        self._floors: dict[str, list[_Key]] = {}  # by project, when first asked: `_floor`
         self._spread: dict[int, list[RunningJob]] | None = None  # jobs on several nodes
         self.taken: set[int] = set()
         self.failed: set[tuple[object, ...]] = set()
@@ -72,32 +82,34 @@ class Reclaimer:
     @property
     def by_node(self) -> dict[str, list[RunningJob]]:
         """The running jobs that may be victims in this pass by node: preemptible, and not
-        about to end anyway (`_ends_soon`). Most passes reclaim nothing: built on demand."""
+        about to end anyway (within `PolicyConfig.reclaim_patience_s` of its time limit: it
+        gives its GPUs back by then anyway, and stopping it now would throw away the most
+        work). Most passes reclaim nothing: built on demand."""
         if self._by_node is None:
-            self._by_node = {}
+            by_node: dict[str, list[RunningJob]] = {}
+            of, soon = self._of, self.now + self.patience
             for r in self._running:
-                if r.preemptible and not self._ends_soon(r):
-                    self._by_node.setdefault(r.node, []).append(r)
+                limit = r.time_limit_s
+                if r.preemptible and (limit is None or r.start_time + limit > soon):
+                    by_node.setdefault(r.node, []).append(r)
+                    of.setdefault(r.project, []).append(r)
+            self._by_node = by_node
         return self._by_node
 
     def _held(self, r: RunningJob) -> float:
         """The GPUs stopping `r` gives back: all of a job spread over several nodes, which
         the snapshot lists once per node (PolicyConfig.spread_wide_jobs)."""
         if self._spread is None:
-            pieces: dict[int, list[RunningJob]] = {}
-            for x in self._running:
-                pieces.setdefault(x.id, []).append(x)
-            self._spread = {i: p for i, p in pieces.items() if len(p) > 1}
+            count = Counter(x.id for x in self._running)
+            self._spread = {}
+            if len(count) < len(self._running):
+                for x in self._running:
+                    if count[x.id] > 1:
+                        self._spread.setdefault(x.id, []).append(x)
         spread = self._spread.get(r.id)
         if spread is None:
             return self.book.held(r)
         return sum(self.book.held(x) for x in spread)
-
-    def _ends_soon(self, r: RunningJob) -> bool:
-        """Within `PolicyConfig.reclaim_patience_s` of its time limit: it gives its GPUs
-        back by then anyway, and stopping it now would throw away the most work."""
-        limit = r.time_limit_s
-        return limit is not None and r.start_time + limit <= self.now + self.patience
 
     def _left(self, name: str) -> float:
         """A project's in use once the victims already chosen are gone."""
@@ -132,39 +144,15 @@ class Reclaimer:
                res.gpu_fraction, job.project)  # fmt: skip
         if key in self.failed:
             return None
-        book, best = self.book, None
-        share = {name: self._share(name) for name in book.in_use}
-        # Branch and bound: each node's plan has a lower bound on its rank (lowest victim
-        # priority, work lost if the GPUs it lacks come from its youngest candidates); nodes
-        # are tried best bound first, and once a bound is worse than the best plan found no
-        # later node can win. The winner is the same as trying every node: ranks end in the
-        # node name, so there are no ties. On a big cluster a claim tries a handful of nodes.
-        now, typed = self.now, res.gpu_type or res.fractional
-        bounded = []
-        for free in frees:
-            mine = [
-                r for r in self.by_node.get(free.node.name, ())
-                if r.project != job.project and r.id not in self.taken and share[r.project] > 0
-            ]  # fmt: skip
-            if not mine:
-                continue
-            if res.fractional:
-                lacks = 0
-            else:
-                have = (
-                    sum(g in free.gpus for g in matching_gpus(free.node, res))
-                    if typed
-                    else len(free.gpus)
-                )
-                lacks = res.gpus - have
-                if lacks > sum(len(r.gpus) for r in mine):
-                    continue  # even all of them would not free enough
-            youngest = min(now - r.start_time for r in mine)
-            floor = max(0, lacks) * max(0.0, youngest)
-            bounded.append(((min(r.priority for r in mine), floor), free.node.name, free, mine))
-        bounded.sort(key=lambda b: (b[0], b[1]))
-        for bound, _, free, mine in bounded:
-            if best is not None and bound > best[0][:2]:
+        share = {name: self._share(name) for name in self.book.in_use}
+        lenders = {p for p, s in share.items() if s > 0 and p != job.project}
+        # Branch and bound: nodes come lowest bound on their plan's rank first (`_nodes`),
+        # and once a bound is worse than the best plan found no later node can win. The
+        # winner is the same as trying every node: ranks end in the node name, so there are
+        # no ties. On a big cluster a claim tries a handful of nodes.
+        now, best = self.now, None
+        for bound, free, mine in self._nodes(res, lenders, frees):
+            if best is not None and bound > best[0]:
                 break
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
             found = self._on_node(job, free, shadow, mine)
@@ -183,6 +171,61 @@ class Reclaimer:
         placement, _ = place([view], res)
         assert placement is not None  # it fits, by _on_node
         return _plan(res, placement, victims, free)
+
+    def _nodes(
+        self, res: Resources, lenders: set[str], frees: list[NodeFree]
+    ) -> Iterator[tuple[_Key, NodeFree, list[RunningJob]]]:
+        """The nodes where `lenders` (the projects above their quota, by what this pass's
+        victims leave them: only they give victims) have candidates not yet taken, each with
+        a lower bound on its plan's rank (`_bound`) and those candidates; lazily, so that
+        each bound given is below the rank of every node still to come: a node's bound is
+        worked out only once the least key (priority, work lost) of one of its candidates
+        comes up (the projects' `_floor`s merged), since no plan ranks better than any of its
+        victims. A claim works out the bounds of a few dozen nodes, not of hundreds."""
+        if not lenders:
+            return
+        by_node, taken, now = self.by_node, self.taken, self.now
+        here = {f.node.name: f for f in frees}
+        ready: list[tuple[_Key, NodeFree, list[RunningJob]]] = []
+        seen: set[str] = set()
+        for floor in heapq.merge(*(self._floor(p) for p in lenders)):
+            while ready and ready[0][0] <= floor:
+                yield heapq.heappop(ready)
+            name = floor[4]
+            free = here.get(name)
+            if free is None or name in seen:
+                continue
+            seen.add(name)
+            mine = [r for r in by_node[name] if r.project in lenders and r.id not in taken]
+            if not mine:
+                continue
+            mine.sort(key=lambda r: (r.priority, -r.start_time))  # as `_bound` needs
+            if res.fractional:
+                lacks = 0
+            elif res.gpu_type:
+                lacks = res.gpus - sum(g in free.gpus for g in matching_gpus(free.node, res))
+            else:
+                lacks = res.gpus - len(free.gpus)
+            bound = _bound(mine, lacks, now)
+            if bound is not None:  # else even all of them would not free enough
+                heapq.heappush(ready, ((*bound, name), free, mine))
+        while ready:
+            yield heapq.heappop(ready)
+
+    def _floor(self, project: str) -> list[_Key]:
+        """The nodes with `project`'s candidates (taken ones too: a lower bound still), each
+        with the least key (priority, work lost) of one, least first (`_nodes`)."""
+        floors = self._floors.get(project)
+        if floors is None:
+            least: dict[str, tuple[int, float]] = {}
+            now = self.now
+            for r in self._of.get(project, ()):
+                one = (r.priority, len(r.gpus) * max(0.0, now - r.start_time))
+                if one < least.get(r.node, (one[0] + 1, 0.0)):
+                    least[r.node] = one
+            floors = sorted((p, lost, 0, 0, name) for name, (p, lost) in least.items())
+            self._floors[project] = floors
+        return floors
 
     def _on_node(
         self, job: PendingJob, free: NodeFree, shadow: Shadow | None, mine: list[RunningJob]
@@ -268,6 +311,49 @@ class Reclaimer:
         who = f"job {ids[0]}" if len(ids) == 1 else "jobs " + ", ".join(map(str, ids))
         text = f"waiting for {who} to stop (preempted to give project {name} its quota)"
         return Status(Code.RECLAIM, text, "reclaim"), out
+
+
+def _bound(mine: list[RunningJob], lacks: int, now: float) -> tuple[int, float, int, int] | None:
+    """A lower bound on the rank (top victim priority, work lost, victims, GPUs) of any plan
+    taking its victims from `mine` (lowest priority first, then youngest first) for a job that
+    lacks `lacks` GPUs; None when all of `mine` hold fewer. The victims hold at least `lacks`
+    GPUs, so the top priority is at least the lowest at which `mine` hold that many; a plan of
+    that priority takes some of the jobs up to it that hold as many, so it ranks no better than
+    the best such set (a small knapsack over a node's few jobs)."""
+    held = 0
+    for r in mine:
+        held += len(r.gpus)
+        if held >= lacks:
+            top = r.priority
+            break
+    else:
+        return None
+    items = [
+        (len(r.gpus) * max(0.0, now - r.start_time), len(r.gpus)) for r in mine if r.priority <= top
+    ]
+    want = max(1, lacks)  # every plan has a victim
+    found: tuple[float, int, int] | None
+    if want == 1:  # the best is one job
+        found = min((lost, 1, n) for lost, n in items if n or lacks <= 0)
+    else:  # best[c]: the best (work lost, victims, GPUs) of a set holding c GPUs (or more)
+        best: list[tuple[float, int, int] | None] = [None] * (want + 1)
+        best[0] = (0.0, 0, 0)
+        for lost, n in items:
+            for c in range(want - 1, -1, -1):  # each job once: from the most GPUs down
+                got = best[c]
+                if got is not None:
+                    to = min(want, c + n)
+                    trial, old = (got[0] + lost, got[1] + 1, got[2] + n), best[to]
+                    if old is None or trial < old:
+                        best[to] = trial
+        found = best[want]
+    assert found is not None  # `items` hold `lacks` GPUs
+    # `lost` is worked out as `plan` does. Whole numbers add up exactly in any order: then the
+    # bound is exact and tells ties apart. Otherwise `plan` sums in another order, which may
+    # round lower than here: the bound is made a little lower.
+    if all(float(lost).is_integer() and lost < _EXACT for lost, _ in items):
+        return top, found[0], found[1], found[2]
+    return top, found[0] * (1 - 1e-9), 0, 0
 
 
 def _helps(r: RunningJob, view: NodeFree, res: Resources, wanted: set[int]) -> bool:
