@@ -74,7 +74,9 @@ def cmd_why(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_priorities(jobs: list[dict[str, Any]]) -> None:
+def queue_order(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pending jobs the last pass ranked, in queue order (class, score, submit time, id:
+    policy/ordering.py's key), as `queue --priority` lists them."""
     pending = [j for j in jobs if j["state"] == "PENDING" and j.get("priority_factors")]
     pending.sort(
         key=lambda j: (
@@ -84,6 +86,11 @@ def print_priorities(jobs: list[dict[str, Any]]) -> None:
             j["id"],
         )
     )
+    return pending
+
+
+def print_priorities(jobs: list[dict[str, Any]]) -> None:
+    pending = queue_order(jobs)
     rows = [
         (
             j["id"],

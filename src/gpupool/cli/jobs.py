@@ -29,13 +29,16 @@ QUEUE_COLUMNS = (
 
 def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     jobs = client.jobs(include_finished=args.all, user=args.user)
+    if args.priority:  # the same jobs, in the same order, as a table or as JSON
+        from gpupool.cli.explain import print_priorities, queue_order
+
+        if args.json:
+            print_json(queue_order(jobs))
+        else:
+            print_priorities(jobs)
+        return 0
     if args.json:
         print_json(jobs)
-        return 0
-    if args.priority:
-        from gpupool.cli.explain import print_priorities
-
-        print_priorities(jobs)
         return 0
     now = time.time()
     rows = [
