@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _GIB = 1 << 30
 
@@ -83,6 +84,18 @@ def known_model_names() -> list[str]:
 def lookup(model: str) -> GpuModel | None:
     """The catalog entry for a model name, ignoring case, spaces, dashes and "NVIDIA "."""
     return _BY_KEY.get(_compact(model))
+
+
+@lru_cache(maxsize=256)
+def display_name(requested: str) -> str:
+    """How messages write a requested GPU type: the catalog's name for a known model
+    ("nvidia a100-sxm4-80gb" -> "A100-80GB"), else the request's words as the catalog writes
+    names, brand words dropped ("a100" -> "A100", "mygpu 5" -> "MYGPU-5"). Never the user's
+    spelling as typed: one type reads the same in every message. Cached: pass messages ask."""
+    entry = lookup(requested)
+    if entry is not None:
+        return entry.name
+    return "-".join(_tokens(requested)) or requested.strip()
 
 
 def ambiguity_hint(model: str) -> str:

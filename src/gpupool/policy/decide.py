@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
+from gpupool.core.gpu_catalog import display_name
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import FreeIndex, Release, Shadow, reserve, reserve_by_count
 from gpupool.policy.feasibility import check_satisfiable
@@ -66,7 +67,9 @@ from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_
 
 def _gpu_words(res: Resources) -> str:
     kind = "GPU" if res.gpus == 1 else "GPUs"
-    return f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
+    return (
+        f"{res.gpus} {display_name(res.gpu_type)} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
+    )
 
 
 class _Request:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpupool.core.gpu_catalog import display_name
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.units import format_size
@@ -40,7 +41,7 @@ def check_satisfiable(
     if res.gpus > have_gpus and spread:
         return _check_wide(res, nodes)
     if res.gpus > have_gpus:
-        kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
+        kind = f"{display_name(res.gpu_type)} GPUs" if res.gpu_type else "GPUs"
         return Status(
             Code.UNSATISFIABLE,
             f"needs {res.gpus} {kind} on one node; the largest node ({most.name}) has {have_gpus}",
@@ -74,7 +75,7 @@ def check_satisfiable(
 def _check_wide(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
     """A wide job (policy/wide.py): its CPUs and memory are per node, so only the nodes that
     have them count, and their matching GPUs must add up to the request."""
-    kind = f"{res.gpu_type} GPUs" if res.gpu_type else "GPUs"
+    kind = f"{display_name(res.gpu_type)} GPUs" if res.gpu_type else "GPUs"
     total = sum(len(matching_gpus(n, res)) for n in nodes)
     if total < res.gpus:
         return Status(
@@ -112,7 +113,7 @@ def _check_shared(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
     if res.gpu_fraction is not None and not 0 < res.gpu_fraction <= 1:
         msg = f"asks for {res.gpu_fraction:g} of one GPU: a fraction must be more than 0, at most 1"
         return Status(Code.UNSATISFIABLE, msg, "gpu_fraction")
-    kind = f"{res.gpu_type} GPU" if res.gpu_type else "GPU"
+    kind = f"{display_name(res.gpu_type)} GPU" if res.gpu_type else "GPU"
     fits = [
         n
         for n in nodes

@@ -28,7 +28,7 @@ from math import comb
 from types import MappingProxyType
 from typing import cast
 
-from gpupool.core.gpu_catalog import model_matches
+from gpupool.core.gpu_catalog import display_name, model_matches
 from gpupool.core.hardware import LinkKind, Node
 from gpupool.core.job import Resources
 from gpupool.core.units import format_size
@@ -185,7 +185,7 @@ def shared_choice(free: NodeFree, res: Resources) -> tuple[tuple[bool, int, int]
 
 def _why_not_shared(free: NodeFree, res: Resources) -> str:
     node = free.node
-    kind = f"{res.gpu_type} GPU" if res.gpu_type else "GPU"
+    kind = f"{display_name(res.gpu_type)} GPU" if res.gpu_type else "GPU"
     if res.gpu_memory_bytes is not None:
         need = f"needs {format_size(res.gpu_memory_bytes)} on one {kind}"
     else:
@@ -210,7 +210,7 @@ def why_not(free: NodeFree, res: Resources) -> str | None:
         usable = [i for i in matching_gpus(node, res) if i in free.gpus]
         if len(usable) < res.gpus:
             kind = "GPU" if res.gpus == 1 else "GPUs"
-            kind = f"{res.gpu_type} {kind}" if res.gpu_type else kind
+            kind = f"{display_name(res.gpu_type)} {kind}" if res.gpu_type else kind
             return f"node {node.name}: needs {res.gpus} {kind}, {len(usable)} free"
     if res.cpus and free.cpus is not None and free.cpus < res.cpus:
         return f"node {node.name}: needs {res.cpus} CPUs, {free.cpus} free"

@@ -34,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gpupool.core.gpu_catalog import display_name
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import Release, Shadow
@@ -116,7 +117,9 @@ def shortfall(
     across the pool" (at least: were all nodes as large as the largest). `free_total`: the
     whole free GPUs of `frees` (FreeIndex.total), all a request that only counts GPUs needs."""
     kind = "GPU" if res.gpus == 1 else "GPUs"
-    what = f"{res.gpus} {res.gpu_type} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
+    what = (
+        f"{res.gpus} {display_name(res.gpu_type)} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
+    )
     fewest = math.ceil(res.gpus / max(1, NodeFacts.of(nodes).widest(res.gpu_type)))
     if res.gpu_type or res.cpus or res.mem_bytes:
         total = sum(_usable_count(f, res) for f in frees)
