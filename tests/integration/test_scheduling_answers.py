@@ -50,3 +50,46 @@ def test_queue_priority_json_lists_the_pending_jobs_in_queue_order_with_factors(
         assert factors is not None and set(factors) >= {"class", "fairshare", "age", "size"}
     assert [j["priority_factors"]["class"] for j in listed] == [300, 200, 100]
     pool.cli("cancel", "--mine", check=True)
+
+
+def _until_file(path: object) -> list[str]:
+    """A job command that runs until `path` exists."""
+    return ["sh", "-c", f"while [ ! -e {path} ]; do sleep 0.1; done"]
+
+
+def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "half", gpus="1xA100-80GB").start()
+    try:
+        pool.cli("project", "set", "default", "--limit", "1", check=True)
+        stop = tmp_path / "stop"
+        half = pool.submit("--gpus", "0.5", "--", *_until_file(stop))
+        pool.wait_state(half, "RUNNING")
+        whole = pool.submit("--gpus", "1", "--", "true")  # above the limit of 1 with 0.5 in use
+        queued = pool.submit("--gpus", "0.75", "--gpu-type", "a100", "--", "true")  # above it too
+        # show: what it asked for, and what it holds
+        for job_id, count in ((half, "0.5"), (queued, "0.75")):
+            shown = pool.cli("show", str(job_id), check=True).stdout
+            requested = next(line for line in shown.splitlines() if line.startswith("Requested"))
+            assert f"{count} GPU" in requested and "1 GPU" not in requested, requested
+        # queue --json and show --json: the same count
+        listed = {j["id"]: j for j in json.loads(pool.cli("queue", "--json", check=True).stdout)}
+        assert listed[half]["gpu_count"] == 0.5 and listed[queued]["gpu_count"] == 0.75
+        assert listed[whole]["gpu_count"] == 1
+        assert (
+            json.loads(pool.cli("show", str(half), "--json", check=True).stdout)["gpu_count"] == 0.5
+        )
+        # project list: in use 0.5, pending 1.75 (table and JSON)
+        data = json.loads(pool.cli("project", "list", "--json", check=True).stdout)
+        default = next(p for p in data["projects"] if p["name"] == "default")
+        assert (default["in_use_gpus"], default["pending_gpus"]) == (0.5, 1.75)
+        table = pool.cli("project", "list", check=True).stdout.splitlines()
+        header, row = table[0].split(), next(r for r in table if r.startswith("default")).split()
+        assert row[header.index("IN-USE")] == "0.5"
+        # why: the limit's figures say 0.5 too
+        eventually(lambda: pool.client.job(whole)["reason"] == "Quota", "the limit holds job")
+        why = pool.cli("why", str(whole), check=True).stdout
+        assert "limit 1, in use 0.5" in why, why
+        stop.touch()
+        assert pool.wait(half)["state"] == "SUCCEEDED"
+    finally:
+        pool.cleanup()

@@ -132,3 +132,45 @@ def test_migrating_0002_to_0003_keeps_running_jobs(store_url: str) -> None:
         assert [tuple(r) for r in rows] == [("n1", 0, 1)]
     finally:
         engine.dispose()
+
+
+def test_usage_history_counts_a_shared_gpu_as_its_fraction(store: Store) -> None:
+    """Fair share's raw material counts a job as every view does (core.job.gpu_count): a
+    --gpus 0.5 job 0.5, a 20GiB job on an 80GiB GPU 0.25, whole jobs their GPUs."""
+    half = store.submit(frac_spec(), "u", 1.0)
+    mem = store.submit(
+        JobSpec(command=("x",), resources=Resources(gpus=1, gpu_memory_bytes=20 * GiB)), "u", 1.0
+    )
+    whole = store.submit(spec(gpus=2), "u", 1.0)
+    store.commit_starts(
+        [(half.id, "n1", (0,), 40 * GiB), (mem.id, "n1", (0,), 20 * GiB), (whole.id, "n1", (1, 2))],
+        store.allocation_version(),
+        2.0,
+    )
+    store.finish(half.id, JobState.SUCCEEDED, 0, 12.0, "done")
+    memory = {("n1", g): 80 * GiB for g in range(4)}
+    rows = sorted(store.usage_history(since=0.0, gpu_memory=memory), key=lambda r: r[2])
+    assert [(r[2], r[3], r[4]) for r in rows] == [
+        (0.25, 2.0, None),
+        (0.5, 2.0, 12.0),
+        (2.0, 2.0, None),
+    ]
+    # Without the GPUs' memory a memory request counts its one GPU (as the quota book does).
+    assert sorted(r[2] for r in store.usage_history(since=0.0)) == [0.5, 1.0, 2.0]
+
+
+def test_the_engines_fair_share_usage_counts_a_half_gpu_job_as_half(store: Store) -> None:
+    import math
+
+    from gpupool.core.clock import FakeClock
+    from gpupool.engine import Engine
+    from gpupool.inventory import resolve_inventory
+    from gpupool.policy.snapshot import PolicyConfig
+
+    half = store.submit(frac_spec(), "alice", 1.0)
+    inventory = resolve_inventory(gpus="1xA100-80GB")
+    node = inventory.nodes[0].name
+    store.commit_starts([(half.id, node, (0,), 40 * GiB)], store.allocation_version(), 100.0)
+    config = PolicyConfig(fairshare_half_life_s=math.inf)  # plain GPU-seconds
+    engine = Engine(store, None, inventory, clock=FakeClock(1100.0), config=config)
+    assert engine.usage().by_project == {"default": 0.5 * 1000.0}

@@ -59,7 +59,8 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
 
     def wire(job: Job) -> dict[str, Any]:
         explain = service.explain(job.id) if job.state is JobState.PENDING else None
-        return job_to_wire(job, explain, str(service.executor.log_path(job.id)))
+        log_path = str(service.executor.log_path(job.id))
+        return job_to_wire(job, explain, log_path, service.gpu_count(job))
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

@@ -18,7 +18,7 @@ FIELDS = ("quota", "limit", "weight", "department", "members", "default_time_lim
 EDITS = ("add_members", "remove_members")
 
 
-def project_to_wire(p: Project, usage: dict[str, int] | None = None) -> dict[str, Any]:
+def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[str, Any]:
     usage = usage or {}
     return {
         "name": p.name,

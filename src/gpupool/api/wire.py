@@ -9,9 +9,14 @@ from gpupool.core.job import Job, priority_name
 
 
 def job_to_wire(
-    job: Job, explain: dict[str, Any] | None = None, log_path: str = ""
+    job: Job,
+    explain: dict[str, Any] | None = None,
+    log_path: str = "",
+    gpu_count: float | None = None,
 ) -> dict[str, Any]:
-    """A job as JSON; `explain` adds what the last scheduling pass said about it."""
+    """A job as JSON; `explain` adds what the last scheduling pass said about it. `gpu_count`:
+    the GPUs it holds, or asks for before it runs, a fraction for a shared GPU (the engine's
+    `GpuCounter`; without it, the count the job's own figures give)."""
     explain = explain or {}
     spec = job.spec
     res = spec.resources
@@ -39,6 +44,7 @@ def job_to_wire(
         "env": dict(spec.env),
         "node": job.node,
         "gpus": list(job.gpus),
+        "gpu_count": job.gpu_count() if gpu_count is None else gpu_count,
         "gpu_memory_bytes": job.gpu_memory_bytes,
         "submit_time": job.submit_time,
         "start_time": job.start_time,

@@ -81,7 +81,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         ("Workdir", job["workdir"]),
         (
             "Requested",
-            f"{res['gpus']} GPU(s)"
+            _gpus_requested(job)
             + (f" of {res['gpu_type']}" if res["gpu_type"] else "")
             + (f", {res['cpus']} CPUs" if res["cpus"] else "")
             + (f", {res['mem_bytes'] >> 20} MiB" if res["mem_bytes"] else ""),
@@ -114,6 +114,19 @@ def _expected(job: dict[str, Any]) -> str:
     from gpupool.cli.explain import estimate_text
 
     return estimate_text(job, time.time())
+
+
+def _gpus_requested(job: dict[str, Any]) -> str:
+    """ "2 GPUs", "0.5 GPU (shared)", "0.25 GPU (20GiB of GPU memory, shared)": the count the
+    pool uses everywhere (the API's gpu_count), with what a shared GPU was asked for by."""
+    res = job["resources"]
+    count = float(job.get("gpu_count", res["gpus"]))
+    text = f"{count:g} GPU{'' if count == 1 or not count.is_integer() else 's'}"
+    if res.get("gpu_memory_bytes"):
+        from gpupool.core.units import format_size
+
+        return f"{text} ({format_size(res['gpu_memory_bytes'])} of GPU memory, shared)"
+    return f"{text} (shared)" if res.get("gpu_fraction") is not None else text
 
 
 def _limit(job: dict[str, Any]) -> str:

@@ -36,12 +36,7 @@ def measured_utilization(args: argparse.Namespace, window_s: float) -> tuple[flo
     client = Client(args.state_dir, url=args.url)
     jobs = client.jobs(include_finished=True)
     inventory = client.gpus()
-    memory = {
-        (node["name"], g["index"]): g.get("memory_bytes") or 0
-        for node in inventory.get("nodes", [])
-        for g in node.get("gpus", [])
-    }
-    capacity = len(memory)
+    capacity = sum(len(node.get("gpus", [])) for node in inventory.get("nodes", []))
     if capacity == 0:
         raise PlanError("--from-usage: the pool reports no GPUs")
     if not jobs:
@@ -49,8 +44,9 @@ def measured_utilization(args: argparse.Namespace, window_s: float) -> tuple[flo
     now = time.time()
     first_submit = min(j["submit_time"] for j in jobs)
     start = max(now - window_s, first_submit)
+    # The GPUs each job held, as the pool counts them everywhere (a shared GPU: its fraction).
     intervals = [
-        (j["start_time"], j["end_time"], gpus_held(j, memory))
+        (j["start_time"], j["end_time"], float(j["gpu_count"]))
         for j in jobs
         if j.get("start_time") is not None
     ]
@@ -68,16 +64,3 @@ def measured_utilization(args: argparse.Namespace, window_s: float) -> tuple[flo
         "measured_utilization": usage.utilization,
     }
     return min(usage.utilization, 1.0), info
-
-
-def gpus_held(job: dict[str, Any], memory: dict[tuple[str, int], int]) -> float:
-    """Whole GPUs, or a fractional job's share: its --gpus fraction, or memory over the GPU's."""
-    res = job.get("resources") or {}
-    if res.get("gpu_fraction") is not None:
-        return float(res["gpu_fraction"])
-    granted = job.get("gpu_memory_bytes") or res.get("gpu_memory_bytes")
-    if granted and job.get("gpus"):
-        total = memory.get((job.get("node"), job["gpus"][0]), 0)
-        if total:
-            return min(1.0, granted / total)
-    return float(res.get("gpus") or 0)

@@ -194,7 +194,7 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
             _fmt(p["limit"]),
             _fmt(p["weight"]),
             ",".join(p["members"]) or "(everyone)",
-            p["in_use_gpus"],
+            _fmt(p["in_use_gpus"]),
             p["pending_jobs"],
         )
         for p in data["projects"]

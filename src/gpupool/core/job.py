@@ -78,6 +78,29 @@ class Resources:
         return self.gpu_memory_bytes is not None or self.gpu_fraction is not None
 
 
+def gpu_count(
+    res: Resources,
+    held: int | None = None,
+    granted_bytes: int | None = None,
+    gpu_memory_bytes: int | None = None,
+) -> float:
+    """The GPUs a job counts for, in every view and sum (quota and limit, `project list`,
+    fair-share usage, accounting, `show`, the API): the one rule.
+
+    A whole-GPU job counts its GPUs: `held` (the GPUs it holds or held, for a job that ran)
+    or else those it asks for. A fractional job counts the part of one GPU it shares: its
+    fraction (`--gpus 0.5`), else its GPU memory (`granted_bytes` once placed, else what it
+    asks for) over `gpu_memory_bytes`, the memory of its GPU (of a job not placed yet: the
+    largest GPU in the pool), at most 1; 1 GPU when that memory is not known."""
+    count = res.gpus if held is None else held
+    if res.gpu_fraction is not None:
+        return res.gpu_fraction * max(1, count)
+    nbytes = granted_bytes if granted_bytes is not None else res.gpu_memory_bytes
+    if nbytes is not None and count and gpu_memory_bytes is not None and gpu_memory_bytes > 0:
+        return min(1.0, nbytes / gpu_memory_bytes)
+    return float(count)
+
+
 PRIORITY_CLASSES: dict[str, int] = {"low": 100, "normal": 200, "high": 300, "interactive": 400}
 DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]
 
@@ -135,6 +158,13 @@ class Job:
     cancel_requested: bool = False
     version: int = 0
     events: tuple[Transition, ...] = field(default=(), compare=False)
+
+    def gpu_count(self, gpu_memory_bytes: int | None = None) -> float:
+        """The GPUs it holds (held, if it ran) or asks for (`gpu_count`); `gpu_memory_bytes`:
+        the memory of its GPU (of the largest GPU in the pool, if it has none yet)."""
+        held = len(self.gpus) if self.gpus else None
+        res = self.spec.resources
+        return gpu_count(res, held, self.gpu_memory_bytes, gpu_memory_bytes)
 
     @property
     def name(self) -> str:

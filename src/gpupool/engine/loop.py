@@ -59,6 +59,7 @@ class Engine:
             if g.unmanaged_memory_bytes
         }
         self.passes = 0
+        self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -212,7 +213,8 @@ class Engine:
         if self._usage_at is None or now - self._usage_at >= self.usage_refresh_s:
             half_life = self.config.fairshare_half_life_s
             # Older than ten half-lives weighs under 0.1%: not worth reading.
-            rows = self.store.usage_history(since=now - 10 * half_life)
+            # GPUs counted as every view counts them: a shared GPU as its fraction.
+            rows = self.store.usage_history(since=now - 10 * half_life, gpu_memory=self._memory)
             intervals = [UsageInterval(p, u, float(g), st, en) for p, u, g, st, en in rows]
             self._usage = decayed_usage(intervals, now, half_life)
             self._usage_at = now

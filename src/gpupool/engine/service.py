@@ -14,6 +14,7 @@ from typing import Any
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import DEFAULT_PROJECT, Project
+from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.loop import Engine
 from gpupool.policy import check_satisfiable
 
@@ -43,6 +44,7 @@ class PoolService:
         self.executor = executor
         self.engine = engine
         self.inventory = inventory
+        self.gpus = GpuCounter(inventory)
 
     def submit(
         self,
@@ -173,20 +175,25 @@ class PoolService:
                     holders.setdefault((job.node, g), []).append(job)
         return holders
 
-    def project_usage(self) -> dict[str, dict[str, int]]:
-        """Per project: GPUs held by its running jobs, and its running and pending jobs."""
-        usage: dict[str, dict[str, int]] = {}
+    def gpu_count(self, job: Job) -> float:
+        """The GPUs `job` holds, or asks for before it runs (`GpuCounter.of`: the one rule)."""
+        return self.gpus.of(job)
+
+    def project_usage(self) -> dict[str, dict[str, float]]:
+        """Per project: GPUs held by its running jobs and asked for by its pending ones (a
+        shared GPU counts its fraction: `GpuCounter`), and its running and pending jobs."""
+        usage: dict[str, dict[str, float]] = {}
         for job in self.store.active_jobs():
             u = usage.setdefault(
                 job.spec.project,
                 {"in_use_gpus": 0, "running_jobs": 0, "pending_jobs": 0, "pending_gpus": 0},
             )
             if job.state is JobState.RUNNING:
-                u["in_use_gpus"] += len(job.gpus)
+                u["in_use_gpus"] += self.gpus.of(job)
                 u["running_jobs"] += 1
             elif job.state is JobState.PENDING:
                 u["pending_jobs"] += 1
-                u["pending_gpus"] += job.spec.resources.gpus
+                u["pending_gpus"] += self.gpus.asked(job)
         return usage
 
     def create_project(self, project: Project, by: str) -> Project:

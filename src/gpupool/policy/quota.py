@@ -2,9 +2,10 @@
 order borrowers share the idle GPUs.
 
 A project's **in use** is the GPUs its running jobs hold (a reclaim's victims until they
-exit), plus what this pass starts or reclaims for it. A fractional job counts as its fraction:
-`gpu_fraction` when given, else its GPU memory over the memory of its GPU (for a pending job,
-of the largest GPU in the pool: its GPU is not chosen yet), else one whole GPU.
+exit), plus what this pass starts or reclaims for it. A job counts by `core.job.gpu_count`, the
+rule every view uses: a fractional job counts as its fraction, `gpu_fraction` when given, else
+its GPU memory over the memory of its GPU (for a pending job, of the largest GPU in the pool:
+its GPU is not chosen yet), else one whole GPU.
 
 - **Limit**: a project never goes above `limit`; a job that would waits with `Quota`.
 - **Quota**: a job that keeps its project within its quota is a *claim*: it is taken first, in
@@ -39,7 +40,7 @@ from enum import Enum
 from itertools import chain, compress
 from operator import attrgetter
 
-from gpupool.core.job import Resources
+from gpupool.core.job import Resources, gpu_count
 from gpupool.core.project import Project, fmt_gpus
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
@@ -110,29 +111,20 @@ class QuotaBook:
         return self.projects.get(name, _NO_PROJECT)
 
     def held(self, r: RunningJob) -> float:
-        """The GPUs a running job counts for (module docstring)."""
+        """The GPUs a running job counts for (core.job.gpu_count, the rule every view uses)."""
         res = r.resources
-        if res.gpu_fraction is not None:
-            return res.gpu_fraction * max(1, len(r.gpus))
-        nbytes = r.gpu_memory_bytes if r.gpu_memory_bytes is not None else res.gpu_memory_bytes
-        if nbytes is not None and r.gpus:
-            total = self._gpu_mem.get((r.node, r.gpus[0]), 0)
-            if total > 0:
-                return min(1.0, nbytes / total)
-        return float(len(r.gpus))
+        if res.gpu_fraction is None and res.gpu_memory_bytes is None and r.gpu_memory_bytes is None:
+            return float(len(r.gpus))
+        total = self._gpu_mem.get((r.node, r.gpus[0])) if r.gpus else None
+        return gpu_count(res, len(r.gpus), r.gpu_memory_bytes, total)
 
     def ask(self, res: Resources) -> float:
-        """The GPUs a pending job would count for."""
+        """The GPUs a pending job would count for (core.job.gpu_count: a GPU memory request
+        over the largest GPU in the pool, its GPU not being chosen yet)."""
         key = (res.gpus, res.gpu_memory_bytes, res.gpu_fraction)
         got = self._asks.get(key)
         if got is None:
-            if res.gpu_fraction is not None:
-                got = res.gpu_fraction
-            elif res.gpu_memory_bytes is not None and self._largest > 0:
-                got = min(1.0, res.gpu_memory_bytes / self._largest)
-            else:
-                got = float(res.gpus)
-            self._asks[key] = got
+            got = self._asks[key] = gpu_count(res, gpu_memory_bytes=self._largest)
         return got
 
     def share(self, name: str) -> float:

@@ -8,7 +8,7 @@ become StaleState.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -18,9 +18,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState
+from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState, Resources, gpu_count
 from gpupool.store import models
-from gpupool.store.codec import encode_spec, job_from_row
+from gpupool.store.codec import decode_spec, encode_spec, job_from_row
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
 from gpupool.store.projects import ProjectMethods
@@ -118,17 +118,49 @@ class Store(ProjectMethods):
         """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order."""
         return self.list_jobs()
 
-    def usage_history(self, since: float) -> list[tuple[str, str, int, float, float | None]]:
+    def usage_history(
+        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+    ) -> list[tuple[str, str, float, float, float | None]]:
         """(project, user, GPUs, start, end or None) of every job that ran after `since`:
-        the raw material of fair-share usage. Reads columns only, no spec decoding."""
-        stmt = select(
-            JobRow.project, JobRow.user, JobRow.gpus, JobRow.start_time, JobRow.end_time
-        ).where(
+        the raw material of fair-share usage. GPUs as every view counts them
+        (`core.job.gpu_count`): a shared GPU counts its fraction, a GPU-memory request its
+        memory over its GPU's (`gpu_memory`: (node, GPU index) -> bytes; unknown: 1 GPU).
+        Reads columns only; the spec only of jobs that shared a GPU (few), for the fraction."""
+        ran = (
             JobRow.start_time.is_not(None),
             (JobRow.end_time.is_(None)) | (JobRow.end_time >= since),
         )
+        stmt = select(
+            JobRow.id,
+            JobRow.project,
+            JobRow.user,
+            JobRow.gpus,
+            JobRow.node,
+            JobRow.gpu_memory_bytes,
+            JobRow.start_time,
+            JobRow.end_time,
+        ).where(*ran)
+        shared = select(JobRow.id, JobRow.spec).where(*ran, JobRow.gpu_memory_bytes.is_not(None))
         with self._read() as s:
-            return [(p, u, len(g or []), st, en) for p, u, g, st, en in s.execute(stmt)]
+            rows = s.execute(stmt).all()
+            specs: dict[int, dict[str, Any]] = {i: sp for i, sp in s.execute(shared)}
+        memory = gpu_memory or {}
+        out: list[tuple[str, str, float, float, float | None]] = []
+        for job_id, project, user, gpus, node, granted, start, end in rows:
+            held = list(gpus or [])
+            if granted is None:
+                count = float(len(held))
+            else:
+                spec = specs.get(job_id)
+                res = (
+                    decode_spec(spec).resources
+                    if spec is not None
+                    else Resources(gpus=1, gpu_memory_bytes=granted)
+                )
+                total = memory.get((node, held[0])) if node is not None and held else None
+                count = gpu_count(res, len(held), granted, total)
+            out.append((project, user, count, start, end))
+        return out
 
     def allocation_version(self) -> int:
         with self._read() as s:
