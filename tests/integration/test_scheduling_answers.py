@@ -93,3 +93,35 @@ def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # ty
         assert pool.wait(half)["state"] == "SUCCEEDED"
     finally:
         pool.cleanup()
+
+
+def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "reserve", gpus="2xA100-80GB").start()
+    try:
+        stops = [tmp_path / "stop-0", tmp_path / "stop-1"]
+        first = pool.submit("--gpus", "1", "--time", "1h", "--", *_until_file(stops[0]))
+        second = pool.submit("--gpus", "1", "--time", "2h", "--", *_until_file(stops[1]))
+        started = pool.wait_state(first, "RUNNING")["start_time"]
+        pool.wait_state(second, "RUNNING")
+        half = pool.submit("--gpus", "0.5", "--time", "10m", "--", "true")
+        later = pool.submit("--gpus", "1", "--time", "10m", "--", "true")
+        job = eventually(
+            lambda: (j := pool.client.job(half))["reservation"] and j, "the half job reserves"
+        )
+        assert job["reason"] == "Resources"
+        assert job["reservation"]["gpu_memory_bytes"] == 40 << 30
+        assert abs(job["estimated_start"] - (started + 3600)) < 5
+        why = pool.cli("why", str(half), check=True).stdout
+        assert "reserved 40GiB of GPU" in why, why
+        expected = why.split("expected start:")[1].splitlines()[0]
+        assert "unknown" not in expected and "(in " in expected, why
+        other = json.loads(pool.cli("why", str(later), "--json", check=True).stdout)
+        assert other["reservation"] is None and other["estimated_start"] is None
+        stops[0].touch()  # the first GPU frees: the half job, first in line, takes it
+        assert pool.wait(half, timeout=60)["state"] == "SUCCEEDED"
+        stops[1].touch()
+        assert pool.wait(later, timeout=60)["state"] == "SUCCEEDED"
+    finally:
+        for stop in (tmp_path / "stop-0", tmp_path / "stop-1"):
+            stop.touch()
+        pool.cleanup()

@@ -128,6 +128,7 @@ class PoolService:
             else {
                 "node": reservation.node,
                 "gpus": list(reservation.gpus),
+                "gpu_memory_bytes": reservation.gpu_memory_bytes,  # a fractional job's
                 "time": reservation.time,
             },
             "priority_factors": None

@@ -16,12 +16,18 @@ reservation time (tests/unit/test_policy_backfill.py checks this by simulation).
 `FreeIndex` is what is free now, indexed for the many placements of one pass, with the reserved
 node's spare view swapped in for the jobs that would outlast the reservation.
 
-Fractional jobs (placement.py) never take the reservation: the first of them that does not
-fit waits without one, and the next blocked whole-GPU job gets it. A later fractional job
-follows the same rule as any other: it starts now if it ends by the reservation time, or else
-only on GPUs that are not reserved (a reserved GPU that is shared now is off limits too),
-within the spare CPUs and memory. So fractional jobs never delay the reservation; the price is
-that under a steady stream of whole-GPU jobs a fractional job has no reservation of its own.
+Fractional jobs (placement.py) take the reservation like any other job, in GPU memory over
+time: the earliest time some GPU of the right type will have room for it, as running jobs
+end (a whole-GPU holder gives the whole GPU back, a sharer its memory; memory held outside
+gpupool stays held), and there the GPU `place` picks. What it reserves is memory on that GPU
+(`Reservation.gpu_memory_bytes`), not the GPU: a later job that outlasts it may share that
+GPU within what the reserved job leaves of its memory at the reservation time (the spare, as
+Maui's "extra" CPUs and memory), never take it whole. Against a whole-GPU reservation a later
+fractional job follows the same rule as any other: it starts now if it ends by the
+reservation time, or else only on GPUs that are not reserved (a reserved GPU that is shared
+now is off limits too), within the spare CPUs and memory. So no later job delays a
+reservation, fractional or whole, and a fractional job cannot starve behind a stream of
+whole-GPU jobs (tests/unit/test_fractional_backfill.py checks this by simulation).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from gpupool.core.job import Resources
-from gpupool.core.units import format_duration
+from gpupool.core.units import format_duration, format_size
 from gpupool.policy.placement import NodeFree, Placement, granted_bytes, place, why_not
 from gpupool.policy.running_view import RunningView
 from gpupool.policy.snapshot import PolicyConfig, Reservation
@@ -132,6 +138,14 @@ class Shadow:
         cpus, mem = node_at_time.cpus, node_at_time.mem_bytes
         self.extra_cpus = None if cpus is None else cpus - (res.cpus or 0)
         self.extra_mem = None if mem is None else mem - (res.mem_bytes or 0)
+        # A fractional reservation: the memory its GPU will have left at the reservation time
+        # once the reserved job has its share; jobs outlasting it may share the GPU within it.
+        self.extra_gpu_mem: int | None = None
+        granted = reservation.gpu_memory_bytes
+        if granted is not None:
+            room = node_at_time.room(reservation.gpus[0])
+            assert room is not None  # the reserved job fits there then
+            self.extra_gpu_mem = room - granted
 
     @property
     def node(self) -> str:
@@ -148,29 +162,42 @@ class Shadow:
 
     def spare(self, now_free: NodeFree) -> NodeFree:
         """What a job that outlasts the reservation may take now on the reserved node: its
-        free GPUs except the reserved ones, and CPUs/memory within the extra."""
+        free GPUs except the reserved ones, and CPUs/memory within the extra. A fractional
+        reservation's GPU stays in it as a shared GPU whose room is at most the extra GPU
+        memory: sharers may join within it, a whole-GPU job can never take it."""
         cpus, mem = now_free.cpus, now_free.mem_bytes
         if cpus is not None and self.extra_cpus is not None:
             cpus = min(cpus, self.extra_cpus)
         if mem is not None and self.extra_mem is not None:
             mem = min(mem, self.extra_mem)
         reserved = self._reserved
+        sharers = {g: n for g, n in now_free.sharers.items() if g not in reserved}
+        granted = {g: n for g, n in now_free.granted.items() if g not in reserved}
+        if self.extra_gpu_mem is not None:
+            (gpu,) = self.reservation.gpus
+            room = now_free.room(gpu)
+            if room is not None:  # free or shared now (not held whole)
+                # As if granted: all but min(room now, extra), so `room()` gives that.
+                usable = now_free.node.gpu(gpu).memory_bytes - now_free.unmanaged.get(gpu, 0)
+                sharers[gpu] = max(1, now_free.sharers.get(gpu, 0))
+                granted[gpu] = usable - min(room, self.extra_gpu_mem)
         return NodeFree(
-            now_free.node,
-            now_free.gpus - reserved,
-            cpus,
-            mem,
-            {g: n for g, n in now_free.sharers.items() if g not in reserved},
-            {g: n for g, n in now_free.granted.items() if g not in reserved},
+            now_free.node, now_free.gpus - reserved, cpus, mem, sharers, granted,
             now_free.unmanaged,
-        )
+        )  # fmt: skip
 
-    def took(self, res: Resources) -> None:
-        """A job that outlasts the reservation started on the reserved node: it uses up extra."""
+    def took(
+        self, res: Resources, gpus: tuple[int, ...] = (), gpu_memory_bytes: int | None = None
+    ) -> None:
+        """A job that outlasts the reservation started on the reserved node, on `gpus` (with
+        `gpu_memory_bytes` granted, if fractional): it uses up extra."""
         if self.extra_cpus is not None and res.cpus:
             self.extra_cpus -= res.cpus
         if self.extra_mem is not None and res.mem_bytes:
             self.extra_mem -= res.mem_bytes
+        if self.extra_gpu_mem is not None and res.fractional and self.reservation.gpus[0] in gpus:
+            assert gpu_memory_bytes is not None, "a fractional start states its memory"
+            self.extra_gpu_mem -= gpu_memory_bytes
 
     def when(self) -> str:
         """The reservation time relative to now, in words (the policy has no clock to print)."""
@@ -181,9 +208,12 @@ class Shadow:
         return f"from now+{format_duration(self.time - self.now)}"
 
     def describe(self) -> str:
-        """E.g. "reserved GPUs 0,1,2,3 on box from now+1h05m"."""
-        gpus = self.reservation.gpus
+        """E.g. "reserved GPUs 0,1,2,3 on box from now+1h05m", "reserved 40GiB of GPU 1 on
+        box from now+10m" (a fractional job's)."""
+        gpus, granted = self.reservation.gpus, self.reservation.gpu_memory_bytes
         what = f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}" if gpus else "room"
+        if granted is not None:
+            what = f"{format_size(granted)} of {what}"
         return f"reserved {what} on {self.node} {self.when()}"
 
 
@@ -197,10 +227,8 @@ def reserve(
     """The reservation for a job that does not fit now: the earliest time some node will have
     room for it, and on the nodes that have room then, the node and GPUs that `place` picks
     (best fit, best links) as if it were that time. None if no node ever will (only when the
-    job is unsatisfiable, which the caller has ruled out, or fractional: those never take
-    the reservation, see the module docstring)."""
-    if res.fractional:
-        return None
+    job is unsatisfiable, which the caller has ruled out). A fractional job's reservation
+    is memory on one GPU (module docstring)."""
     by_node: dict[str, list[Release]] = {}
     for r in releases:
         by_node.setdefault(r.node, []).append(r)
@@ -216,7 +244,9 @@ def reserve(
     at = _frees_at(candidates, releases, time)
     placement, _ = place([at[f.node.name] for f in candidates], res)
     assert placement is not None  # some node has room at `time`, by the choice of `time`
-    reservation = Reservation(job_id, placement.node, placement.gpus, time)
+    reservation = Reservation(
+        job_id, placement.node, placement.gpus, time, placement.gpu_memory_bytes
+    )
     return Shadow(reservation, at[placement.node], res, now)
 
 

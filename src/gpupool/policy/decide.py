@@ -457,7 +457,7 @@ class _Pass:
     def _start(self, job: PendingJob, placement: Placement, end: float, outlasts: bool) -> None:
         self.free.take(placement, job.resources)
         if outlasts and self.shadow is not None and placement.node == self.shadow.node:
-            self.shadow.took(job.resources)
+            self.shadow.took(job.resources, placement.gpus, placement.gpu_memory_bytes)
         self.version += 1
         self.starts.append(
             Start(job.id, placement.node, placement.gpus, placement.gpu_memory_bytes)

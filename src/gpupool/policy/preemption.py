@@ -130,7 +130,7 @@ class Reclaimer:
             return None
         index.take(plan.held, plan.held_res)
         if shadow is not None and plan.held.node == shadow.node:
-            shadow.took(plan.held_res)
+            shadow.took(plan.held_res, plan.held.gpus, plan.placement.gpu_memory_bytes)
         status, preemptions = self.accept(job, plan)
         self.preemptions.extend(preemptions)
         at = plan.placement

@@ -160,6 +160,9 @@ class Reservation:
     node: str
     gpus: tuple[int, ...]
     time: float
+    # A fractional job's reservation: the memory it is to get on its one GPU (None: the GPUs
+    # are reserved whole). Jobs that outlast it may share that GPU within the rest.
+    gpu_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
