@@ -125,3 +125,74 @@ def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tm
         for stop in (tmp_path / "stop-0", tmp_path / "stop-1"):
             stop.touch()
         pool.cleanup()
+
+
+def test_a_request_its_projects_quota_can_never_start_is_refused_at_submit(pool: Pool) -> None:
+    pool.cli("project", "create", "ml", "--quota", "2", check=True)
+    cases = [
+        (("--gpus", "1", "--no-preemptible"), "project default has no guaranteed quota"),
+        (("--gpus", "0.5", "--priority", "interactive"), "interactive jobs are not preemptible"),
+        (("--project", "ml", "--gpus", "3", "--no-preemptible"), "project ml has a quota of 2"),
+    ]
+    for flags, says in cases:
+        out = pool.cli("submit", *flags, "--", "true")
+        assert out.returncode == 2, out
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+        assert (
+            "job refused: " in out.stderr and says in out.stderr and "--preemptible" in (out.stderr)
+        ), out.stderr
+    assert json.loads(pool.cli("queue", "-a", "--json", check=True).stdout) == []
+    assert (
+        pool.wait(pool.submit("--no-preemptible", "--", "true"))["state"] == "SUCCEEDED"
+    )  # no GPU
+    ok = pool.submit("--project", "ml", "--gpus", "2", "--no-preemptible", "--", "true")
+    assert pool.wait(ok)["state"] == "SUCCEEDED"
+
+
+def _reason(pool: Pool, job_id: int, reason: str) -> dict[str, Any] | None:
+    job = pool.client.job(job_id)
+    return job if job["reason"] == reason else None
+
+
+def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "quota").start()
+    stop = tmp_path / "stop"
+    try:
+        pool.cli("project", "create", "ml", "--quota", "2", check=True)
+        holder = pool.submit(
+            "--project", "ml", "--gpus", "2", "--no-preemptible", "--", *_until_file(stop)
+        )
+        pool.wait_state(holder, "RUNNING")
+        waiter = pool.submit("--project", "ml", "--gpus", "2", "--no-preemptible", "--", "true")
+        eventually(lambda: _reason(pool, waiter, "Quota"), "it waits its turn within quota")
+
+        pool.cli("project", "set", "ml", "--quota", "1", check=True)
+        job = eventually(lambda: _reason(pool, waiter, "QuotaNeverFits"), "told it never fits")
+        assert job["state"] == "PENDING"
+        why = pool.cli("why", str(waiter), check=True).stdout
+        assert "project ml has a quota of 1 GPUs; this non-preemptible job asks for 2" in why
+        assert "expected start: never" in why
+        queue = pool.cli("queue", check=True).stdout
+        assert "QuotaNeverFits" in queue
+        story = pool.cli("show", str(waiter), check=True).stdout.split("Story:")[1]
+        assert story.count("can never start while quotas stay as they are") == 1, story
+
+        pool.cli("project", "set", "ml", "--quota", "2", check=True)
+        eventually(lambda: _reason(pool, waiter, "Quota"), "it may start again")
+        story = pool.cli("show", str(waiter), check=True).stdout.split("Story:")[1]
+        assert "lets it start again" in story
+
+        # gpupool.toml lowers the quota before a restart: the first pass tells it again.
+        pool.stop()
+        (pool.state_dir / "gpupool.toml").write_text("[projects.ml]\nquota = 1\n")
+        pool.start()
+        eventually(lambda: _reason(pool, waiter, "QuotaNeverFits"), "told after the restart")
+        events = pool.client.job(waiter)["events"]
+        assert sum("can never start" in e["cause"] for e in events) == 2
+        assert pool.client.job(holder)["state"] == "RUNNING"
+        pool.cli("cancel", str(waiter), check=True)
+        stop.touch()
+        assert pool.wait(holder)["state"] == "SUCCEEDED"
+    finally:
+        stop.touch()
+        pool.cleanup()

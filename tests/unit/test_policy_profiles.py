@@ -148,8 +148,9 @@ CASES = [
     Case("las: no preemption within a level", LAS_SAME, PROFILES["las"], _no_preemption),
     Case("use_quotas off ignores the projects' quotas and limits", QUOTAS, PROFILES["fifo"],
          lambda d: started(d) == {2} or pytest.fail(str(d))),
-    Case("the default profile enforces them", QUOTAS, PROFILES["default"],
-         lambda d: d.pending[2].code is Code.QUOTA or pytest.fail(str(d))),
+    Case("the default profile enforces them (2 GPUs above a limit of 1: never)", QUOTAS,
+         PROFILES["default"],
+         lambda d: d.pending[2].code is Code.QUOTA_NEVER_FITS or pytest.fail(str(d))),
 ]  # fmt: skip
 
 

@@ -139,12 +139,13 @@ CASES = [
         starts={1: "box"},
     ),
     Case(
-        "a project missing from the snapshot has quota 0: it borrows only preemptibly",
+        "a project missing from the snapshot has quota 0: it borrows only preemptibly "
+        "(a non-preemptible job there never starts)",
         projects(Project("vision", quota=1)),
         BOX,
         pending=(job(1, 1, "other", preemptible=False), job(2, 1, "other")),
         starts={2: "box"},
-        waits={1: wait(Code.QUOTA, "project other: quota 0, in use 0")},
+        waits={1: wait(Code.QUOTA_NEVER_FITS, "project other has no guaranteed quota")},
     ),
     Case(
         "jobs within quota go before borrowers, even of a higher class",

@@ -11,6 +11,7 @@ from test_store import spec, start, store_fixture, store_url_fixture  # noqa: F4
 from gpupool.core.project import Department, InvalidProject, Project
 from gpupool.engine import PoolService, RequestRefused
 from gpupool.inventory import resolve_inventory
+from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store import ProjectExists, ProjectInUse, Store, UnknownProject
 from gpupool.store.migrations import make_engine, upgrade
 
@@ -126,6 +127,8 @@ def test_migration_keeps_projects_that_jobs_already_name(tmp_path) -> None:
 
 
 class _Engine:
+    config = PolicyConfig()
+
     def wake(self) -> None:
         pass
 
@@ -195,3 +198,19 @@ def test_project_usage_counts_running_gpus_and_pending_jobs(
     assert service.project_usage() == {
         "default": {"in_use_gpus": 2, "running_jobs": 1, "pending_jobs": 1, "pending_gpus": 3}
     }
+
+
+def test_a_request_its_project_can_never_start_is_refused_and_nothing_is_stored(
+    service: PoolService, store: Store
+) -> None:
+    store.upsert_project(Project("vision", quota=2))
+    with pytest.raises(RequestRefused) as info:
+        service.submit(spec(gpus=1, preemptible=False), "alice", 1.0)
+    assert info.value.code == "quota_never_fits"
+    assert info.value.message.startswith("project default has no guaranteed quota")
+    with pytest.raises(RequestRefused, match="project vision has a quota of 2 GPUs"):
+        service.submit(spec(gpus=3, priority=400, project="vision"), "alice", 1.0)
+    assert store.list_jobs(include_finished=True) == []
+    service.submit(spec(gpus=1), "alice", 1.0)  # preemptible: it may borrow
+    service.submit(spec(gpus=2, priority=400, project="vision"), "alice", 1.0)  # within quota
+    assert len(store.list_jobs()) == 2

@@ -41,6 +41,8 @@ def describe(job: dict[str, Any], now: float | None = None) -> list[str]:
 
 def estimate_text(job: dict[str, Any], now: float) -> str:
     at = job.get("estimated_start")
+    if at is None and job.get("reason") == "QuotaNeverFits":
+        return "never, while its project's quota and limit stay as they are (see why)"
     if at is None:
         if job.get("reason") == "Priority":
             return "unknown: jobs ahead of it start first, and their starts are not known yet"

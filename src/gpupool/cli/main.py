@@ -13,7 +13,9 @@ from collections.abc import Callable
 from gpupool import __version__
 
 # Why the daemon refused a job it understood (exit 2, "job refused: ...").
-SUBMIT_REFUSALS = frozenset({"unsatisfiable", "bad_workdir", "unknown_project", "not_a_member"})
+SUBMIT_REFUSALS = frozenset(
+    {"unsatisfiable", "quota_never_fits", "bad_workdir", "unknown_project", "not_a_member"}
+)
 
 
 def _common(default: object) -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ from gpupool.core.job import Job, JobState
 from gpupool.engine.environment import job_environment
 from gpupool.engine.outcome import outcome_of
 from gpupool.engine.preemption import Reclaimer
+from gpupool.engine.quota_notes import note_quota_changes
 from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
@@ -241,6 +242,7 @@ class Engine:
                 self._launch(job)
         self.last_decision = decision
         self.reclaimer.apply(decision)
+        note_quota_changes(self.store, self._active, decision, now)  # before the new reasons
         self.store.set_reasons({jid: st.code.value for jid, st in decision.pending.items()})
         return decision
 

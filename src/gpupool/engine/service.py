@@ -16,7 +16,7 @@ from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import DEFAULT_PROJECT, Project
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.loop import Engine
-from gpupool.policy import check_satisfiable
+from gpupool.policy import check_quota, check_satisfiable
 
 MAX_LOG_CHUNK = 1 << 20
 log = logging.getLogger("gpupool.projects")
@@ -64,6 +64,19 @@ class PoolService:
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
         if impossible is not None:
             raise RequestRefused("unsatisfiable", impossible.message)
+        if self.engine.config.use_quotas:
+            # Its project's quota or limit could never let it start (policy/quota_feasibility).
+            projects = {p.name: p for p in self.store.projects()}
+            never = check_quota(
+                spec.resources,
+                spec.is_preemptible,
+                spec.priority,
+                project,
+                projects,
+                self.inventory.nodes,
+            )
+            if never is not None:
+                raise RequestRefused("quota_never_fits", never.message)
         if spec.workdir and not os.path.isdir(spec.workdir):
             raise RequestRefused(
                 "bad_workdir",
@@ -200,6 +213,7 @@ class PoolService:
     def create_project(self, project: Project, by: str) -> Project:
         created: Project = self.store.create_project(project)
         log.info("project %s created by %s: %s", project.name, by or "?", created)
+        self.engine.wake()  # a first quota puts quotas in force: pending jobs are re-checked
         return created
 
     def set_project(self, name: str, changes: dict[str, Any], by: str) -> Project:
@@ -212,6 +226,7 @@ class PoolService:
     def delete_project(self, name: str, by: str) -> None:
         self.store.delete_project(name)
         log.info("project %s deleted by %s", name, by or "?")
+        self.engine.wake()  # its quota gone: pending jobs are re-checked
 
     def set_default_project(self, user: str, project: str | None) -> None:
         """Make `project` the default of `user` (None: forget it); refused if the project

@@ -7,6 +7,7 @@ drive this same function.
 from gpupool.policy.decide import decide
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.profiles import PROFILES, profile
+from gpupool.policy.quota_feasibility import check_quota
 from gpupool.policy.snapshot import Decision, PendingJob, RunningJob, Snapshot, Start
 from gpupool.policy.status import Code, Status
 
@@ -19,6 +20,7 @@ __all__ = [
     "Snapshot",
     "Start",
     "Status",
+    "check_quota",
     "check_satisfiable",
     "decide",
     "profile",

@@ -93,7 +93,7 @@ _NAMED_NODES = 8
 _HELD = Status(Code.BEGIN_TIME, "held until its --begin time", "begin")
 # Statuses of jobs that do not block the line when backfill is off: they are not waiting
 # for resources (QUOTA: a project's limit; a job it holds back is not yielded anyway).
-_NOT_IN_LINE = (Code.UNSATISFIABLE, Code.BEGIN_TIME, Code.QUOTA)
+_NOT_IN_LINE = (Code.UNSATISFIABLE, Code.BEGIN_TIME, Code.QUOTA, Code.QUOTA_NEVER_FITS)
 
 
 class _Pass:

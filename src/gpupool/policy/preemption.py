@@ -42,7 +42,8 @@ from gpupool.core.project import fmt_gpus
 from gpupool.policy.backfill import FreeIndex, Release, Shadow
 from gpupool.policy.backfill import _give_back as give_back
 from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, why_not
-from gpupool.policy.quota import EPS, QuotaBook
+from gpupool.policy.quota import QuotaBook
+from gpupool.policy.quota_feasibility import EPS
 from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
 from gpupool.policy.status import Code, Status
 

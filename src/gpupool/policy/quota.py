@@ -12,7 +12,10 @@ its GPU is not chosen yet), else one whole GPU.
   queue order, and when it does not fit it may reclaim borrowed GPUs (`policy/preemption.py`).
 - **Borrowing**: a job above its project's quota runs only on idle GPUs and only if it is
   preemptible (`PendingJob.preemptible`; interactive jobs are not, by default); a
-  non-preemptible one waits with `Quota`. Borrowers are taken after every claim, each
+  non-preemptible one waits with `Quota`.
+- A job one of these rules holds back for good (more than its project's limit by itself, or
+  non-preemptible and more than its quota by itself) waits with `QuotaNeverFits` instead,
+  saying what to change (`policy/quota_feasibility.py`, which also refuses it at submit). Borrowers are taken after every claim, each
   priority class in turn (the class stays a hard tier), and inside a class the project with
   the least borrowed per weight, `(in use - quota) / weight`, goes next (queue order inside a
   project and between ties). As each start raises its project's figure, idle GPUs go to
@@ -40,13 +43,13 @@ from enum import Enum
 from itertools import chain, compress
 from operator import attrgetter
 
-from gpupool.core.job import Resources, gpu_count
+from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
 from gpupool.core.project import Project, fmt_gpus
 from gpupool.policy.node_facts import NodeFacts
+from gpupool.policy.quota_feasibility import EPS, never_fits
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
 from gpupool.policy.status import Code, Status
 
-EPS = 1e-9  # sums of fractions are not exact
 _NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
 _priority = attrgetter("priority")
 _project = attrgetter("project")
@@ -93,6 +96,7 @@ class QuotaBook:
             self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
         self._said: dict[tuple[str, str, float], Status] = {}
+        self._never_said: dict[tuple[str, float, bool, bool], Status | None] = {}
         self.claiming = False  # a claim is being tried (admitted)
         self.reclaiming: dict[str, int] = {}  # project -> its first job reclaimed for
 
@@ -144,14 +148,30 @@ class QuotaBook:
         name = job.project
         p, use = self.projects.get(name, _NO_PROJECT), self.in_use.get(name, 0.0)
         if p.limit is not None and use + need > p.limit + EPS:
-            return self._status("limit", name, use)
+            return self._never(job, need) or self._status("limit", name, use)
         if not self.guarantees:
             return Verdict.FREE
         if use + need <= p.quota + EPS:
             return Verdict.CLAIM
         if not job.preemptible:
-            return self._status("borrow", name, use)
+            return self._never(job, need) or self._status("borrow", name, use)
         return Verdict.BORROW
+
+    def _never(self, job: PendingJob, need: float) -> Status | None:
+        """`QuotaNeverFits` for a job held back that its project can never let start
+        (quota_feasibility.py), else None: it waits its turn with `Quota`."""
+        interactive = job.priority >= PRIORITY_CLASSES["interactive"]
+        key = (job.project, need, job.preemptible, interactive)
+        if key not in self._never_said:
+            self._never_said[key] = never_fits(
+                need,
+                job.preemptible,
+                job.priority,
+                job.project,
+                self.projects.get(job.project),
+                self.guarantees,
+            )
+        return self._never_said[key]
 
     def _status(self, kind: str, name: str, use: float) -> Status:
         said = self._said.get((kind, name, use))

@@ -18,6 +18,8 @@ class Code(str, Enum):
     QUOTA = "Quota"  # its project's quota (borrowing needs --preemptible) or limit holds it
     RECLAIM = "Reclaim"  # within its quota: borrowed GPUs are being reclaimed for it
     UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
+    # its project's quota or limit can never let it start (as they are now): quota_feasibility
+    QUOTA_NEVER_FITS = "QuotaNeverFits"
 
 
 @dataclass(frozen=True)
@@ -28,4 +30,6 @@ class Status:
 
     @property
     def unresolvable(self) -> bool:
-        return self.code is Code.UNSATISFIABLE
+        """It never will start as things are: refused at submit (a quota change may still
+        let a `QuotaNeverFits` job already queued start; it waits for that)."""
+        return self.code is Code.UNSATISFIABLE or self.code is Code.QUOTA_NEVER_FITS

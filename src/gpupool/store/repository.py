@@ -393,6 +393,23 @@ class Store(ProjectMethods):
         with self._write() as s:
             s.connection().execute(stmt, [{"b_id": i, "b_reason": r} for i, r in changed])
 
+    def note(self, job_id: int, now: float, cause: str) -> None:
+        """Add a line to a pending job's story without changing its state (an event from
+        PENDING to PENDING), e.g. that a quota change means it can never start; skipped if
+        the job is no longer pending."""
+
+        def op(s: Session) -> None:
+            row = _row(s, job_id)
+            if row.state is JobState.PENDING:
+                s.add(
+                    TransitionRow(
+                        job_id=job_id, time=now, from_state=row.state, to_state=row.state,
+                        cause=cause,
+                    )
+                )  # fmt: skip
+
+        self._write_retrying(op)
+
     def set_launch_info(self, job_id: int, info: dict[str, Any]) -> None:
         t = JOBS.c
         stmt = (

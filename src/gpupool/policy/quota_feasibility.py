@@ -1,0 +1,96 @@
+"""Requests their project's quota or limit can never let start (the rules of `quota.py`).
+
+Two of quota.py's rules hold a job back whatever else runs:
+
+- **Limit**: a project never holds more than its `limit`; a job asking for more than the
+  limit by itself can never start there, preemptible or not.
+- **Borrowing needs --preemptible**: while quotas are in force (some project has a quota
+  above 0), a non-preemptible job (`--no-preemptible`, or `--priority interactive` without
+  `--preemptible`) runs only within its project's quota; one asking for more than that quota
+  by itself, in a project with no quota above all, can never start.
+
+GPUs are counted as everywhere (`core.job.gpu_count`; a GPU-memory request over the largest
+GPU in the pool, as the quota book counts a pending job). `check_quota` refuses such a
+request at submit (the API's 422, exit 2 in the CLI); a pass (`QuotaBook.admit`) gives a job
+that became one after quotas changed the code `QuotaNeverFits` instead of `Quota`, with what
+to change: it stays pending, as Slurm keeps a job a limit blocks pending with the limit as
+its reason, and starts once the quota or limit allows it (docs/scheduling.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpupool.core.hardware import Node
+from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
+from gpupool.core.project import Project, fmt_gpus
+from gpupool.policy.node_facts import NodeFacts
+from gpupool.policy.status import Code, Status
+
+EPS = 1e-9  # sums of fractions are not exact
+
+
+def quotas_in_force(projects: Mapping[str, Project]) -> tuple[bool, bool]:
+    """(some project has a quota above 0, some project has a limit): the quota book exists
+    only when one holds (`QuotaBook.of`), and guarantees only with the first."""
+    values = projects.values()
+    return any(p.quota > 0 for p in values), any(p.limit is not None for p in values)
+
+
+def never_fits(
+    need: float,
+    preemptible: bool,
+    priority: int,
+    name: str,
+    project: Project | None,
+    guarantees: bool,
+) -> Status | None:
+    """`QuotaNeverFits` if a job asking for `need` GPUs can never start in project `name`
+    (module docstring), saying what to change; None if it can some day. `project`: its
+    settings (None: a project not configured, quota 0 and no limit); `guarantees`: quotas
+    are in force (some project has a quota above 0)."""
+    limit, quota = (None, 0.0) if project is None else (project.limit, project.quota)
+    if limit is not None and need > limit + EPS:
+        text = (
+            f"project {name} has a limit of {fmt_gpus(limit)} GPUs; this job asks for "
+            f"{fmt_gpus(need)}: ask for at most {fmt_gpus(limit)}, use another project, or "
+            f"raise the limit (gpupool project set {name} --limit {fmt_gpus(need)})"
+        )
+        return Status(Code.QUOTA_NEVER_FITS, text, "limit")
+    if not guarantees or preemptible or need <= quota + EPS:
+        return None
+    if quota <= 0:
+        text = (
+            f"project {name} has no guaranteed quota; a non-preemptible job runs only within "
+            "quota: ask for --preemptible or use a project with quota"
+        )
+    else:
+        text = (
+            f"project {name} has a quota of {fmt_gpus(quota)} GPUs; this non-preemptible job "
+            f"asks for {fmt_gpus(need)}, more than it could ever hold within quota: ask for "
+            f"--preemptible, for at most {fmt_gpus(quota)} GPUs, or use a project with a "
+            "larger quota"
+        )
+    if priority >= PRIORITY_CLASSES["interactive"]:
+        text += " (interactive jobs are not preemptible unless --preemptible is given)"
+    return Status(Code.QUOTA_NEVER_FITS, text, "quota")
+
+
+def check_quota(
+    res: Resources,
+    preemptible: bool,
+    priority: int,
+    project: str,
+    projects: Mapping[str, Project],
+    nodes: tuple[Node, ...],
+) -> Status | None:
+    """Submit-time: None if this job could start in `project` some day with the projects'
+    quotas and limits as they are, else `QuotaNeverFits` (`never_fits`). A project missing
+    from `projects` has quota 0 and no limit, as in a pass."""
+    guarantees, limits = quotas_in_force(projects)
+    if not (guarantees or limits):
+        return None
+    need = gpu_count(res, gpu_memory_bytes=NodeFacts.of(nodes).largest_gpu_memory)
+    if need <= 0:
+        return None
+    return never_fits(need, preemptible, priority, project, projects.get(project), guarantees)
