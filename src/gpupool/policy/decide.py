@@ -67,9 +67,8 @@ from gpupool.policy.wide import WideShadow, is_wide, piece, place_wide, reserve_
 
 def _gpu_words(res: Resources) -> str:
     kind = "GPU" if res.gpus == 1 else "GPUs"
-    return (
-        f"{res.gpus} {display_name(res.gpu_type)} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
-    )
+    what = f"{display_name(res.gpu_type)} {kind}" if res.gpu_type else kind
+    return f"{res.gpus} {what}"
 
 
 class _Request:
