@@ -26,8 +26,10 @@ class Pool:
         gpus: str | None = "4xA100-80GB",
         inventory: Path | None = None,
         listen: str | None = None,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.root = root
+        self.args = args  # more `gpupool server` arguments, e.g. ("--database-url", URL)
         self.state_dir = root / "state"
         self.gpus = gpus
         self.inventory = inventory
@@ -51,6 +53,7 @@ class Pool:
             cmd += ["--gpus", self.gpus]
         if self.listen:
             cmd += ["--listen", self.listen]
+        cmd += self.args
         self.root.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         out = open(self.root / f"daemon-{self.starts}.log", "wb")

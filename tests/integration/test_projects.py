@@ -126,7 +126,7 @@ def test_gpupool_toml_is_applied_at_start(tmp_path: Path) -> None:
     )
     try:
         pool.start()
-        assert "gpupool.toml: applied 1 department(s), 1 project(s)" in pool.daemon_log()
+        assert "gpupool.toml: applied 1 department, 1 project, 1 user default" in pool.daemon_log()
         vision = pool.client.request("GET", "/v1/projects/vision")
         assert vision["members"] == sorted(["alice", ME])
         assert (vision["quota"], vision["limit"], vision["weight"]) == (4, 8, 2)

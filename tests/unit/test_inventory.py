@@ -283,7 +283,7 @@ def test_error_names_file_line_and_field(tmp_path: Path) -> None:
     [
         (
             "nodes:\n  - gpus: 1xL4\n    numa_groups: [[0]]\n",
-            "3: nodes[0]: unknown key 'numa_groups' (allowed: name, cpus, memory, gpus, links, numa)",
+            "3: nodes[0]: unknown key 'numa_groups' (allowed: name, cpus, memory, gpus, links, numa, simulated)",
         ),
         ("nodez: []\n", "1: top level: unknown key 'nodez' (allowed: nodes)"),
         (
@@ -425,6 +425,7 @@ def test_wire_form() -> None:
                 "name": "n",
                 "cpus": 0,
                 "memory_bytes": 0,
+                "simulated": False,
                 "gpus": [
                     {
                         "index": 0,
@@ -491,13 +492,16 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_resolve_file_beats_shorthand(tmp_path: Path, machine: None) -> None:
-    path = write(tmp_path, "nodes:\n  - gpus: 2xL4\n    cpus: 8\n  - name: other\n    gpus: 1xL4\n")
+    path = write(
+        tmp_path,
+        "nodes:\n  - gpus: 2xL4\n    cpus: 8\n  - name: other\n    gpus: 1xL4\n    simulated: true\n",
+    )
     inv = resolve_inventory(gpus="4xH100", inventory_file=str(path), node_name="me", nvml=NoNvml())
     assert inv.source == "declared"
     me, other = inv.nodes
     assert [g.model for g in me.gpus] == ["L4", "L4"]
     assert (me.cpus, me.memory_bytes) == (8, 384 * GiB)  # declared cpus kept, memory filled
-    assert (other.cpus, other.memory_bytes) == (0, 0)  # another machine: left undeclared
+    assert (other.cpus, other.memory_bytes) == (0, 0)  # simulated: left undeclared
     assert "--gpus 4xH100 ignored" in inv.note and "\n" not in inv.note
 
 

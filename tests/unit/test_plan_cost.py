@@ -267,7 +267,9 @@ class FakeClient:
         now, day = self.now, self.day
 
         def job(start: float, end: float | None, gpus: int, **res: Any) -> dict[str, Any]:
+            # gpu_count: what the daemon says each job counts for (core.job.gpu_count)
             return {
+                "gpu_count": res.pop("count", gpus),
                 "submit_time": start - 60,
                 "start_time": start,
                 "end_time": end,
@@ -279,8 +281,17 @@ class FakeClient:
 
         return [
             job(now - 10 * day, now - 5 * day, 4),  # 5 days x 4 GPUs = 20 GPU-days
-            job(now - 2 * day, None, 1, gpu_fraction=0.5),  # 2 days x 0.5 = 1 GPU-day, running
-            job(now - 2 * day, now - 1 * day, 1, gpu_memory_bytes=20 << 30, granted=20 << 30),
+            job(
+                now - 2 * day, None, 1, gpu_fraction=0.5, count=0.5
+            ),  # 2 days x 0.5 = 1 GPU-day, running
+            job(
+                now - 2 * day,
+                now - 1 * day,
+                1,
+                gpu_memory_bytes=20 << 30,
+                granted=20 << 30,
+                count=0.25,
+            ),
             {**job(now, None, 2), "start_time": None},  # pending: not counted
         ]
 

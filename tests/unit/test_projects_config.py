@@ -12,10 +12,12 @@ from gpupool.engine.projects import (
     Config,
     ConfigError,
     apply,
+    check_config,
     check_references,
     key_path,
     load_config,
     parse_config,
+    quota_warnings,
 )
 from gpupool.store import Store
 
@@ -233,7 +235,7 @@ def test_apply_upserts_and_keeps_projects_not_in_the_file(tmp_path: Path) -> Non
         store.upsert_project(Project("made-by-command", quota=1))
         store.upsert_project(Project("vision", quota=1, members=("carol",)))
         summary = apply(store, parse_config(FULL))
-        assert "1 department(s), 2 project(s), 1 user default(s)" in summary
+        assert "applied 1 department, 2 projects, 1 user default" in summary
         by_name = {p.name: p for p in store.projects()}
         assert set(by_name) == {"default", "made-by-command", "nlp", "vision"}
         # Declarative for what it names: vision is exactly as the file says (carol is gone).
@@ -272,3 +274,58 @@ def test_an_invalid_project_cannot_be_built_and_names_every_field() -> None:
         Project("", quota=2, limit=1, weight=-1)
     assert [f for f, _ in info.value.problems] == ["name", "limit", "weight"]
     assert str(info.value).startswith("name: a project name must be")
+
+
+# -- the daemon's check at start: every problem at once, before anything is written
+
+
+def test_check_config_names_value_and_reference_problems_together() -> None:
+    text = (
+        "[projects.vision]\nquota = 4\nlimit = 2\n"
+        '[projects.nlp]\ndepartment = "research"\n'
+        '[users.alice]\ndefault_project = "visoin"\n'
+        '[users.bob]\ndefault_project = "vision"\n'  # invalid, but declared: no 2nd problem
+    )
+    with pytest.raises(ConfigError) as info:
+        check_config(text, [Project("default")], [], "/etc/gpupool.toml")
+    assert str(info.value).splitlines() == [
+        "/etc/gpupool.toml: projects.vision.limit: must be >= quota (4), got 2",
+        "/etc/gpupool.toml: projects.nlp.department: no department named 'research' "
+        "(declare it as [departments.research])",
+        "/etc/gpupool.toml: users.alice.default_project: no project named 'visoin' "
+        "(projects: default, nlp, vision)",
+    ]
+
+
+def test_check_config_takes_what_the_store_has() -> None:
+    text = '[projects.v]\ndepartment = "r"\n[users.alice]\ndefault_project = "old"\n'
+    config = check_config(text, [Project("old")], [Department("r")])
+    assert config == parse_config(text)
+
+
+@pytest.mark.parametrize(
+    ("quotas", "pool", "expected"),
+    [
+        ({"a": 4, "b": 4}, 8, []),
+        (
+            {"a": 16},
+            8,
+            [
+                "project a's quota of 16 GPUs exceeds the pool's 8 GPUs: it can never be met "
+                "in full",
+            ],
+        ),
+        (
+            {"a": 1, "b": 0.5, "c": 0},
+            1,
+            [
+                "the projects' quotas add up to 1.5 GPUs, more than the pool's 1 GPU: not all "
+                "of them can be met at once (a 1, b 0.5)"
+            ],
+        ),
+    ],
+    ids=["fits", "one-too-big", "sum-too-big"],
+)
+def test_quota_warnings(quotas: dict[str, float], pool: int, expected: list[str]) -> None:
+    projects = [Project(name, quota=q) for name, q in quotas.items()]
+    assert quota_warnings(projects, pool) == expected

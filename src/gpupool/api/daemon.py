@@ -1,8 +1,19 @@
-"""The daemon: lock the state directory, open the store, recover jobs, serve the API.
+"""The daemon: check its input, lock the state directory, open the store, take the database
+lease, recover jobs, serve the API.
 
-One daemon per state directory (an flock held for the process's life, released by the kernel
-even on SIGKILL). Jobs do not depend on the daemon: each runs under its own supervisor, so
-the daemon may die and restart at any moment.
+Start, in this order (docs/ARCHITECTURE.md, "Starting"):
+1. Check everything that can be checked without writing (api/preflight.py): the state
+   directory, --listen, --database-url, gpupool.toml, and, in a database that exists, the
+   lease of another daemon and the projects gpupool.toml refers to. Bad input is one line
+   (exit 2) and leaves nothing behind.
+2. Bind the TCP port (a port in use is bad input too, with nothing written yet).
+3. Create the state directory and take its flock (one daemon per state directory; the
+   kernel releases it even on SIGKILL), open or create the database, take its lease (one
+   daemon per database: store/lease.py), apply gpupool.toml.
+4. Recover jobs and serve, renewing the lease; stop scheduling and exit if it is lost.
+
+Jobs do not depend on the daemon: each runs under its own supervisor, so the daemon may die
+and restart at any moment.
 """
 
 from __future__ import annotations
@@ -11,23 +22,36 @@ import asyncio
 import fcntl
 import logging
 import os
-import signal
 import socket
-import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from gpupool.api.preflight import (
+    BAD_INPUT,
+    DaemonError,
+    bind_tcp,
+    check_state_dir,
+    make_state_dir,
+    parse_listen,
+)
+from gpupool.api.preflight import database_url as checked_database_url
 from gpupool.core.hardware import Inventory
+from gpupool.core.job import JobState
 from gpupool.core.paths import database_url, socket_path
+from gpupool.core.units import format_duration, plural
 from gpupool.policy.snapshot import PolicyConfig
+from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
+
+if TYPE_CHECKING:
+    from gpupool.engine.projects import Config
+    from gpupool.store import Store
 
 log = logging.getLogger("gpupool.daemon")
 
-
-class DaemonError(RuntimeError):
-    pass
+__all__ = ["BAD_INPUT", "DaemonConfig", "DaemonError", "run_daemon"]
 
 
 @dataclass
@@ -38,16 +62,17 @@ class DaemonConfig:
     database_url: str | None = None
     poll_interval: float = 0.5
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    lease_ttl_s: float = DEFAULT_TTL_S
 
 
 def _lock_state_dir(state: Path) -> TextIO:
-    state.mkdir(parents=True, exist_ok=True)
     lock = open(state / "daemon.lock", "a+")
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.seek(0)
         pid = lock.read().strip() or "?"
+        lock.close()
         raise DaemonError(f"a gpupool daemon (pid {pid}) is already running for {state}") from None
     lock.seek(0)
     lock.truncate()
@@ -67,64 +92,195 @@ def _unix_socket(path: Path) -> socket.socket:
     return sock
 
 
-def _tcp_socket(listen: str) -> socket.socket:
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise DaemonError(f"--listen wants HOST:PORT, got {listen!r}")
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def lease_refusal(exc: LeaseHeld, url: str) -> str:
+    """The one line that says who holds the database and what to do about it."""
+    lease, holder = exc.lease, exc.lease.holder
+    who = (
+        f"the gpupool daemon pid {holder.pid} on host {holder.host} (state dir {holder.state_dir})"
+    )
+    if exc.running_jobs:
+        stopped = (
+            f"stopped {format_duration(exc.now - lease.released_at)} ago"
+            if lease.released_at is not None
+            else f"heartbeat {format_duration(lease.age(exc.now))} ago"
+        )
+        one = exc.running_jobs == 1
+        count = plural(exc.running_jobs, "job")
+        return (
+            f"the database {url} belongs to {who}, {stopped}, and {count} "
+            f"{'is' if one else 'are'} still RUNNING under it: start that daemon again (it "
+            f"re-adopts {'it' if one else 'them'}); this one cannot reach "
+            f"{'its supervisor' if one else 'their supervisors'}"
+        )
+    expires = max(lease.ttl_s - lease.age(exc.now), 0.0)
+    return (
+        f"the database {url} is in use by {who}, heartbeat {lease.age(exc.now):.0f}s ago: "
+        f"stop that daemon first (if it died, its lease expires in {expires:.0f}s)"
+    )
+
+
+def _describe_start(config: DaemonConfig, sock_path: Path, url: str | None) -> list[str]:
+    inv = config.inventory
+    counts: dict[str, int] = {}
+    for n in inv.nodes:
+        for g in n.gpus:
+            counts[g.model] = counts.get(g.model, 0) + 1
+    models = " + ".join(f"{c}x {m}" for m, c in counts.items()) or "no GPU"
+    nodes = f"1 node {inv.nodes[0].name}" if len(inv.nodes) == 1 else plural(len(inv.nodes), "node")
+    where = f"API on unix socket {sock_path}" + (f", listening on {url}" if url else "")
+    lines = [
+        f"started (pid {os.getpid()}) on {plural(inv.total_gpus, 'GPU')} "
+        f"({models}, {nodes}, {inv.source} inventory); {where}"
+    ]
+    if inv.note:
+        lines.append(inv.note)
+    return lines
+
+
+def run_daemon(config: DaemonConfig) -> int:
+    """Run the pool in the foreground until SIGINT/SIGTERM, or until another daemon takes its
+    database lease. Returns the exit status; DaemonError when it cannot start."""
+    from gpupool.engine.projects import CONFIG_NAME, ConfigError, read_config_text
+    from gpupool.store.opening import StoreUnavailable, open_existing, open_store
+
+    state = config.state_dir
+    sock_path = socket_path(state)
+    # 1. What can be checked without writing anything.
+    check_state_dir(state)
+    if config.listen:
+        parse_listen(config.listen)
+    url = checked_database_url(config.database_url or database_url(state))
+    shown_url = url.render_as_string(hide_password=True)
+    config_path = state / CONFIG_NAME
     try:
-        sock.bind((host, int(port)))
-    except OSError as exc:
-        raise DaemonError(f"cannot listen on {listen}: {exc.strerror}") from None
-    sock.listen(128)
-    return sock
+        config_text = read_config_text(config_path)
+    except ConfigError as exc:
+        raise _bad_config(exc) from None
+    holder = LeaseHolder(socket.gethostname(), str(state), os.getpid())
+
+    with ExitStack() as stack:
+        try:
+            store = open_existing(url)
+        except StoreUnavailable as exc:
+            raise DaemonError(str(exc)) from None
+        if store is not None:
+            stack.callback(store.close)
+            _refuse_if_leased(store, holder, shown_url)
+        projects_config = _checked_config(config_text, store, str(config_path))
+        # 2. The port: in use is bad input, and nothing is written yet.
+        tcp = bind_tcp(config.listen) if config.listen else None
+        if tcp is not None:
+            stack.callback(tcp.close)
+        # 3. From here on the state directory is written.
+        make_state_dir(state)
+        lock = _lock_state_dir(state)
+        stack.callback(lock.close)
+        if store is None:
+            try:
+                store = open_store(url)
+            except StoreUnavailable as exc:
+                raise DaemonError(str(exc)) from None
+            stack.callback(store.close)
+        try:
+            lease = store.acquire_lease(holder, time.time(), config.lease_ttl_s)
+        except LeaseHeld as exc:
+            raise DaemonError(lease_refusal(exc, shown_url)) from None
+        if projects_config is not None:
+            from gpupool.engine.projects import apply
+
+            try:
+                log.info("%s", apply(store, projects_config, str(config_path)))
+            except ConfigError as exc:  # the store changed since the check: as bad input
+                store.release_lease(lease, time.time())
+                raise _bad_config(exc) from None
+        return _serve(config, stack, store, lease, tcp, sock_path, shown_url)
+    raise AssertionError("unreachable")  # for mypy: the with block returns or raises
 
 
-def run_daemon(config: DaemonConfig, out: TextIO = sys.stdout) -> int:
-    """Run the pool in the foreground until SIGINT/SIGTERM. Returns the exit status."""
+def _bad_config(exc: Exception) -> DaemonError:
+    return DaemonError(f"bad config file, not starting:\n{exc}", BAD_INPUT)
+
+
+def _refuse_if_leased(store: Store, holder: LeaseHolder, url: str) -> None:
+    """Refuse before writing anything when the lease is not this daemon's to take (the check
+    that counts is acquire_lease's, later, under the state directory's flock)."""
+    try:
+        store.check_lease(holder, time.time())
+    except LeaseHeld as exc:
+        raise DaemonError(lease_refusal(exc, url)) from None
+
+
+def _checked_config(text: str | None, store: Store | None, source: str) -> Config | None:
+    """The gpupool.toml Config (None: no file), checked against what the store has (a store
+    that does not exist yet has only the default project); every problem at once."""
+    from gpupool.core.project import DEFAULT_PROJECT, Project
+    from gpupool.engine.projects import ConfigError, check_config
+
+    if text is None:
+        return None
+    # A database that does not exist yet will hold only the default project.
+    projects = [Project(DEFAULT_PROJECT)] if store is None else store.projects()
+    departments = [] if store is None else store.departments()
+    try:
+        return check_config(text, projects, departments, source)
+    except ConfigError as exc:
+        raise _bad_config(exc) from None
+
+
+def _serve(
+    config: DaemonConfig,
+    stack: ExitStack,
+    store: Store,
+    lease: Lease,
+    tcp: socket.socket | None,
+    sock_path: Path,
+    shown_url: str,
+) -> int:
+    """Recover jobs and serve the API until stopped. Returns the exit status."""
+    import signal
+
     import uvicorn
 
     from gpupool.api.app import create_app
-    from gpupool.engine import Engine, PoolService
-    from gpupool.engine.projects import CONFIG_NAME, ConfigError, apply, load_config
+    from gpupool.engine import PoolService
+    from gpupool.engine.lease_keeper import LeasedEngine, LeaseKeeper
+    from gpupool.engine.log_lines import jobs_left_running
+    from gpupool.engine.projects import quota_warnings
     from gpupool.executor import LocalExecutor
-    from gpupool.store import Store
 
     state = config.state_dir
-    lock = _lock_state_dir(state)
-    sock_path = socket_path(state)
-    # gpupool.toml (projects, departments, users' defaults): a bad file refuses the start,
-    # before anything is written, with every problem named (exit 2, as bad input).
-    config_path = state / CONFIG_NAME
-    try:
-        projects_config = load_config(config_path)
-    except ConfigError as exc:
-        lock.close()
-        print(f"gpupool: bad config file, not starting:\n{exc}", file=sys.stderr)
-        return 2
-    store = Store.open(config.database_url or database_url(state))
-    if projects_config is not None:
-        try:
-            log.info("%s", apply(store, projects_config, str(config_path)))
-        except ConfigError as exc:
-            store.close()
-            lock.close()
-            print(f"gpupool: bad config file, not starting:\n{exc}", file=sys.stderr)
-            return 2
+    servers: list[uvicorn.Server] = []  # the one server, once made
+    lost: list[Lease | None] = []
+
+    def _lost(now_held: Lease | None) -> None:
+        lost.append(now_held)
+        if now_held is None:
+            who = "another daemon"
+        else:
+            h = now_held.holder
+            who = f"the gpupool daemon pid {h.pid} on host {h.host} (state dir {h.state_dir})"
+        log.error("lost the database lease to %s: stopping scheduling and exiting", who)
+        for server in servers:
+            server.should_exit = True
+
+    keeper = LeaseKeeper(store, lease, _lost)
     executor = LocalExecutor(state, notify_socket=sock_path)
-    engine = Engine(
-        store, executor, config.inventory, poll_interval=config.poll_interval, config=config.policy
+    engine = LeasedEngine(
+        store,
+        executor,
+        config.inventory,
+        poll_interval=config.poll_interval,
+        config=config.policy,
+        lease=keeper,
     )
     service = PoolService(store, executor, engine, config.inventory)
     sockets = [_unix_socket(sock_path)]
+    stack.callback(sock_path.unlink, missing_ok=True)
     url = None
-    if config.listen:
-        sockets.append(_tcp_socket(config.listen))
-        host, port = sockets[-1].getsockname()[:2]
-        url = f"http://{host}:{port}"
+    if tcp is not None:
+        sockets.append(tcp)
+        host, port = tcp.getsockname()[:2]
+        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     info = {
         "state_dir": str(state),
         "socket": str(sock_path),
@@ -135,44 +291,52 @@ def run_daemon(config: DaemonConfig, out: TextIO = sys.stdout) -> int:
         "inventory_note": config.inventory.note,
         "gpus": config.inventory.total_gpus,
     }
-    app = create_app(service, info)
+    # log_config=None: uvicorn's own loggers go through ours (timestamps, one format).
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(service, info),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            log_config=None,
+        )
+    )
+    servers.append(server)
+    stack.callback(executor.close)
+    keeper.start()
+    stack.callback(keeper.stop)
     engine.start()
+    stack.callback(engine.stop)
     executor.warm()
 
-    inv = config.inventory
-    models = sorted({g.model for n in inv.nodes for g in n.gpus})
-    print(
-        f"gpupool: pool of {inv.total_gpus} GPUs ({', '.join(models) or 'none'}) on "
-        f"{len(inv.nodes)} node(s), inventory: {inv.source}",
-        file=out,
-    )
-    if inv.note:
-        print(f"gpupool: {inv.note}", file=out)
-    print(f"gpupool: state in {state}", file=out)
-    print(f"gpupool: API on unix socket {sock_path}", file=out)
-    if url:
-        print(f"gpupool: listening on {url}", file=out)
-    print(
-        "gpupool: submit with `gpupool submit --gpus 1 -- python train.py`; Ctrl-C stops the "
-        "daemon (running jobs keep running and are re-adopted at the next start)",
-        file=out,
-    )
-    out.flush()
-
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    for line in _describe_start(config, sock_path, url):
+        log.info("%s", line)
+    log.info("state in %s; database %s", state, shown_url)
+    for warning in quota_warnings(store.projects(), config.inventory.total_gpus):
+        log.warning("%s", warning)
+    log.info(
+        "submit with `gpupool submit --gpus 1 -- python train.py`; Ctrl-C stops the daemon "
+        "(running jobs keep running and are re-adopted at the next start)"
     )
 
     def _stop(*_: object) -> None:
         server.should_exit = True
 
+    if lost:  # lost before the server was made
+        server.should_exit = True
+
     signal.signal(signal.SIGTERM, _stop)
     try:
         asyncio.run(server.serve(sockets=sockets))
+    except KeyboardInterrupt:
+        pass
     finally:
-        engine.stop()
-        executor.close()
-        store.close()
-        sock_path.unlink(missing_ok=True)
-        lock.close()
-    return 0
+        engine.stop()  # no pass may run while the lease goes
+        try:
+            running = sum(j.state is JobState.RUNNING for j in store.active_jobs())
+            log.info("%s", jobs_left_running(running))
+        except Exception as exc:  # the database is gone: say so, stop anyway
+            log.warning("stopping; cannot count the running jobs: %s", exc)
+    stack.close()
+    log.info("stopped")
+    return 1 if lost else 0

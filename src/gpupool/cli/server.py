@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from gpupool.core.paths import state_dir
@@ -12,7 +13,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        help="also serve the API over TCP (dashboard, remote clients)",
+        help="also serve the JSON API over TCP, for clients on other machines "
+        "(gpupool --url http://HOST:PORT ...)",
     )
     p.add_argument(
         "--gpus",
@@ -35,16 +37,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="half-life of past GPU usage in fair share (default 7d)",
     )
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    # Seconds a database lease lasts without a heartbeat (store/lease.py); for tests.
+    p.add_argument("--lease-ttl", type=float, default=None, help=argparse.SUPPRESS)
+
+
+class _DaemonLogFormat(logging.Formatter):
+    """'2026-11-23 14:05:09 job 12 started on box:0,1'; warnings and errors say so."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  (logging's name)
+        if record.levelno >= logging.WARNING:
+            record.message = f"{record.levelname.lower()}: {record.message}"
+        return super().formatMessage(record)
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_DaemonLogFormat())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations only speak on trouble
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    import logging
-
     from gpupool.api.daemon import DaemonConfig, DaemonError, run_daemon
     from gpupool.inventory import DiscoveryError, InventoryError, resolve_inventory
 
-    logging.basicConfig(level=logging.INFO, format="gpupool: %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations only speak on trouble
     try:
         inventory = resolve_inventory(gpus=args.declare_gpus, inventory_file=args.inventory)
     except InventoryError as exc:
@@ -72,10 +93,14 @@ def cmd_server(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         policy=policy,
     )
+    if args.lease_ttl is not None:
+        config.lease_ttl_s = args.lease_ttl
+    # Refusals to start are one line on stderr (below); once it runs, the daemon logs there.
+    _log_to_stderr()
     try:
         return run_daemon(config)
     except DaemonError as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         return 0

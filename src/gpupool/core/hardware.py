@@ -74,6 +74,9 @@ class Node:
     links: tuple[Link, ...] = ()
     cpus: int = 0  # 0: not declared, CPU requests are not checked on this node
     memory_bytes: int = 0  # 0: not declared, memory requests are not checked
+    # Its GPUs do not exist: a test pool's node, whose jobs run on the daemon's machine
+    # (docs/nvml.md). Scheduling treats it as any other node.
+    simulated: bool = False
     _link_index: dict[tuple[int, int], Link] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )

@@ -122,3 +122,10 @@ def format_duration(seconds: float | None) -> str:
     if m:
         return f"{m}m{s:02d}s"
     return f"{s}s"
+
+
+def plural(count: float, noun: str, nouns: str | None = None) -> str:
+    """'1 GPU', '2 GPUs', '0.5 GPU' (a fraction of one), '1 project', '3 jobs'."""
+    many = nouns if nouns is not None else f"{noun}s"
+    shown = str(int(count)) if float(count).is_integer() else f"{count:g}"
+    return f"{shown} {noun if 0 < count <= 1 else many}"

@@ -14,6 +14,7 @@ from typing import Any
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
+from gpupool.engine import log_lines
 from gpupool.engine.environment import job_environment
 from gpupool.engine.outcome import outcome_of
 from gpupool.engine.preemption import Reclaimer
@@ -101,10 +102,10 @@ class Engine:
             if name == "unlaunched" and self.reclaimer.archived_not_requeued(job):
                 self.store.requeue(job.id, self.clock.now(), "preempted; requeued")
             elif name == "unlaunched":
-                log.info("job %s was scheduled but never launched: launching it now", job.id)
+                log.info("job %d was scheduled but never launched: launching it now", job.id)
                 self._launch(job)
             elif name == "running":
-                log.info("re-adopted running job %s", job.id)
+                log.info("job %d is still running under its supervisor: re-adopted", job.id)
         self._check_running()
 
     # -- one pass --------------------------------------------------------------------------
@@ -132,7 +133,10 @@ class Engine:
                     job.id, result.state, result.exit_code, now, result.cause, result.reason
                 )
                 self._signalled.discard(job.id)
-                log.info("job %s %s: %s", job.id, result.state.value, result.cause)
+                log.info(
+                    "%s",
+                    log_lines.job_ended(job, result.state, result.exit_code, now, result.cause),
+                )
                 continue
             status = getattr(self.executor.status(job.id), "value", "")
             if status == "lost":
@@ -144,6 +148,7 @@ class Engine:
                     "its supervisor died without recording an exit (machine restart?)",
                     "NodeFail",
                 )
+                log.warning("job %d FAILED: its supervisor died without recording an exit", job.id)
             elif status == "unlaunched":
                 if self.reclaimer.archived_not_requeued(job):
                     self.store.requeue(job.id, now, "preempted; requeued")
@@ -239,6 +244,7 @@ class Engine:
                 self.wake()
                 return decision
             for job in started:
+                log.info("%s", log_lines.job_started(job))
                 self._launch(job)
         self.last_decision = decision
         self.reclaimer.apply(decision)
@@ -263,3 +269,4 @@ class Engine:
             if job.state is JobState.RUNNING and job.cancel_requested:
                 if job.id not in self._signalled and self.executor.cancel(job.id):
                     self._signalled.add(job.id)
+                    log.info("job %d: stopping it (cancelled; %gs grace)", job.id, job.spec.grace_s)

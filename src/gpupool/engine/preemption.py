@@ -30,7 +30,7 @@ class Reclaimer:
                 continue
             if self.executor.preempt(p.job_id):
                 self._asked[p.job_id] = p.reason
-                log.info("preempting job %s for job %s: %s", p.job_id, p.for_job_id, p.reason)
+                log.info("job %d: preempting it for job %d (%s)", p.job_id, p.for_job_id, p.reason)
 
     def requeue(self, job: Job, now: float) -> bool:
         """Requeue a victim whose exit was recorded as preempted. False: not yet (its
@@ -45,10 +45,12 @@ class Reclaimer:
         why = self._asked.pop(job.id, "to give its GPUs back")
         try:
             self.store.requeue(job.id, now, f"preempted ({why}); requeued")
+            log.info("job %d preempted and requeued", job.id)
         except StaleState:  # cancelled during its grace period: cancel wins
             self.store.finish(
                 job.id, JobState.CANCELLED, None, now, "cancelled while preempted", "Cancelled"
             )
+            log.info("job %d CANCELLED while it was being preempted", job.id)
         return True
 
     def archived_not_requeued(self, job: Job) -> bool:

@@ -1,8 +1,9 @@
 """`gpupool.toml`: departments, projects and users' default projects, declared in a file.
 
-The daemon reads the file from the state directory at start: `parse_config` turns its text
-into a Config (the changes it asks for, all checked), and `apply` writes them to the store with
-upserts. The file is declarative for what it names (a project in the file is set exactly as
+The daemon reads the file from the state directory at start, before it writes anything:
+`check_config` turns its text into a Config (the changes it asks for), checked against the
+projects and departments the store already has, with every problem of the file named at once;
+then `apply` writes them to the store with upserts. The file is declarative for what it names (a project in the file is set exactly as
 written, members included); projects created with `gpupool project create` and not in the file
 are kept. Every error names the file, the key path and the problem:
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpupool.core.project import USER_RE, Department, InvalidProject, Project
-from gpupool.core.units import parse_duration
+from gpupool.core.units import parse_duration, plural
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -118,12 +119,53 @@ def _duration(value: Any) -> float:
         raise ValueError(str(exc)) from None
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """What a file's text asks for: the parts that are valid, the problems of the rest, and
+    every project and department it declares (valid or not: a reference to an invalid one is
+    not a second problem)."""
+
+    config: Config
+    problems: tuple[str, ...]
+    declared_projects: frozenset[str]
+    declared_departments: frozenset[str]
+
+
 def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
     """The Config a file's text asks for; ConfigError naming every problem (key by key)."""
+    parsed = _parse(text, source)
+    if parsed.problems:
+        raise ConfigError(source, list(parsed.problems))
+    return parsed.config
+
+
+def check_config(
+    text: str,
+    projects: list[Project],
+    departments: list[Department],
+    source: str = CONFIG_NAME,
+) -> Config:
+    """parse_config and check_references in one: ConfigError naming every problem of the
+    file at once, those of its values and those of its references to the store's (or its
+    own) projects and departments."""
+    parsed = _parse(text, source)
+    problems = list(parsed.problems) + reference_problems(
+        parsed.config,
+        projects,
+        departments,
+        declared_projects=parsed.declared_projects,
+        declared_departments=parsed.declared_departments,
+    )
+    if problems:
+        raise ConfigError(source, problems)
+    return parsed.config
+
+
+def _parse(text: str, source: str) -> _Parsed:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, [f"not valid TOML: {exc}"]) from None
+        return _Parsed(Config(), (f"not valid TOML: {exc}",), frozenset(), frozenset())
     problems = [
         f"{key_path(k)}: {_unknown_key(k, SECTIONS)} (sections: [departments.NAME], "
         f"[projects.NAME], [users.NAME])"
@@ -132,7 +174,8 @@ def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
     ]
 
     departments = []
-    for name, body in _tables(data, "departments", problems).items():
+    department_tables = _tables(data, "departments", problems)
+    for name, body in department_tables.items():
         path = ("departments", name)
         problems += _unknown(body, DEPARTMENT_KEYS, path)
         try:
@@ -141,7 +184,8 @@ def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
             problems += _invalid(exc, path, {})
 
     projects = []
-    for name, body in _tables(data, "projects", problems).items():
+    project_tables = _tables(data, "projects", problems)
+    for name, body in project_tables.items():
         path = ("projects", name)
         problems += _unknown(body, PROJECT_KEYS, path)
         limit_s = None
@@ -182,31 +226,44 @@ def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
             continue
         defaults.append((user, project))
 
-    if problems:
-        raise ConfigError(source, problems)
-    return Config(tuple(departments), tuple(projects), tuple(defaults))
+    return _Parsed(
+        Config(tuple(departments), tuple(projects), tuple(defaults)),
+        tuple(problems),
+        frozenset(project_tables),
+        frozenset(department_tables),
+    )
 
 
-def load_config(path: Path) -> Config | None:
-    """The config in `path`, or None when there is no such file."""
+def read_config_text(path: Path) -> str | None:
+    """The text of the config file `path`, or None when there is no such file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), [f"cannot read it: {exc}"]) from None
-    return parse_config(text, str(path))
 
 
-def check_references(
+def load_config(path: Path) -> Config | None:
+    """The config in `path`, or None when there is no such file."""
+    text = read_config_text(path)
+    return None if text is None else parse_config(text, str(path))
+
+
+def reference_problems(
     config: Config,
     projects: list[Project],
     departments: list[Department],
-    source: str = CONFIG_NAME,
-) -> None:
-    """ConfigError if the file names a department or project that neither it nor the store
-    has, or makes a user's default a project they may not submit to."""
-    known_departments = {d.name for d in departments} | {d.name for d in config.departments}
+    *,
+    declared_projects: frozenset[str] = frozenset(),
+    declared_departments: frozenset[str] = frozenset(),
+) -> list[str]:
+    """Every department or project the file names that neither it nor the store has, and
+    every user's default that is a project they may not submit to. Names in `declared_*`
+    are in the file but invalid: their own problems say so."""
+    known_departments = (
+        {d.name for d in departments} | {d.name for d in config.departments} | declared_departments
+    )
     by_name = {p.name: p for p in projects} | {p.name: p for p in config.projects}
     problems = []
     for p in config.projects:
@@ -218,16 +275,50 @@ def check_references(
     for user, name in config.user_defaults:
         where = key_path("users", user, "default_project")
         project = by_name.get(name)
-        if project is None:
-            listed = ", ".join(sorted(by_name))
+        if project is None and name not in declared_projects:
+            listed = ", ".join(sorted(set(by_name) | declared_projects))
             problems.append(f"{where}: no project named {name!r} (projects: {listed})")
-        elif not project.admits(user):
+        elif project is not None and not project.admits(user):
             problems.append(
                 f"{where}: {user} is not a member of project {name} "
                 f"(members: {', '.join(project.members)})"
             )
+    return problems
+
+
+def check_references(
+    config: Config,
+    projects: list[Project],
+    departments: list[Department],
+    source: str = CONFIG_NAME,
+) -> None:
+    """ConfigError if the file names a department or project that neither it nor the store
+    has, or makes a user's default a project they may not submit to."""
+    problems = reference_problems(config, projects, departments)
     if problems:
         raise ConfigError(source, problems)
+
+
+def quota_warnings(projects: list[Project], pool_gpus: float) -> list[str]:
+    """What the daemon log should warn about the quotas on a pool of `pool_gpus` GPUs: a
+    project whose quota exceeds the pool (it can never be met in full), and quotas that add
+    up to more than the pool (not all can be met at once). Empty when all is well."""
+    pool = plural(pool_gpus, "GPU")
+    warnings = [
+        f"project {p.name}'s quota of {plural(p.quota, 'GPU')} exceeds the pool's {pool}: "
+        "it can never be met in full"
+        for p in projects
+        if p.quota > pool_gpus
+    ]
+    with_quota = [p for p in projects if p.quota > 0]
+    total = sum(p.quota for p in with_quota)
+    if len(with_quota) > 1 and total > pool_gpus:  # one project: said above already
+        shares = ", ".join(f"{p.name} {p.quota:g}" for p in with_quota)
+        warnings.append(
+            f"the projects' quotas add up to {plural(total, 'GPU')}, more than the pool's "
+            f"{pool}: not all of them can be met at once ({shares})"
+        )
+    return warnings
 
 
 def apply(store: Store, config: Config, source: str = CONFIG_NAME) -> str:
@@ -241,6 +332,7 @@ def apply(store: Store, config: Config, source: str = CONFIG_NAME) -> str:
     for user, project in config.user_defaults:
         store.set_default_project(user, project)
     return (
-        f"{source}: applied {len(config.departments)} department(s), "
-        f"{len(config.projects)} project(s), {len(config.user_defaults)} user default(s)"
+        f"{source}: applied {plural(len(config.departments), 'department')}, "
+        f"{plural(len(config.projects), 'project')}, "
+        f"{plural(len(config.user_defaults), 'user default')}"
     )

@@ -15,7 +15,9 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import DEFAULT_PROJECT, Project
 from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
 from gpupool.engine.loop import Engine
+from gpupool.engine.projects import quota_warnings
 from gpupool.policy import check_quota, check_satisfiable
 
 MAX_LOG_CHUNK = 1 << 20
@@ -83,6 +85,13 @@ class PoolService:
                 f"working directory {spec.workdir} does not exist on the pool's machine",
             )
         job: Job = self.store.submit(spec, user, now, token)
+        log.info(
+            "job %d submitted by %s to project %s: %s",
+            job.id,
+            user or "?",
+            job.spec.project,
+            gpu_words(self.gpus.asked(job)),
+        )
         self.engine.wake()
         return job
 
@@ -161,11 +170,13 @@ class PoolService:
         cause = f"cancelled by {user}" if user else "cancelled"
         job = self.store.cancel_pending(job_id, now, cause)
         if job is not None:
+            log.info("job %d CANCELLED before it started, by %s", job_id, user or "?")
             self.engine.wake()
             return job
         current: Job = self.store.get(job_id)
         if current.state is JobState.RUNNING and not current.cancel_requested:
             current = self.store.request_cancel(job_id, now, cause)
+            log.info("job %d: cancel requested by %s", job_id, user or "?")
             self.engine.wake()
         return current
 
@@ -212,16 +223,23 @@ class PoolService:
 
     def create_project(self, project: Project, by: str) -> Project:
         created: Project = self.store.create_project(project)
-        log.info("project %s created by %s: %s", project.name, by or "?", created)
+        log.info("project %s created by %s: %s", project.name, by or "?", project_fields(created))
+        self._warn_about_quotas()
         self.engine.wake()  # a first quota puts quotas in force: pending jobs are re-checked
         return created
 
     def set_project(self, name: str, changes: dict[str, Any], by: str) -> Project:
         """Change a project: any Project field, plus add_members / remove_members."""
+        before: Project = self.store.project(name)  # UnknownProject
         changed: Project = self.store.set_project(name, **changes)
-        log.info("project %s changed by %s: %s", name, by or "?", changed)
+        log.info("project %s changed by %s: %s", name, by or "?", project_changes(before, changed))
+        self._warn_about_quotas()
         self.engine.wake()  # quotas, limits and weights feed the next scheduling pass
         return changed
+
+    def _warn_about_quotas(self) -> None:
+        for warning in quota_warnings(self.store.projects(), self.inventory.total_gpus):
+            log.warning("%s", warning)
 
     def delete_project(self, name: str, by: str) -> None:
         self.store.delete_project(name)

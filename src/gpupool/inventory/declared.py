@@ -19,6 +19,7 @@ YAML inventory file::
           - {gpus: [0, 1, 2, 3], type: nvlink, count: 12}  # every pair in the group
           - {gpus: [0, 4], type: sys}
         numa: [[0, 1, 2, 3], [4, 5, 6, 7]]   # optional: GPUs per NUMA node
+        simulated: false        # optional; true: its GPUs do not exist (a test pool's node)
 
 In a GPU list, `index` defaults to the position and `memory` to the catalog's size for
 `model`; `uuid` defaults to "GPU-declared-<node>-<index>". `unmanaged_memory` (default 0)
@@ -116,7 +117,7 @@ def parse_gpus_shorthand(text: str, node_name: str, cpus: int = 0, memory_bytes:
 # ---------------------------------------------------------------- YAML files
 
 _TOP_KEYS = ("nodes",)
-_NODE_KEYS = ("name", "cpus", "memory", "gpus", "links", "numa")
+_NODE_KEYS = ("name", "cpus", "memory", "gpus", "links", "numa", "simulated")
 _GPU_KEYS = ("index", "model", "memory", "numa", "pci_bus_id", "uuid", "unmanaged_memory")
 _LINK_KEYS = ("gpus", "type", "count")
 _NV_COUNT_RE = re.compile(r"^nv(\d+)$", re.IGNORECASE)
@@ -165,6 +166,12 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             self.fail(node, field, f"expected a non-empty string, got {value!r}")
         return value.strip()
+
+    def boolean(self, node: YamlNode, field: str) -> bool:
+        value = self.scalar(node, field)
+        if not isinstance(value, bool):
+            self.fail(node, field, f"expected true or false, got {value!r}")
+        return value
 
     def integer(self, node: YamlNode, field: str, minimum: int) -> int:
         value = self.scalar(node, field)
@@ -292,6 +299,7 @@ def _read_node(r: _Reader, item: YamlNode, field: str, default_name: str | None)
         r.fail(item, f"{field}.name", "required (only the first node defaults to this host)")
     cpus = r.integer(m["cpus"], f"{field}.cpus", 1) if "cpus" in m else 0
     memory = r.size(m["memory"], f"{field}.memory") if "memory" in m else 0
+    simulated = r.boolean(m["simulated"], f"{field}.simulated") if "simulated" in m else False
     if "gpus" not in m:
         r.fail(item, f"{field}.gpus", "required")
     gpus_node = m["gpus"]
@@ -324,7 +332,7 @@ def _read_node(r: _Reader, item: YamlNode, field: str, default_name: str | None)
             if same and (a.index, b.index) not in links:
                 links[(a.index, b.index)] = Link(a.index, b.index, LinkKind.NODE)
     ordered = tuple(links[k] for k in sorted(links))
-    return Node(name, tuple(gpus), ordered, cpus=cpus, memory_bytes=memory)
+    return Node(name, tuple(gpus), ordered, cpus=cpus, memory_bytes=memory, simulated=simulated)
 
 
 def load_inventory_text(

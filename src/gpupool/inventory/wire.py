@@ -24,6 +24,7 @@ def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
                 "name": n.name,
                 "cpus": n.cpus,
                 "memory_bytes": n.memory_bytes,
+                "simulated": n.simulated,
                 "gpus": [
                     {
                         "index": g.index,
@@ -55,7 +56,7 @@ def _get(d: Any, key: str, field: str, kind: type, *, nullable: bool = False) ->
     if value is None and nullable:
         return None
     # bool is an int in Python; true/false where a number belongs is a bug upstream.
-    if isinstance(value, bool) or not isinstance(value, kind):
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
         raise InventoryError(f"expected {kind.__name__}, got {type(value).__name__}", field=name)
     return value
 
@@ -95,6 +96,7 @@ def _node(d: Any, f: str) -> Node:
         links=tuple(_link(lk, f"{f}.links[{i}]") for i, lk in enumerate(_list(d, "links", f))),
         cpus=_get(d, "cpus", f, int),
         memory_bytes=_get(d, "memory_bytes", f, int),
+        simulated=_get(d, "simulated", f, bool) if "simulated" in d else False,
     )
 
 

@@ -1,7 +1,18 @@
 """The durable state of the pool: jobs, their transitions and GPU allocations (SQLAlchemy);
-projects, departments and who belongs where."""
+projects, departments and who belongs where; the lease of the daemon that schedules."""
 
+from gpupool.store.lease import Lease, LeaseHeld, LeaseHolder
 from gpupool.store.projects import ProjectExists, ProjectInUse, UnknownProject
 from gpupool.store.repository import StaleState, Store, UnknownJob
 
-__all__ = ["ProjectExists", "ProjectInUse", "StaleState", "Store", "UnknownJob", "UnknownProject"]
+__all__ = [
+    "Lease",
+    "LeaseHeld",
+    "LeaseHolder",
+    "ProjectExists",
+    "ProjectInUse",
+    "StaleState",
+    "Store",
+    "UnknownJob",
+    "UnknownProject",
+]

@@ -21,6 +21,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState, Resources, gpu_count
 from gpupool.store import models
 from gpupool.store.codec import decode_spec, encode_spec, job_from_row
+from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
 from gpupool.store.projects import ProjectMethods
@@ -49,7 +50,7 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store(ProjectMethods):
+class Store(ProjectMethods, LeaseMethods):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine

@@ -1,0 +1,119 @@
+"""What `gpupool server` checks before it writes anything, and the state directory it makes.
+
+Bad input (a state directory that is a file or cannot be made, a --listen that is no
+address or is in use, a database URL the store cannot use) is one line of error, exit 2, and
+leaves nothing behind: these checks run before the state directory, its lock, its socket or
+its database is created. DaemonError carries the line and the exit status.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+from sqlalchemy.engine import URL
+
+from gpupool.store.urls import BadDatabaseUrl, check_database_url
+
+BAD_INPUT = 2  # the CLI's exit status for bad input
+
+
+class DaemonError(RuntimeError):
+    """The daemon does not start (or stops): `str()` is the message, `exit_code` the status
+    (1: the environment, e.g. another daemon; BAD_INPUT: what the user gave)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(path.anchor or "/")
+
+
+def check_state_dir(path: Path) -> None:
+    """DaemonError unless `path` is a directory this user may write, or can be made one."""
+    where = f"--state-dir {path}"
+    found = _nearest_existing(path)
+    if found == path:
+        if not path.is_dir():
+            raise DaemonError(f"{where}: not a directory", BAD_INPUT)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise DaemonError(f"{where}: not writable by this user", BAD_INPUT)
+        return
+    if not found.is_dir():
+        raise DaemonError(f"{where}: cannot be created: {found} is not a directory", BAD_INPUT)
+    if not os.access(found, os.W_OK | os.X_OK):
+        raise DaemonError(f"{where}: cannot be created: {found} is not writable", BAD_INPUT)
+
+
+def make_state_dir(path: Path) -> None:
+    """Create `path` and its missing parents; on failure, remove what was made (DaemonError)."""
+    missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+    made: list[Path] = []
+    try:
+        for p in reversed(missing):
+            p.mkdir()
+            made.append(p)
+    except OSError as exc:
+        for p in reversed(made):
+            try:
+                p.rmdir()
+            except OSError:
+                pass
+        why = exc.strerror or str(exc)
+        raise DaemonError(f"--state-dir {path}: cannot be created: {why}", BAD_INPUT) from None
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """(host, port) of a --listen value; DaemonError when it is not HOST:PORT."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise DaemonError(
+            f"--listen wants HOST:PORT, e.g. 127.0.0.1:8765, got {listen!r}", BAD_INPUT
+        )
+    if not 0 <= int(port) <= 65535:
+        raise DaemonError(f"--listen {listen}: port must be 0-65535, got {port}", BAD_INPUT)
+    return host, int(port)
+
+
+def bind_tcp(listen: str) -> socket.socket:
+    """A listening TCP socket for --listen; DaemonError (nothing left open) when it cannot be."""
+    host, port = parse_listen(listen)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        why = f"unknown host {host!r} ({exc.strerror})"
+        raise DaemonError(f"--listen {listen}: {why}", BAD_INPUT) from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "the address is already in use (another gpupool daemon, or another program)"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = f"{host} is not an address of this machine"
+        elif exc.errno == errno.EACCES:
+            why = f"permission denied (ports below 1024 need privileges): {exc.strerror}"
+        else:
+            why = exc.strerror or str(exc)
+        raise DaemonError(f"--listen {listen}: {why}", BAD_INPUT) from None
+    return sock
+
+
+def database_url(text: str) -> URL:
+    """The parsed --database-url (see store/urls.py); DaemonError when it cannot be used."""
+    try:
+        return check_database_url(text)
+    except BadDatabaseUrl as exc:
+        raise DaemonError(f"--database-url {exc}", BAD_INPUT) from None

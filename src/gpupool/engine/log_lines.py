@@ -1,0 +1,101 @@
+"""The words of the daemon's log: what happened to a job or a project, in one line each.
+
+The daemon's log is read by people (an admin tailing it, a user's question answered from it),
+so every line says what happened with figures, not Python reprs: `job 12 started on box:0,1`,
+`job 12 SUCCEEDED (exit 0) after 3m02s`, `project vision changed by alice: quota 4 -> 8`.
+The timestamp in front is the logging configuration's (cli/server.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpupool.core.job import Job, JobState
+from gpupool.core.project import Project, fmt_gpus
+from gpupool.core.units import format_duration, format_size, plural
+
+
+def placement(node: str | None, gpus: Sequence[int]) -> str:
+    """'box:0,1' (GPUs 0 and 1 of node box); 'box (no GPU)'."""
+    if not gpus:
+        return f"{node or '?'} (no GPU)"
+    return f"{node or '?'}:{','.join(str(g) for g in gpus)}"
+
+
+def gpu_words(gpus: float) -> str:
+    """'1 GPU', '0.5 GPU', 'no GPU'."""
+    return plural(gpus, "GPU") if gpus else "no GPU"
+
+
+def job_started(job: Job) -> str:
+    text = f"job {job.id} started on {placement(job.node, job.gpus)}"
+    if job.gpu_memory_bytes is not None:
+        text += f" ({format_size(job.gpu_memory_bytes)} of the GPU's memory)"
+    return text
+
+
+def job_ended(job: Job, state: JobState, exit_code: int | None, end_time: float, cause: str) -> str:
+    """'job 12 SUCCEEDED (exit 0) after 3m02s', or with the cause when it did not succeed:
+    'job 12 FAILED (exit 1) after 5s: exited with code 1'."""
+    code = "no exit code" if exit_code is None else f"exit {exit_code}"
+    text = f"job {job.id} {state.value} ({code})"
+    if job.start_time is not None:
+        text += f" after {format_duration(end_time - job.start_time)}"
+    if state is not JobState.SUCCEEDED and cause:
+        text += f": {cause}"
+    return text
+
+
+def _limit(value: float | None) -> str:
+    return "none" if value is None else fmt_gpus(value)
+
+
+def _time_limit(value: float | None) -> str:
+    return "none" if value is None else format_duration(value)
+
+
+def _members(members: Sequence[str]) -> str:
+    return ", ".join(members) if members else "everyone"
+
+
+def project_fields(p: Project) -> str:
+    """'quota 4, limit 8, weight 2, department research, members alice, bob, default time
+    limit 12h' (the fields that are not their defaults, and always the quota)."""
+    parts = [f"quota {fmt_gpus(p.quota)}"]
+    if p.limit is not None:
+        parts.append(f"limit {fmt_gpus(p.limit)}")
+    if p.weight != 1.0:
+        parts.append(f"weight {p.weight:g}")
+    if p.department is not None:
+        parts.append(f"department {p.department}")
+    parts.append(f"members {_members(p.members)}")
+    if p.default_time_limit_s is not None:
+        parts.append(f"default time limit {_time_limit(p.default_time_limit_s)}")
+    return ", ".join(parts)
+
+
+def project_changes(old: Project, new: Project) -> str:
+    """'quota 4 -> 8, members alice -> alice, bob'; 'nothing' when nothing changed."""
+    pairs = [
+        ("quota", fmt_gpus(old.quota), fmt_gpus(new.quota)),
+        ("limit", _limit(old.limit), _limit(new.limit)),
+        ("weight", f"{old.weight:g}", f"{new.weight:g}"),
+        ("department", old.department or "none", new.department or "none"),
+        ("members", _members(old.members), _members(new.members)),
+        (
+            "default time limit",
+            _time_limit(old.default_time_limit_s),
+            _time_limit(new.default_time_limit_s),
+        ),
+    ]
+    changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]
+    return ", ".join(changed) or "nothing"
+
+
+def jobs_left_running(count: int) -> str:
+    """'stopping: 3 jobs keep running under their supervisors'."""
+    if count == 0:
+        return "stopping: no job is running"
+    if count == 1:
+        return "stopping: 1 job keeps running under its supervisor"
+    return f"stopping: {plural(count, 'job')} keep running under their supervisors"
