@@ -6,6 +6,7 @@ without importing gpupool (see supervisor.py); the two are covered by the same t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -29,22 +30,45 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``: on a nearly full disk write() may write only part of it and
+    report no error; the rest then fails with ENOSPC (raised), or goes through."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_temporary(tmp: Path, data: bytes, durable: bool) -> None:
+    """Create ``tmp`` with ``data``; on any failure (a full disk) remove it and raise."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def atomic_write_json(path: Path, obj: Any, *, durable: bool = False) -> None:
     """Replace ``path`` so that readers see the old content or the new, never a torn file.
 
     ``durable`` also fsyncs the data and the directory entry; only records whose loss
-    would be wrong after a crash (the exit record) pay for that.
+    would be wrong after a crash (the exit record) pay for that. A write that fails (a
+    full disk) raises and leaves ``path`` as it was, with no temporary behind.
     """
     tmp = _tmp_name(path)
-    data = json.dumps(obj, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _write_temporary(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
     try:
-        os.write(fd, data)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     if durable:
         fsync_dir(path.parent)
 
@@ -53,10 +77,11 @@ def create_json(path: Path, obj: Any) -> bool:
     """Create ``path`` with content in one step; False if it already exists.
 
     link() fails on an existing name, so of several racing creators exactly one wins
-    and nobody ever sees the file empty (the claim protocol, see supervisor.py).
+    and nobody ever sees the file empty or torn (the claim protocol, see supervisor.py).
+    A write that fails (a full disk) raises and leaves nothing behind.
     """
     tmp = _tmp_name(path)
-    tmp.write_bytes(json.dumps(obj, sort_keys=True).encode())
+    _write_temporary(tmp, json.dumps(obj, sort_keys=True).encode(), durable=False)
     try:
         os.link(tmp, path)
         return True
