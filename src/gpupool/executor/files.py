@@ -104,10 +104,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
 class ProcStat(NamedTuple):
     state: str  # one letter: R, S, D, Z, ...
     start_ticks: int  # field 22: clock ticks after boot; with the pid it names one process
+    session: int = 0  # field 6: the session id
+
+    @property
+    def running(self) -> bool:
+        """Not a zombie: it may still hold what it held (a GPU)."""
+        return self.state not in ("Z", "X")
 
 
-def proc_stat(pid: int) -> ProcStat | None:
-    """State and start time of ``pid`` from /proc, or None when there is no such process."""
+def proc_stat(pid: int | str) -> ProcStat | None:
+    """State, start time and session of ``pid`` from /proc, or None when there is no such
+    process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read().decode(errors="replace")
@@ -116,9 +123,21 @@ def proc_stat(pid: int) -> ProcStat | None:
     # comm (field 2) may hold spaces and parentheses: split after the LAST ')'.
     rest = raw[raw.rfind(")") + 2 :].split()
     try:
-        return ProcStat(rest[0], int(rest[19]))  # rest[0] is field 3, rest[19] is field 22
+        # rest[0] is field 3, rest[3] field 6, rest[19] field 22
+        return ProcStat(rest[0], int(rest[19]), int(rest[3]))
     except (IndexError, ValueError):
         return None
+
+
+def session_members(sid: int) -> list[tuple[int, ProcStat]]:
+    """Every process whose session id is ``sid`` (the leader too, if it lives), from /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(name)
+            if st is not None and st.session == sid:
+                found.append((int(name), st))
+    return found
 
 
 def boot_id() -> str:
@@ -138,7 +157,7 @@ def process_alive(pid: int, start_ticks: int, boot: str | None = None) -> bool:
     if boot and boot != boot_id():
         return False
     st = proc_stat(pid)
-    return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
+    return st is not None and st.start_ticks == start_ticks and st.running
 
 
 def own_claim() -> dict[str, object]:
