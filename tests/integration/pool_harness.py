@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +59,14 @@ class Pool:
         self.starts += 1
         out = open(self.root / f"daemon-{self.starts}.log", "wb")
         self.proc = subprocess.Popen(
-            cmd,
-            env=self.env,
+            self.wrap(cmd),
+            env=self.daemon_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+        self.started(self.proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -75,6 +77,17 @@ class Pool:
             except (ConnectionError, OSError):
                 time.sleep(0.05)
         raise TimeoutError(f"daemon did not answer in {timeout}s: {self.daemon_log()}")
+
+    # Hooks for a pool run differently (e.g. with its state on a tmpfs of its own).
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """The command line that runs the daemon command ``cmd``."""
+        return cmd
+
+    def daemon_env(self) -> dict[str, str]:
+        return self.env
+
+    def started(self, pid: int) -> None:
+        """Called with the daemon's pid as soon as it is spawned."""
 
     def daemon_log(self) -> str:
         path = self.root / f"daemon-{self.starts}.log"
@@ -97,6 +110,10 @@ class Pool:
 
     def cleanup(self) -> None:
         self.stop()
+        self.kill_jobs()
+
+    def kill_jobs(self) -> None:
+        """Stop every supervisor and job process group recorded in the state directory."""
         for claim in (self.state_dir / "jobs").glob("*/claim.json"):
             _kill_recorded(claim, "supervisor_pid", group=False)
         for child in (self.state_dir / "jobs").glob("*/child.json"):
@@ -140,6 +157,17 @@ class Pool:
                 return job
             time.sleep(0.05)
         raise TimeoutError(f"job {job_id} is {job['state']}, not {state}, after {timeout}s")
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """The first truthy value of ``pred()``, polled until ``timeout`` seconds have passed."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def _kill_recorded(path: Path, key: str, group: bool) -> None:

@@ -20,31 +20,47 @@ with open(sys.argv[1], "a") as f:
 time.sleep(float(sys.argv[2]))
 sys.exit(int(sys.argv[3]))
 """
+# until.py STARTS GO CODE: note the start in STARTS, run until the file GO exists, exit CODE.
+UNTIL = """
+import os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write(os.environ["GPUPOOL_JOB_ID"] + "\\n")
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+sys.exit(int(sys.argv[3]))
+"""
 
 
 def test_running_jobs_survive_a_daemon_sigkill_and_are_readopted(
     pool: Pool, tmp_path: Path
 ) -> None:
-    script, starts = tmp_path / "starter.py", tmp_path / "starts.log"
-    script.write_text(STARTER)
+    # The jobs run until told to stop: none can end during the restart, however slow it is.
+    script, starts = tmp_path / "until.py", tmp_path / "starts.log"
+    script.write_text(UNTIL)
+    go = [tmp_path / f"go-{n}" for n in range(4)]
     first = [
-        pool.submit("--gpus", "1", "--", PY, str(script), str(starts), "4", str(n))
+        pool.submit("--gpus", "1", "--", PY, str(script), str(starts), str(go[n]), str(n))
         for n in range(4)
     ]
+    at_once = tmp_path / "go-later"
+    at_once.touch()  # the later jobs end as soon as they start
     later = [
-        pool.submit("--gpus", "2", "--", PY, str(script), str(starts), "0.2", "7") for _ in range(2)
+        pool.submit("--gpus", "2", "--", PY, str(script), str(starts), str(at_once), "7")
+        for _ in range(2)
     ]
     for job_id in first:
         pool.wait_state(job_id, "RUNNING")
     held_before = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
+    assert sorted(held_before.values()) == sorted(first)
     pool.kill()
-    time.sleep(0.5)
     pool.start()
     # Straight after the restart the GPUs are still held by the same jobs.
     held_after = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
     assert held_after == held_before
     assert all(pool.client.job(j)["state"] == "RUNNING" for j in first)
+    assert all(pool.client.job(j)["state"] == "PENDING" for j in later)
     for n, job_id in enumerate(first):
+        go[n].touch()
         job = pool.wait(job_id)
         assert job["exit_code"] == n
         assert job["state"] == ("SUCCEEDED" if n == 0 else "FAILED")

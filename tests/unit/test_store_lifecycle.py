@@ -154,3 +154,35 @@ def test_launch_info(store: Store) -> None:
         store.set_launch_info(99, {})
     with pytest.raises(UnknownJob):
         store.launch_info(99)
+
+
+def test_finish_takes_the_true_end_time_when_it_is_known(store: Store) -> None:
+    # The job ended at 20 while the daemon was down; the restarted daemon finishes it at 95.
+    j = store.submit(spec(), "alice", 1.0)
+    start(store, j.id, gpus=(0,))
+    v = store.allocation_version()
+    done = store.finish(j.id, JobState.SUCCEEDED, 0, 95.0, "exited with code 0", end_time=20.0)
+    assert done.end_time == 20.0
+    assert done.events[-1] == Transition(
+        20.0, JobState.RUNNING, JobState.SUCCEEDED, "exited with code 0"
+    )
+    assert store.allocation_version() == v + 1  # its GPUs are free from now on
+    assert store.usage_history(since=0.0) == [("default", "alice", 1, 10.0, 20.0)]
+
+
+def test_a_note_tells_the_story_without_changing_the_state(store: Store) -> None:
+    j = store.submit(spec(), "alice", 1.0)
+    start(store, j.id, gpus=(0,))
+    v = store.allocation_version()
+    noted = store.note(j.id, 30.0, "its supervisor died; pid 7 still runs", reason="Lost")
+    assert (noted.state, noted.reason, noted.gpus) == (JobState.RUNNING, "Lost", (0,))
+    assert noted.events[-1] == Transition(
+        30.0, JobState.RUNNING, JobState.RUNNING, "its supervisor died; pid 7 still runs"
+    )
+    assert store.allocation_version() == v  # the GPUs stay held
+    again = store.note(j.id, 31.0, "still there")
+    assert again.reason == "Lost" and len(again.events) == len(noted.events) + 1
+    done = store.finish(j.id, JobState.FAILED, None, 40.0, "lost", reason="NodeFail")
+    assert done.reason == "NodeFail"
+    with pytest.raises(UnknownJob):
+        store.note(99, 1.0, "no such job")

@@ -5,6 +5,7 @@ Handlers are plain `def`: FastAPI runs them in its thread pool, and the store is
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Body, FastAPI, Query, Request
@@ -14,11 +15,24 @@ from gpupool import __version__
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.job import Job, JobState
+from gpupool.core.units import format_size
 from gpupool.engine import PoolService, RequestRefused
+from gpupool.store.space import StorageFull, storage_full
+
+logger = logging.getLogger("gpupool.api")  # not `log`: a route of that name
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
+
+
+def disk_full_message(full: StorageFull) -> str:
+    if full.path is None:
+        where = "the database server has no space left"
+    else:
+        free = "?" if full.available_bytes is None else format_size(full.available_bytes)
+        where = f"{free} free in {full.path}, {format_size(full.needed_bytes)} needed"
+    return f"the state disk is full: {where}; nothing was changed (free some space, retry)"
 
 
 def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None = None) -> FastAPI:
@@ -56,6 +70,28 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
     @app.exception_handler(RequestRefused)
     def _refused(_: Request, exc: RequestRefused) -> JSONResponse:
         return _error(422, exc.code, exc.message)
+
+    from sqlalchemy.exc import DBAPIError
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    def _disk_full(_: Request, exc: Exception) -> JSONResponse:
+        # A write refused for lack of space changed nothing: 507, with the figures.
+        store_error = isinstance(exc, DBAPIError)
+        where = service.store.data_dir if store_error else service.executor.state_dir
+        full = storage_full(exc, where)
+        if full is None:
+            raise exc  # any other storage error stays a 500
+        message = disk_full_message(full)
+        logger.warning("refused a request: %s", message)
+        return _error(
+            507,
+            "disk_full",
+            message,
+            path=full.path,
+            available_bytes=full.available_bytes,
+            needed_bytes=full.needed_bytes,
+        )
 
     def wire(job: Job) -> dict[str, Any]:
         explain = service.explain(job.id) if job.state is JobState.PENDING else None

@@ -175,7 +175,9 @@ class Job:
 
 @dataclass(frozen=True)
 class Transition:
-    """One stored state change: when, from where to where, and why."""
+    """One event of a job's story: when, from where to where, and why. A state change, or,
+    with `frm == to`, a note: something that happened to the job without changing its
+    state (its supervisor died and its processes still run, its GPUs left the pool)."""
 
     time: float
     frm: JobState | None  # None for the creating event (submission)

@@ -16,6 +16,7 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.engine import log_lines
 from gpupool.engine.environment import job_environment
+from gpupool.engine.faults import LostJobs, end_time_of, gpus_outside, take_off_gone_gpus
 from gpupool.engine.outcome import outcome_of
 from gpupool.engine.preemption import Reclaimer
 from gpupool.engine.quota_notes import note_quota_changes
@@ -52,6 +53,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._signalled: set[int] = set()  # running jobs whose cancel was delivered
         self.reclaimer = Reclaimer(store, executor)
+        self.lost = LostJobs(store, executor)
         self._active: list[Job] = []  # active jobs as the last snapshot read them
         # Declared now; a GPU monitor will report live values later.
         self._unmanaged = {
@@ -93,13 +95,17 @@ class Engine:
     def recover(self) -> None:
         """Re-adopt jobs the store says are RUNNING: each either still runs under its
         supervisor, has finished (its exit record says how), lost its supervisor, or was
-        committed but never launched (the daemon died in between): launch that one now."""
+        committed but never launched (the daemon died in between): launch that one now.
+        A job on GPUs the inventory no longer has is taken off them (`take_off_gone_gpus`)."""
         for job in self.store.active_jobs():
             if job.state is not JobState.RUNNING:
                 continue
             status = self.executor.adopt(job.id)
             name = getattr(status, "value", str(status))
-            if name == "unlaunched" and self.reclaimer.archived_not_requeued(job):
+            if name != "exited" and gpus_outside(job, self.inventory):
+                now = self.clock.now()
+                take_off_gone_gpus(self.store, self.reclaimer, self.inventory, job, status, now)
+            elif name == "unlaunched" and self.reclaimer.archived_not_requeued(job):
                 self.store.requeue(job.id, self.clock.now(), "preempted; requeued")
             elif name == "unlaunched":
                 log.info("job %d was scheduled but never launched: launching it now", job.id)
@@ -129,26 +135,26 @@ class Engine:
                 continue
             if record is not None:
                 result = outcome_of(record, job.spec.time_limit_s)
+                end = end_time_of(record, job, now)
                 self.store.finish(
-                    job.id, result.state, result.exit_code, now, result.cause, result.reason
+                    job.id,
+                    result.state,
+                    result.exit_code,
+                    now,
+                    result.cause,
+                    result.reason,
+                    end_time=end,
                 )
                 self._signalled.discard(job.id)
                 log.info(
                     "%s",
-                    log_lines.job_ended(job, result.state, result.exit_code, now, result.cause),
+                    log_lines.job_ended(job, result.state, result.exit_code, end, result.cause),
                 )
                 continue
             status = getattr(self.executor.status(job.id), "value", "")
             if status == "lost":
-                self.store.finish(
-                    job.id,
-                    JobState.FAILED,
-                    None,
-                    now,
-                    "its supervisor died without recording an exit (machine restart?)",
-                    "NodeFail",
-                )
-                log.warning("job %d FAILED: its supervisor died without recording an exit", job.id)
+                # Its processes may still run on its GPUs: killed before they are freed.
+                self.lost.settle(job, now)
             elif status == "unlaunched":
                 if self.reclaimer.archived_not_requeued(job):
                     self.store.requeue(job.id, now, "preempted; requeued")

@@ -32,6 +32,14 @@ class Reclaimer:
                 self._asked[p.job_id] = p.reason
                 log.info("job %d: preempting it for job %d (%s)", p.job_id, p.for_job_id, p.reason)
 
+    def stop(self, job_id: int, why: str) -> bool:
+        """Stop a job to requeue it for a reason of the pool's own, not the policy's (its
+        GPUs left the inventory): the same signal, grace and requeue as a preemption."""
+        if not self.executor.preempt(job_id):
+            return False
+        self._asked[job_id] = why
+        return True
+
     def requeue(self, job: Job, now: float) -> bool:
         """Requeue a victim whose exit was recorded as preempted. False: not yet (its
         supervisor is still finishing); the next pass tries again."""

@@ -6,6 +6,7 @@ without importing gpupool (see supervisor.py); the two are covered by the same t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -29,22 +30,45 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``: on a nearly full disk write() may write only part of it and
+    report no error; the rest then fails with ENOSPC (raised), or goes through."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_temporary(tmp: Path, data: bytes, durable: bool) -> None:
+    """Create ``tmp`` with ``data``; on any failure (a full disk) remove it and raise."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def atomic_write_json(path: Path, obj: Any, *, durable: bool = False) -> None:
     """Replace ``path`` so that readers see the old content or the new, never a torn file.
 
     ``durable`` also fsyncs the data and the directory entry; only records whose loss
-    would be wrong after a crash (the exit record) pay for that.
+    would be wrong after a crash (the exit record) pay for that. A write that fails (a
+    full disk) raises and leaves ``path`` as it was, with no temporary behind.
     """
     tmp = _tmp_name(path)
-    data = json.dumps(obj, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _write_temporary(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
     try:
-        os.write(fd, data)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     if durable:
         fsync_dir(path.parent)
 
@@ -53,10 +77,11 @@ def create_json(path: Path, obj: Any) -> bool:
     """Create ``path`` with content in one step; False if it already exists.
 
     link() fails on an existing name, so of several racing creators exactly one wins
-    and nobody ever sees the file empty (the claim protocol, see supervisor.py).
+    and nobody ever sees the file empty or torn (the claim protocol, see supervisor.py).
+    A write that fails (a full disk) raises and leaves nothing behind.
     """
     tmp = _tmp_name(path)
-    tmp.write_bytes(json.dumps(obj, sort_keys=True).encode())
+    _write_temporary(tmp, json.dumps(obj, sort_keys=True).encode(), durable=False)
     try:
         os.link(tmp, path)
         return True
@@ -79,10 +104,17 @@ def read_json(path: Path) -> dict[str, Any] | None:
 class ProcStat(NamedTuple):
     state: str  # one letter: R, S, D, Z, ...
     start_ticks: int  # field 22: clock ticks after boot; with the pid it names one process
+    session: int = 0  # field 6: the session id
+
+    @property
+    def running(self) -> bool:
+        """Not a zombie: it may still hold what it held (a GPU)."""
+        return self.state not in ("Z", "X")
 
 
-def proc_stat(pid: int) -> ProcStat | None:
-    """State and start time of ``pid`` from /proc, or None when there is no such process."""
+def proc_stat(pid: int | str) -> ProcStat | None:
+    """State, start time and session of ``pid`` from /proc, or None when there is no such
+    process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read().decode(errors="replace")
@@ -91,9 +123,21 @@ def proc_stat(pid: int) -> ProcStat | None:
     # comm (field 2) may hold spaces and parentheses: split after the LAST ')'.
     rest = raw[raw.rfind(")") + 2 :].split()
     try:
-        return ProcStat(rest[0], int(rest[19]))  # rest[0] is field 3, rest[19] is field 22
+        # rest[0] is field 3, rest[3] field 6, rest[19] field 22
+        return ProcStat(rest[0], int(rest[19]), int(rest[3]))
     except (IndexError, ValueError):
         return None
+
+
+def session_members(sid: int) -> list[tuple[int, ProcStat]]:
+    """Every process whose session id is ``sid`` (the leader too, if it lives), from /proc."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(name)
+            if st is not None and st.session == sid:
+                found.append((int(name), st))
+    return found
 
 
 def boot_id() -> str:
@@ -113,7 +157,7 @@ def process_alive(pid: int, start_ticks: int, boot: str | None = None) -> bool:
     if boot and boot != boot_id():
         return False
     st = proc_stat(pid)
-    return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
+    return st is not None and st.start_ticks == start_ticks and st.running
 
 
 def own_claim() -> dict[str, object]:

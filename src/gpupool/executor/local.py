@@ -30,9 +30,10 @@ from gpupool.executor.files import (
     process_alive,
     read_json,
 )
+from gpupool.executor.leftovers import Leftovers, kill_leftovers
 from gpupool.executor.records import ExitRecord, JobBusyError, JobStatus, read_exit_record
 
-__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "LocalExecutor"]
+__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "Leftovers", "LocalExecutor"]
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 
@@ -270,6 +271,16 @@ class LocalExecutor:
         if isinstance(pid, int) and isinstance(ticks, int) and process_alive(pid, ticks):
             return f"its process (pid {pid}) is still running"
         return None
+
+    def kill_leftovers(self, job_id: int, wait_s: float = 1.0) -> Leftovers:
+        """For a LOST job (its supervisor died without recording an exit): SIGKILL what
+        its command left running, and wait up to ``wait_s`` for it to go (see
+        leftovers.py). Until the result says ``gone``, something of the job may still use
+        its GPUs. Refuses (JobBusyError) while the job has a live supervisor."""
+        status = self.status(job_id)
+        if status is not JobStatus.LOST:
+            raise JobBusyError(f"job {job_id} is {status.value}, not lost: not killing it")
+        return kill_leftovers(self.job_dir(job_id), wait_s)
 
     def adopt(self, job_id: int) -> JobStatus:
         """For a restarted daemon: what became of a job the store says is running.

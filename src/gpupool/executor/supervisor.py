@@ -2,7 +2,7 @@
 
 It outlives the daemon, starts the job exactly once, enforces the time limit, kills what
 the job leaves behind and records its true exit durably in JOBDIR, where a restarted
-daemon finds it. Run as a script with the standard library only, never importing
+daemon finds it; on a full disk it keeps the record in memory and retries until it fits. Run as a script with the standard library only, never importing
 gpupool: interpreter start-up is most of the launch latency (``-I -S`` skips
 site-packages; what the spawn does not need is imported after it).
 
@@ -65,13 +65,22 @@ def _start_ticks(pid="self"):
 
 
 def _write_file(path, data, durable):
+    """Create ``path`` with all of ``data``; on failure (a full disk) remove it and raise.
+    On a nearly full disk write() may take only part of the data without an error."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, data)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 def _fsync(path, flags=0):
@@ -83,11 +92,45 @@ def _fsync(path, flags=0):
 
 
 def _atomic_json(jobdir, name, obj, durable):
+    """Replace JOBDIR/name atomically; raises (leaving no temporary) when it cannot."""
     tmp = os.path.join(jobdir, f"{name}.tmp-{os.getpid()}")
     _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
-    os.replace(tmp, os.path.join(jobdir, name))
+    try:
+        os.replace(tmp, os.path.join(jobdir, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if durable:
         _fsync(jobdir, os.O_DIRECTORY)
+
+
+# Retrying a record that cannot be written yet (a full disk): first after RETRY_FIRST_S,
+# then twice as long each time, up to RETRY_MAX_S, for as long as it takes. Only a job
+# directory that is gone (nothing could ever be recorded in it) ends the attempts.
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 1.0
+
+
+def _write_until_done(jobdir, name, obj):
+    """Write JOBDIR/name durably, retrying while the disk refuses; False if JOBDIR is gone.
+
+    The record stays in memory meanwhile, and the daemon keeps the job RUNNING: its
+    supervisor is alive, so the job is not lost, and a full disk never turns into a
+    failure. Once space is back the record is written, true end time included.
+    """
+    import errno
+
+    delay = RETRY_FIRST_S
+    while True:
+        try:
+            _atomic_json(jobdir, name, obj, durable=True)
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return False
+        time.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX_S)
 
 
 def _claim(jobdir):
@@ -128,6 +171,7 @@ class Supervisor:
         self.spec = {}
         self.start_time = time.time()
         self.started = False  # once True, only the job's own exit may be recorded
+        self.child_record = None  # child.json while it waits to be written
         self.why = ""  # why the job was stopped, for the log and exit.json
 
     def log(self, line):
@@ -135,9 +179,11 @@ class Supervisor:
             os.write(self.log_fd, f"gpupool: {line}\n".encode(errors="replace"))
 
     def record(self, exit_code, sig, reason, message):
+        """Record the exit in exit.json, waiting for the disk if it is full (see
+        _write_until_done): the end time is taken now, not when the write succeeds."""
         rec = {"exit_code": exit_code, "signal": sig, "reason": reason, "message": message}
         rec.update(start_time=self.start_time, end_time=time.time())
-        _atomic_json(self.jobdir, "exit.json", rec, durable=True)
+        _write_until_done(self.jobdir, "exit.json", rec)
 
     def fail(self, exit_code, line):
         """The command could not be started: say why in the log and in exit.json."""
@@ -223,14 +269,30 @@ class Supervisor:
         except (OSError, IndexError, ValueError):
             ticks = None
         # pgid == pid: the child leads its new session and process group.
-        child = {"pid": pid, "pgid": pid, "start_time": self.start_time, "start_ticks": ticks}
-        _atomic_json(self.jobdir, "child.json", child, durable=False)
+        self.child_record = {
+            "pid": pid,
+            "pgid": pid,
+            "start_time": self.start_time,
+            "start_ticks": ticks,
+        }
+        self.write_child_record()
         # Off the spawn path, make "this job was started" survive a crash: the claim's
         # content, then one directory fsync for the claim link and child.json.
         with contextlib.suppress(OSError):
             _fsync(os.path.join(self.jobdir, "claim.json"))
             _fsync(self.jobdir, os.O_DIRECTORY)
         _become_subreaper()
+
+    def write_child_record(self):
+        """child.json names the job's process for a daemon that must kill it should we die.
+        On a full disk the job runs on without it and the wait loop tries again."""
+        if self.child_record is None:
+            return
+        try:
+            _atomic_json(self.jobdir, "child.json", self.child_record, durable=False)
+        except OSError:
+            return
+        self.child_record = None
 
     def wait(self, child):
         """Wait for the main process, enforcing the time limit and cancel requests."""
@@ -242,6 +304,7 @@ class Supervisor:
         kill_at = None  # when the grace period after SIGTERM ends
         killed = False
         while not _main_exited(pid):
+            self.write_child_record()  # if a full disk refused it so far
             now = time.monotonic()
             if reason is None:
                 extra = ""
@@ -423,7 +486,7 @@ def main(argv):
     except BaseException as exc:
         import traceback
 
-        with open(os.path.join(jobdir, "supervisor.log"), "a") as f:
+        with contextlib.suppress(OSError), open(os.path.join(jobdir, "supervisor.log"), "a") as f:
             traceback.print_exc(file=f)
         if not sup.started:  # nothing runs: say so rather than leave the job LOST
             with contextlib.suppress(OSError):

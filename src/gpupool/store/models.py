@@ -176,6 +176,16 @@ def transition(s: Session, row: JobRow, to: JobState, now: float, cause: str) ->
     row.state = to
 
 
+def note(s: Session, row: JobRow, now: float, cause: str) -> None:
+    """A line in the job's story that is no change of state: an event from its state to
+    itself (creation, from None, is the other event that is no edge of the table)."""
+    s.add(
+        TransitionRow(
+            job_id=row.id, time=now, from_state=row.state, to_state=row.state, cause=cause
+        )
+    )
+
+
 def free_gpus(s: Session, job_id: int) -> None:
     held = s.execute(
         select(AllocationRow.gpu_index).where(AllocationRow.job_id == job_id).limit(1)

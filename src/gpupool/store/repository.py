@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, select, update
@@ -63,6 +64,14 @@ class Store(ProjectMethods, LeaseMethods):
 
     def close(self) -> None:
         self._engine.dispose()
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The directory whose disk holds the data: the SQLite file's; None for a server."""
+        url = self._engine.url
+        if url.get_backend_name() != "sqlite" or not url.database:
+            return None
+        return Path(url.database).absolute().parent
 
     # -- sessions
 
@@ -298,11 +307,19 @@ class Store(ProjectMethods, LeaseMethods):
         now: float,
         cause: str,
         reason: str = "",
+        *,
+        end_time: float | None = None,
     ) -> Job:
-        """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op."""
+        """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op.
+
+        `end_time` is when the job really ended, if that is known and not `now` (its exit
+        record, read after the daemon was down): the job's end, its story and the usage
+        charged to its project take it. The GPUs are freed now either way.
+        """
         to = JobState(to)
         if not to.terminal:
             raise InvalidTransition(f"finish needs a terminal state, not {to.value}")
+        ended = now if end_time is None else end_time
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
@@ -312,8 +329,8 @@ class Store(ProjectMethods, LeaseMethods):
             if to is JobState.CANCELLED and row.cancel_cause:
                 # The request left no event of its own; keep who asked in the story.
                 full_cause = f"{cause}; {row.cancel_cause}"
-            models.transition(s, row, to, now, full_cause)
-            row.end_time, row.exit_code, row.reason = now, exit_code, reason
+            models.transition(s, row, to, ended, full_cause)
+            row.end_time, row.exit_code, row.reason = ended, exit_code, reason
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
@@ -329,6 +346,21 @@ class Store(ProjectMethods, LeaseMethods):
             row.restart_count += 1
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
             row.gpu_memory_bytes = None
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
+    def note(self, job_id: int, now: float, cause: str, reason: str | None = None) -> Job:
+        """Add `cause` to a job's story without changing its state (an event from its state
+        to the same state): something the pool found or did about it, e.g. that its
+        supervisor died and its processes still run. `reason`, when given, becomes the
+        job's reason code (the REASON column) until its next change of state."""
+
+        def op(s: Session) -> Job:
+            row = _row(s, job_id)
+            models.note(s, row, now, cause)
+            if reason is not None and row.reason != reason:
+                row.reason = reason
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)

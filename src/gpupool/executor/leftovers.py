@@ -1,0 +1,129 @@
+"""Killing what a job left running when its supervisor died (kill -9, the OOM killer).
+
+A live supervisor kills its job's leftovers itself (supervisor.py, ``_kill_leftovers``).
+A dead one leaves the job's processes running on GPUs the pool would otherwise give to
+the next job: the daemon must kill them first, and keep the GPUs held until they are gone.
+
+Which processes are the job's: its main process, named in child.json by pid AND start
+ticks (a reused pid names a stranger, who is never hit), and every process of its session
+(the session id is the main process's pid; a job's processes stay in it unless they call
+setsid()). Why a session id can be trusted: Linux does not hand out a number again while
+any process still uses it as its pid, process group or session id. So while a process of
+session N lives, N is the job's session; it can only become a stranger's after every
+process of the job's has gone and N was handed out again, and then the process with pid N
+is not the job's main process and nothing is touched. What this cannot tell apart is a
+stranger's session whose leader has also exited (after the pids wrapped around); a cgroup
+per job would close that, and catch processes that left the session, too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from gpupool.executor.files import boot_id, proc_stat, read_json, session_members
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What ``kill_leftovers`` found and did; the engine renders it into the job's story."""
+
+    main_pid: int | None  # the job's command, from child.json; None: never recorded
+    other_boot: bool = False  # the machine restarted since: nothing of the job can run
+    killed: tuple[int, ...] = ()  # pids sent SIGKILL now
+    alive: tuple[int, ...] = ()  # pids still running after the wait: dying, or not ours
+    denied: tuple[int, ...] = ()  # of ``alive``, those we may not signal (another user's)
+
+    @property
+    def gone(self) -> bool:
+        """Nothing of the job runs any more: its GPUs may be given again."""
+        return not self.alive
+
+
+class Sent(Enum):
+    SENT = "sent"
+    GONE = "gone"  # no such process any more (or its pid now names another one)
+    DENIED = "denied"  # EPERM
+
+
+def signal_exactly(pid: int, start_ticks: int, sig: int) -> Sent:
+    """Send ``sig`` to the process ``pid`` only if it is the one that started at
+    ``start_ticks``. A pidfd pins the process between that check and the signal, so even a
+    pid freed and handed out again in between is never hit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return Sent.GONE
+    except (OSError, AttributeError):  # no pidfds (kernel < 5.3): check, then kill
+        fd = -1
+    try:
+        st = proc_stat(pid)
+        if st is None or st.start_ticks != start_ticks or not st.running:
+            return Sent.GONE
+        if fd >= 0:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return Sent.SENT
+    except ProcessLookupError:
+        return Sent.GONE
+    except PermissionError:
+        return Sent.DENIED
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def job_processes(main_pid: int, main_ticks: int) -> list[tuple[int, int]]:
+    """(pid, start ticks) of the job's running processes: its main process while it runs,
+    and the members of its session (see the module docstring for why those are the job's)."""
+    main = proc_stat(main_pid)
+    if main is not None and main.start_ticks != main_ticks:
+        return []  # the number names a stranger now, and so does any session of that id
+    found = [(main_pid, main_ticks)] if main is not None and main.running else []
+    for pid, st in session_members(main_pid):
+        if pid != main_pid and st.running:
+            found.append((pid, st.start_ticks))
+    return found
+
+
+def kill_leftovers(jobdir: Path, wait_s: float) -> Leftovers:
+    """SIGKILL every process of the job in ``jobdir``, whose supervisor must be dead, and
+    wait up to ``wait_s`` for them to go. Safe to repeat."""
+    child = read_json(jobdir / "child.json") or {}
+    pid, ticks = child.get("pid"), child.get("start_ticks")
+    if not isinstance(pid, int) or not isinstance(ticks, int):
+        # The supervisor died before it recorded its command (or could not read its start
+        # time): there is nothing to look for. See docs/ARCHITECTURE.md, crash safety.
+        return Leftovers(main_pid=pid if isinstance(pid, int) else None)
+    boot = str((read_json(jobdir / "claim.json") or {}).get("boot_id") or "")
+    if boot and boot != boot_id():
+        return Leftovers(main_pid=pid, other_boot=True)
+    killed: set[int] = set()
+    denied: set[int] = set()
+    end = time.monotonic() + wait_s
+    while True:
+        for p, t in job_processes(pid, ticks):
+            sent = signal_exactly(p, t, signal.SIGKILL)
+            if sent is Sent.SENT:
+                killed.add(p)
+            elif sent is Sent.DENIED:
+                denied.add(p)
+        # Killed processes linger a moment (their parent, or init, reaps them); zombies
+        # hold nothing and count as gone.
+        alive = [p for p, _ in job_processes(pid, ticks)]
+        if not alive or time.monotonic() >= end:
+            break
+        with contextlib.suppress(InterruptedError):
+            time.sleep(0.01)
+    return Leftovers(
+        main_pid=pid,
+        killed=tuple(sorted(killed)),
+        alive=tuple(sorted(alive)),
+        denied=tuple(sorted(denied & set(alive))),
+    )
