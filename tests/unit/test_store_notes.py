@@ -1,4 +1,4 @@
-"""A line in a pending job's story without a state change (Store.note), on every backend."""
+"""A line in a job's story without a state change (Store.note), on every backend."""
 
 from __future__ import annotations
 
@@ -21,5 +21,5 @@ def test_a_note_joins_a_pending_jobs_story_and_changes_nothing_else(store: Store
 def test_a_note_on_a_job_no_longer_pending_is_dropped(store: Store) -> None:
     job = store.submit(spec(), "alice", 1.0)
     start(store, job.id)
-    store.note(job.id, 20.0, "late")
+    assert store.note(job.id, 20.0, "late", only_if=JobState.PENDING) is None
     assert all(e.cause != "late" for e in store.get(job.id).events)

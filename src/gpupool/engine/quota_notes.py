@@ -37,5 +37,5 @@ def note_quota_changes(store: Any, jobs: Iterable[Job], decision: Decision, now:
             cause = "its project's quota or limit lets it start again"
         else:
             continue
-        store.note(job.id, now, cause)
+        store.note(job.id, now, cause, only_if=JobState.PENDING)
         log.info("job %s %s", job.id, cause)

@@ -350,14 +350,26 @@ class Store(ProjectMethods, LeaseMethods):
 
         return self._write_retrying(op)
 
-    def note(self, job_id: int, now: float, cause: str, reason: str | None = None) -> Job:
+    def note(
+        self,
+        job_id: int,
+        now: float,
+        cause: str,
+        reason: str | None = None,
+        *,
+        only_if: JobState | None = None,
+    ) -> Job | None:
         """Add `cause` to a job's story without changing its state (an event from its state
         to the same state): something the pool found or did about it, e.g. that its
-        supervisor died and its processes still run. `reason`, when given, becomes the
-        job's reason code (the REASON column) until its next change of state."""
+        supervisor died and its processes still run, or that a quota change means it can
+        never start. `reason`, when given, becomes the job's reason code (the REASON column)
+        until its next change of state. `only_if`: written only while the job is in that
+        state (a note about a pending job is dropped once it started); None when dropped."""
 
-        def op(s: Session) -> Job:
+        def op(s: Session) -> Job | None:
             row = _row(s, job_id)
+            if only_if is not None and row.state is not only_if:
+                return None
             models.note(s, row, now, cause)
             if reason is not None and row.reason != reason:
                 row.reason = reason
@@ -425,23 +437,6 @@ class Store(ProjectMethods, LeaseMethods):
         )
         with self._write() as s:
             s.connection().execute(stmt, [{"b_id": i, "b_reason": r} for i, r in changed])
-
-    def note(self, job_id: int, now: float, cause: str) -> None:
-        """Add a line to a pending job's story without changing its state (an event from
-        PENDING to PENDING), e.g. that a quota change means it can never start; skipped if
-        the job is no longer pending."""
-
-        def op(s: Session) -> None:
-            row = _row(s, job_id)
-            if row.state is JobState.PENDING:
-                s.add(
-                    TransitionRow(
-                        job_id=job_id, time=now, from_state=row.state, to_state=row.state,
-                        cause=cause,
-                    )
-                )  # fmt: skip
-
-        self._write_retrying(op)
 
     def set_launch_info(self, job_id: int, info: dict[str, Any]) -> None:
         t = JOBS.c
