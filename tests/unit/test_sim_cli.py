@@ -90,3 +90,28 @@ def test_bad_arguments_get_one_clear_line(
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_isolated_vcs_counts_the_jobs_of_vcs_without_a_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Three jobs of a Philly VC with a size, two of a VC with none: those two have no
+    # cluster to replay on, and every count says so (they were dropped silently).
+    trace = tmp_path / "vcs.csv"
+    rows = ["submit_time_s,duration_s,num_gpus,user,project"]
+    rows += [f"{i * 10},100,1,u,ed69ec" for i in range(3)]
+    rows += [f"{i * 10 + 5},100,1,u,novc" for i in range(2)]
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    base = ["sim", "--trace", str(trace), "--format", "csv", "--isolated-vcs",
+            "--policy", "fifo", "--no-plots", "--out", str(out)]  # fmt: skip
+    assert main(base) == 0
+    printed = capsys.readouterr().out
+    assert "3 jobs on" in printed
+    assert "2 no cluster for its VC" in printed
+    run = json.loads((out / "metrics.json").read_text())["_run"]
+    assert run["jobs"] == 3
+    assert run["skipped"] == {"no cluster for its VC": 2}
+    assert json.loads((out / "metrics.json").read_text())["fifo"]["jobs"] == 3
+    assert main([*base, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["_run"]["skipped"] == {"no cluster for its VC": 2}

@@ -122,12 +122,17 @@ def _clusters(args: argparse.Namespace) -> dict[str, Any]:
     return {"": cluster_from_spec(spec)}
 
 
-def _trace(args: argparse.Namespace, capacity: int) -> Any:
+def _trace(args: argparse.Namespace, clusters: dict[str, Any]) -> Any:
+    """The trace to replay: loaded, without the jobs no cluster can take (counted as skipped,
+    before the load is measured: it is the replayed jobs' load), cut and scaled."""
     from gpupool.sim.load import scale_to_load
     from gpupool.sim.model import Trace
+    from gpupool.sim.run import replayable
     from gpupool.sim.traces import load_trace
 
     trace = load_trace(args.trace, args.format, since=args.since, until=args.until)
+    trace = replayable(trace, clusters)
+    capacity = sum(c.gpus for c in clusters.values())
     if args.limit is not None:
         if args.limit <= 0:
             raise SimInputError(f"--limit must be positive: {args.limit}")
@@ -157,9 +162,8 @@ def run(args: argparse.Namespace) -> int:
             raise SimInputError(f"--restart-overhead must be 0 or more: {args.restart_overhead}")
         policies = _policies(args)
         clusters = _clusters(args)
-        capacity = sum(c.gpus for c in clusters.values())
         loaded = time.perf_counter()
-        trace = _trace(args, capacity)
+        trace = _trace(args, clusters)
     except (ValueError, OSError) as exc:
         print(f"gpupool sim: {exc}", file=sys.stderr)
         return 2
@@ -236,12 +240,12 @@ def _report(
         return
     # Piped or redirected output gets the full table width instead of 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    skipped = sum(plan.trace.skipped.values())
+    skipped = ", ".join(f"{n:,} {why}" for why, n in plan.trace.skipped.items() if n)
     console.print(
         f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "
         f"{first.load:.2f}"
         + (f" (asked {args.load:g})" if args.load is not None else "")
-        + (f"; {skipped:,} trace rows skipped" if skipped else "")
+        + (f"; not replayed: {skipped}" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
     console.print(comparison_table(metrics))
