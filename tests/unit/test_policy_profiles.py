@@ -18,7 +18,7 @@ from gpupool.core.project import Project
 from gpupool.policy import PROFILES, Code, Decision, Snapshot, decide, profile
 from gpupool.policy.ordering import rank
 from gpupool.policy.orders import sort_key
-from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob
+from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, WidePlacement
 
 NOW = 1000.0
 
@@ -255,7 +255,8 @@ def worlds(draw: st.DrawFn) -> Snapshot:
             job = replace(job, resources=Resources(gpus=1, gpu_fraction=0.5))
         jobs.append(replace(job, priority=rnd.choice([200, 300])))
     config = profile(draw(st.sampled_from(sorted(PROFILES))))
-    config = replace(config, spread_wide_jobs=draw(st.booleans()))
+    rule = draw(st.sampled_from(list(WidePlacement)))
+    config = replace(config, spread_wide_jobs=draw(st.booleans()), wide_placement=rule)
     projects = {"a": Project("a", quota=2.0)} if draw(st.booleans()) else {}
     return Snapshot(nodes, tuple(jobs), tuple(run), config=config, projects=projects)
 

@@ -20,7 +20,7 @@ from gpupool.core.project import Project
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.placement import NodeFree
-from gpupool.policy.snapshot import PolicyConfig
+from gpupool.policy.snapshot import PolicyConfig, WidePlacement
 from gpupool.policy.wide import place_wide
 
 SPREAD = PolicyConfig(spread_wide_jobs=True, default_time_limit_s=1000.0)
@@ -201,7 +201,8 @@ def test_reclaim_lists_a_spread_victim_once() -> None:
 @st.composite
 def pools(draw: st.DrawFn, max_gpus: int = 32) -> Snapshot:
     """1-6 nodes of 8 GPUs (some with 16 CPUs), partly held by running jobs (some spread),
-    and pending jobs of 1..max_gpus GPUs with time limits; spreading on."""
+    and pending jobs of 1..max_gpus GPUs with time limits; spreading on, by either wide
+    placement rule (test_policy_wide_placement.py)."""
     rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
     cluster = tuple(node(f"n{i}", 8, cpus=rnd.choice([0, 16])) for i in range(rnd.randint(1, 6)))
     live: list[RunningJob] = []
@@ -221,7 +222,8 @@ def pools(draw: st.DrawFn, max_gpus: int = 32) -> Snapshot:
         )
         for i in range(draw(st.integers(1, 10)))
     )
-    config = replace(SPREAD, default_time_limit_s=100.0)
+    rule = draw(st.sampled_from(list(WidePlacement)))
+    config = replace(SPREAD, default_time_limit_s=100.0, wide_placement=rule)
     return Snapshot(cluster, jobs, tuple(live), config=config)
 
 

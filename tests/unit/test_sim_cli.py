@@ -90,3 +90,79 @@ def test_bad_arguments_get_one_clear_line(
     assert code == 2
     assert message in err
     assert "Traceback" not in err
+
+
+def test_isolated_vcs_counts_the_jobs_of_vcs_without_a_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Three jobs of a Philly VC with a size, two of a VC with none: those two have no
+    # cluster to replay on, and every count says so (they were dropped silently).
+    trace = tmp_path / "vcs.csv"
+    rows = ["submit_time_s,duration_s,num_gpus,user,project"]
+    rows += [f"{i * 10},100,1,u,ed69ec" for i in range(3)]
+    rows += [f"{i * 10 + 5},100,1,u,novc" for i in range(2)]
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    base = ["sim", "--trace", str(trace), "--format", "csv", "--isolated-vcs",
+            "--policy", "fifo", "--no-plots", "--out", str(out)]  # fmt: skip
+    assert main(base) == 0
+    printed = capsys.readouterr().out
+    assert "3 jobs on" in printed
+    assert "2 no cluster for its VC" in printed
+    run = json.loads((out / "metrics.json").read_text())["_run"]
+    assert run["jobs"] == 3
+    assert run["skipped"] == {"no cluster for its VC": 2}
+    assert json.loads((out / "metrics.json").read_text())["fifo"]["jobs"] == 3
+    assert main([*base, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["_run"]["skipped"] == {"no cluster for its VC": 2}
+
+
+def test_the_cli_names_every_wide_placement_rule() -> None:
+    from gpupool.cli.sim import WIDE_PLACEMENTS
+    from gpupool.policy.snapshot import WidePlacement
+
+    assert WIDE_PLACEMENTS == tuple(WidePlacement)
+
+
+def test_wide_placement_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 3 nodes of 8. A (5 GPUs, 100 s) goes on node-001, B (5, 100 s) on node-002 (3 left on
+    # 001); node-003 stays whole. C (12 GPUs, 100 s) at 1 s: spread starts it at once on 8 +
+    # 3 + 1 (JCT 100); consolidate needs a whole node and 4 more on one node, which it has
+    # when A and B end at 100 (JCT 199). Average JCT: 100 against (100 + 100 + 199) / 3.
+    trace = tmp_path / "wide.csv"
+    trace.write_text(
+        "submit_time_s,duration_s,num_gpus,user,project\n0,100,5,u,p\n0,100,5,u,p\n1,100,12,u,p\n"
+    )
+    averages = {}
+    for rule in ("spread", "consolidate"):
+        code = main(["sim", "--trace", str(trace), "--format", "csv", "--cluster", "3x8",
+                     "--policy", "fifo", "--estimates", "oracle", "--interval", "0",
+                     "--wide-placement", rule, "--json"])  # fmt: skip
+        assert code == 0
+        metrics = json.loads(capsys.readouterr().out)
+        assert metrics["_run"]["wide_placement"] == rule
+        averages[rule] = metrics["fifo"]["avg_jct_s"]
+    assert averages == {"spread": pytest.approx(100.0), "consolidate": pytest.approx(399 / 3)}
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_without_out_nothing_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+) -> None:
+    # Files only when asked for (--out), as Slurm and SkyPilot users expect; the tables
+    # (or the JSON) still print, and the table output says how to get the files.
+    trace = _csv_trace(tmp_path / "trace.csv")
+    monkeypatch.chdir(tmp_path)
+    code = main(["sim", "--trace", str(trace), "--format", "csv", "--cluster", "1x8",
+                 "--policy", "fifo", *extra])  # fmt: skip
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.csv"]
+    printed = capsys.readouterr().out
+    if extra:
+        assert json.loads(printed)["fifo"]["jobs"] == 40
+    else:
+        assert "40 jobs on 8 GPUs" in printed
+        assert "no files written: --out DIR writes metrics.json and the plots" in printed

@@ -200,3 +200,19 @@ def test_leaving_out_idle_passes_changes_nothing(policy: str) -> None:
             skipped_calls = calls
     assert outcomes[0] == outcomes[1]
     assert skipped_calls < calls  # and it did leave some out
+
+
+def test_isolated_plan_refuses_a_trace_with_jobs_no_cluster_replays() -> None:
+    # A job of a project without a cluster would be dropped silently: the plan says so, and
+    # `replayable` takes such jobs out, counting them.
+    from gpupool.sim.run import NO_CLUSTER, replayable
+
+    trace = Trace((TraceJob(1, 0, 100, 1, project="a"), TraceJob(2, 0, 100, 1, project="z")))
+    clusters = {"a": uniform_cluster(1, 1)}
+    with pytest.raises(ValueError, match="1 job of projects without a cluster: z"):
+        SimPlan(trace, clusters, ("fifo",), EXACT)
+    kept = replayable(trace, clusters)
+    assert [j.id for j in kept.jobs] == [1] and kept.skipped == {NO_CLUSTER: 1}
+    result = replay_policy(SimPlan(kept, clusters, ("fifo",), EXACT), "fifo")
+    assert [r.id for r in result.records] == [1]
+    assert replayable(trace, {"": uniform_cluster(1, 1)}) is trace  # a shared cluster runs all

@@ -97,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
         "sim",
         help="replay a job trace through scheduling policies and compare them",
         description="Replay a job trace through named scheduling policies on a simulated "
-        "cluster, with the daemon's own policy code (docs/simulator.md).",
+        "cluster, with the daemon's own policy code (docs/simulator.md). Prints the "
+        "comparison; writes files (metrics.json, plots) only with --out DIR.",
     )
     sim_cmd.add_arguments(p)
     from gpupool.cli import plan as plan_cmd

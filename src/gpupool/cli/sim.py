@@ -3,6 +3,8 @@
 
     gpupool sim --trace philly --format philly --cluster philly-vcs --load 0.8 \\
         --compare fifo,fifo-backfill,default --seed 1 --out results/
+
+Nothing is written without --out (metrics.json and the plots go there).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
 PROFILE_NAMES = ("default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf")
+# policy.snapshot.WidePlacement's values, for the same reason (checked by the same test file).
+WIDE_PLACEMENTS = ("spread", "consolidate")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,6 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--policy", default=None, help=f"one profile: {', '.join(PROFILE_NAMES)}")
     group.add_argument("--compare", help="several profiles side by side, comma-separated, or 'all'")
+    p.add_argument(
+        "--wide-placement",
+        default="spread",
+        choices=WIDE_PLACEMENTS,
+        help="a job wider than a node takes the nodes with the most free GPUs first, partly "
+        "used or not (spread, default), or whole free nodes only, the remainder of a size "
+        "that is not a multiple of the node size on one more node (consolidate: the Helios "
+        "artifact's placer, Slurm's --exclusive)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seeds the noisy runtime estimates")
     p.add_argument(
         "--estimates",
@@ -76,9 +89,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--until", help="only jobs submitted up to this time")
     p.add_argument("--limit", type=int, help="only the first N jobs of the trace")
-    p.add_argument("--out", default="sim-results", help="directory for metrics.json and plots")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--json", action="store_true", help="print metrics.json instead of tables")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write metrics.json and the PNG plots there (created if missing); without it "
+        "nothing is written, only printed",
+    )
+    p.add_argument("--no-plots", action="store_true", help="with --out: skip the PNG plots")
+    p.add_argument(
+        "--json", action="store_true", help="print metrics.json's content instead of tables"
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -122,12 +142,17 @@ def _clusters(args: argparse.Namespace) -> dict[str, Any]:
     return {"": cluster_from_spec(spec)}
 
 
-def _trace(args: argparse.Namespace, capacity: int) -> Any:
+def _trace(args: argparse.Namespace, clusters: dict[str, Any]) -> Any:
+    """The trace to replay: loaded, without the jobs no cluster can take (counted as skipped,
+    before the load is measured: it is the replayed jobs' load), cut and scaled."""
     from gpupool.sim.load import scale_to_load
     from gpupool.sim.model import Trace
+    from gpupool.sim.run import replayable
     from gpupool.sim.traces import load_trace
 
     trace = load_trace(args.trace, args.format, since=args.since, until=args.until)
+    trace = replayable(trace, clusters)
+    capacity = sum(c.gpus for c in clusters.values())
     if args.limit is not None:
         if args.limit <= 0:
             raise SimInputError(f"--limit must be positive: {args.limit}")
@@ -141,28 +166,25 @@ def _trace(args: argparse.Namespace, capacity: int) -> Any:
     return trace
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def build_plan(args: argparse.Namespace) -> Any:
+    """The `SimPlan` that `gpupool sim` replays for these (parsed) arguments: trace, clusters,
+    profiles, options and base config. bench/vs_helios.py replays the same plan to compare
+    it job by job. Raises ValueError (SimInputError, TraceError) or OSError on bad input."""
+    from dataclasses import replace
 
+    from gpupool.policy.snapshot import WidePlacement
     from gpupool.sim.engine import SimOptions
-    from gpupool.sim.run import SimPlan
+    from gpupool.sim.run import SIM_BASE, SimPlan
 
-    err = Console(stderr=True)
-    try:
-        if args.isolated_vcs and args.cluster not in ("philly-vcs", None):
-            raise SimInputError("--isolated-vcs replays the Philly VCs; leave out --cluster")
-        if args.interval < 0:
-            raise SimInputError(f"--interval must be 0 or more: {args.interval}")
-        if args.restart_overhead < 0:
-            raise SimInputError(f"--restart-overhead must be 0 or more: {args.restart_overhead}")
-        policies = _policies(args)
-        clusters = _clusters(args)
-        capacity = sum(c.gpus for c in clusters.values())
-        loaded = time.perf_counter()
-        trace = _trace(args, capacity)
-    except (ValueError, OSError) as exc:
-        print(f"gpupool sim: {exc}", file=sys.stderr)
-        return 2
+    if args.isolated_vcs and args.cluster not in ("philly-vcs", None):
+        raise SimInputError("--isolated-vcs replays the Philly VCs; leave out --cluster")
+    if args.interval < 0:
+        raise SimInputError(f"--interval must be 0 or more: {args.interval}")
+    if args.restart_overhead < 0:
+        raise SimInputError(f"--restart-overhead must be 0 or more: {args.restart_overhead}")
+    policies = _policies(args)
+    clusters = _clusters(args)
+    trace = _trace(args, clusters)
     options = SimOptions(
         estimates=args.estimates,
         seed=args.seed,
@@ -170,7 +192,20 @@ def run(args: argparse.Namespace) -> int:
         checkpointing=args.checkpointing,
         interval_s=args.interval,
     )
-    plan = SimPlan(trace, clusters, policies, options)
+    base = replace(SIM_BASE, wide_placement=WidePlacement(args.wide_placement))
+    return SimPlan(trace, clusters, policies, options, base)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    loaded = time.perf_counter()
+    try:
+        plan = build_plan(args)
+    except (ValueError, OSError) as exc:
+        print(f"gpupool sim: {exc}", file=sys.stderr)
+        return 2
     results = _with_progress(plan, args, err)
     _report(args, plan, results, time.perf_counter() - loaded, err)
     return 0
@@ -208,8 +243,6 @@ def _report(
     from gpupool.sim.metrics import compute_metrics
     from gpupool.sim.report import comparison_table, size_table, write_metrics_json, write_plots
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     metrics = {name: compute_metrics(r) for name, r in results.items()}
     first = next(iter(results.values()))
     meta = {
@@ -224,28 +257,37 @@ def _report(
         "restart_overhead_s": args.restart_overhead,
         "checkpointing": args.checkpointing,
         "interval_s": args.interval,
+        "wide_placement": args.wide_placement,
         "jobs": len(plan.trace.jobs),
         "skipped": dict(plan.trace.skipped),
         "refused": first.refused,
         "wall_s": round(wall, 2),
     }
-    write_metrics_json(out / "metrics.json", metrics, meta)
-    plots = [] if args.no_plots else write_plots(out, results)
+    # Files only when asked for: a replay run from anywhere leaves nothing behind by default.
+    out = Path(args.out) if args.out else None
+    plots: list[Path] = []
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_metrics_json(out / "metrics.json", metrics, meta)
+        plots = [] if args.no_plots else write_plots(out, results)
     if args.json:
         print(json.dumps({"_run": meta, **metrics}, indent=2))
         return
     # Piped or redirected output gets the full table width instead of 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    skipped = sum(plan.trace.skipped.values())
+    skipped = ", ".join(f"{n:,} {why}" for why, n in plan.trace.skipped.items() if n)
     console.print(
         f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "
         f"{first.load:.2f}"
         + (f" (asked {args.load:g})" if args.load is not None else "")
-        + (f"; {skipped:,} trace rows skipped" if skipped else "")
+        + (f"; not replayed: {skipped}" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
     console.print(comparison_table(metrics))
     console.print(size_table(metrics))
+    if out is None:
+        console.print("no files written: --out DIR writes metrics.json and the plots there")
+        return
     console.print(f"metrics: {out / 'metrics.json'}")
     for path in plots:
         console.print(f"plot: {path}")

@@ -324,7 +324,7 @@ class _Pass:
         res = job.resources
         if self.config.spread_wide_jobs and self._is_wide(res):
             shadow: Shadow | None = reserve_wide(
-                job.id, res, self.free.frees, self._releases(), self.now
+                job.id, res, self.free.frees, self._releases(), self.now, self.config.wide_placement
             )
         elif (res.gpu_type or res.cpus or res.mem_bytes or res.fractional) or (
             self.shared or self.free.sharing
@@ -402,19 +402,23 @@ class _Pass:
             # finds, from the index's counts (on a busy cluster most wide jobs stop here).
             return self._wide_no_fit(job, req)
         if shadow is None or not shadow.outlasts(end):
-            placements = place_wide(frees, res)
+            placements = place_wide(frees, res, self.config.wide_placement)
             if placements is None:
                 return self._wide_no_fit(job, req)
             self._start_wide(job, placements, end, None)
             return None
         if not req.no_spare and not isinstance(shadow, WideShadow):
             spare = shadow.spare(self.free.by_name[shadow.node])
-            placements = place_wide([spare if f.node is spare.node else f for f in frees], res)
+            placements = place_wide(
+                [spare if f.node is spare.node else f for f in frees],
+                res,
+                self.config.wide_placement,
+            )
             if placements is not None:
                 self._start_wide(job, placements, end, shadow)
                 return None
             req.no_spare = True
-        if place_wide(frees, res) is None:
+        if place_wide(frees, res, self.config.wide_placement) is None:
             return self._wide_no_fit(job, req)
         if isinstance(shadow, WideShadow):
             req.behind = self._behind_wide(shadow)
@@ -428,7 +432,13 @@ class _Pass:
         reservation if there is none yet."""
         req.no_fit = Status(
             Code.RESOURCES,
-            shortfall(self.free.frees, job.resources, self.snapshot.nodes, self.free.total()),
+            shortfall(
+                self.free.frees,
+                job.resources,
+                self.snapshot.nodes,
+                self.free.total(),
+                self.config.wide_placement,
+            ),
             "placement",
         )
         return req.no_fit if self.shadow is not None else self._reserve(job, req.no_fit)

@@ -14,7 +14,8 @@ the running jobs that are not kept, rank behind it, are preemptible and ran at l
   the fit does not need dropped again), then the node whose best victim ranks lowest, the
   fewest GPUs stopped, the node name;
 - for a job wider than any node (`spread_wide_jobs`), across nodes by GPU count: the
-  lowest-ranked victims until the free GPUs and theirs add up to the job's.
+  lowest-ranked victims until the free GPUs and theirs add up to the job's (and, by the
+  `consolidate` wide placement, until it can be placed by that rule: whole free nodes).
 
 What the job will use is then held for it (free GPUs taken, victims each used once), so later
 jobs count only what is left; a waiting job that fits now (behind the reservation, say) holds
@@ -56,9 +57,9 @@ from gpupool.policy.backfill import FreeIndex
 from gpupool.policy.orders import Key, describe, gpu_amount, key_function
 from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, why_not
 from gpupool.policy.preemption import _helps, _plan, _release
-from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
+from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot, WidePlacement
 from gpupool.policy.status import Code, Status
-from gpupool.policy.wide import is_wide
+from gpupool.policy.wide import is_wide, place_wide
 
 EPS = 1e-9
 _WAITING = (Code.RESOURCES, Code.PRIORITY)  # waits for GPUs: may be kept, may preempt
@@ -278,21 +279,22 @@ class _Chooser:
         wanted = {f.node.name: set(matching_gpus(f.node, res)) for f in self.index.frees}
         have = sum(len(wanted[f.node.name] & f.gpus) for f in self.index.frees)
         chosen: list[Candidate] = []
-        if have < res.gpus:
+        if have < res.gpus or not self._places(res, {}):
             behind = {r.id: (p, r) for c in self.by_node.values() for p, r in c if p > at}
             views: dict[str, NodeFree] = {}
             total = have
             for cand in sorted(behind.values(), key=lambda c: -c[0]):
                 chosen.append(cand)
                 total += self._release_rows(cand[1], views, wanted)
-                if total >= res.gpus:
+                if total >= res.gpus and self._places(res, views):
                     break
             else:
                 return None
             for cand in reversed(list(chosen)):  # the highest-ranked first: drop what is not needed
                 rest = [c for c in chosen if c is not cand]
                 views = {}
-                if have + sum(self._release_rows(r, views, wanted) for _, r in rest) >= res.gpus:
+                gained = sum(self._release_rows(r, views, wanted) for _, r in rest)
+                if have + gained >= res.gpus and self._places(res, views):
                     chosen = rest
             views = {}
             need = res.gpus - sum(self._release_rows(r, views, wanted) for _, r in chosen)
@@ -307,6 +309,15 @@ class _Chooser:
                 self.index.take(Placement(f.node.name, use), Resources(gpus=len(use)))
                 need -= len(use)
         return [r for _, r in chosen]
+
+    def _places(self, res: Resources, views: dict[str, NodeFree]) -> bool:
+        """Whether the wide placement rule places `res` on what is free with `views` (nodes
+        with victims given back) in place of the index's nodes. By count (`spread`) the
+        callers' sums say it; `consolidate` needs whole free nodes, so it asks the rule."""
+        if self.config.wide_placement is not WidePlacement.CONSOLIDATE:
+            return True
+        frees = [views.get(f.node.name, f) for f in self.index.frees]
+        return place_wide(frees, res, WidePlacement.CONSOLIDATE) is not None
 
     def _release_rows(
         self, victim: RunningJob, views: dict[str, NodeFree], wanted: dict[str, set[int]]

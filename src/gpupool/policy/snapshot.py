@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from gpupool.core.hardware import Node
@@ -62,6 +63,20 @@ class PriorityWeights:
     age_max_s: float = 7 * 86400.0  # the age factor reaches 1 after this long in the queue
 
 
+class WidePlacement(StrEnum):
+    """Which nodes a job wider than any node takes (`PolicyConfig.spread_wide_jobs` on;
+    policy/wide.py says each rule in full)."""
+
+    # The nodes with the most free GPUs first, partly used or not, the last one best fit:
+    # the fewest nodes, starting as soon as enough GPUs are free anywhere.
+    SPREAD = "spread"
+    # Whole free nodes only (all their GPUs free), and for a size that is not a multiple of
+    # the node size the remainder on the one other node with the most free GPUs: as the
+    # consolidate placer of the Helios artifact and Slurm's --exclusive, so published
+    # replays can be reproduced.
+    CONSOLIDATE = "consolidate"
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     # Backfill needs an end time for every running job; jobs without --time get this one.
@@ -94,6 +109,8 @@ class PolicyConfig:
     # (fewest nodes first), as a cluster backend would run it. The daemon on one box keeps
     # this off: such a job is refused at submit.
     spread_wide_jobs: bool = False
+    # How such a job is laid over the nodes (WidePlacement).
+    wide_placement: WidePlacement = WidePlacement.SPREAD
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,31 @@ nodes (only with `PolicyConfig.spread_wide_jobs`; the daemon on one box keeps it
 The trace-replay simulator turns spreading on, as a cluster backend (Slurm, Kubernetes gangs)
 would run such a job; everything else in the policy still puts a job on one node.
 
-- **Placement** (`place_wide`): the fewest nodes. Nodes with the most free matching GPUs are
-  taken whole first (whole free nodes before partly used ones with as many free, then by
-  name), and the last node is the best fit: the one with the fewest free GPUs that still
-  covers the remainder, so a fragment is filled before a whole node is broken. Taking the
-  largest first and swapping the last for the best fit keeps the node count minimal. The
-  GPUs on each node come from `placement.choose_gpus`, as for a one-node job.
+- **Placement** (`place_wide`), by `PolicyConfig.wide_placement`:
+  - `spread` (the default): the fewest nodes, as soon as enough GPUs are free anywhere. The
+    nodes with the most free matching GPUs are taken first, partly used or not (a whole free
+    node before a partly used one with as many free, then by name), all their free GPUs;
+    the last node is the best fit: the one with the fewest free GPUs that still covers the
+    remainder, so a fragment is filled before a whole node is broken. Taking the largest
+    first and swapping the last for the best fit keeps the node count minimal. So a
+    16-GPU job on one whole free node and two with 7 free each starts now on 8 + 7 + 1.
+  - `consolidate`: whole free nodes only (every GPU of the node free, all of them used),
+    largest first, then by name, each while it does not exceed what is still needed; what
+    is left (a size that is not a multiple of the node size) goes on the one other node
+    with the most free GPUs that covers it, a whole free one if any is left. Otherwise the
+    job waits, whatever is free on partly used nodes. On nodes of 8 GPUs this is the
+    consolidate placer of the Helios artifact (Hu et al., SC'21: `placer/consolidate.py`,
+    k whole nodes for 8k GPUs; for 8k + r, k whole nodes and r on the node with the most
+    free GPUs after them), and for multiples of the node size Slurm's `--exclusive`. It
+    makes no job wait that `spread` would not place either, only later.
+  The GPUs on each node come from `placement.choose_gpus`, as for a one-node job.
 - **CPUs and memory** of a wide job are per node: every node it uses must have them (the
   engine runs one task per node, each with the job's --cpus and --mem). A running spread job
   appears in `Snapshot.running` once per node with `resources` = the request with `gpus` =
   its GPUs there, so the policy's per-entry accounting (free view, releases, quota use) is
   right without a special case.
 - **Reservation** (`reserve_wide`, `WideShadow`): the earliest release time at which the
-  request fits across the pool, with what is free now plus what ends by then. The pass's
+  request fits across the pool by the placement rule, with what is free now plus what ends by then. The pass's
   `Reservation` is one node's worth (its first node and GPUs there); `describe()` names the
   whole. It is conservative: while a wide job holds the reservation, a later job may start
   now only if it ends by the reservation time. Letting a job that outlasts it use what the
@@ -41,7 +53,9 @@ from gpupool.policy.backfill import Release, Shadow
 from gpupool.policy.backfill import _give_back as give_back
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.placement import NodeFree, Placement, choose_gpus, matching_gpus
-from gpupool.policy.snapshot import Reservation
+from gpupool.policy.snapshot import Reservation, WidePlacement
+
+SPREAD, CONSOLIDATE = WidePlacement.SPREAD, WidePlacement.CONSOLIDATE
 
 
 def _has_room(free: NodeFree, res: Resources) -> bool:
@@ -75,9 +89,11 @@ def piece(res: Resources, gpus: Sequence[int]) -> Resources:
     return replace(res, gpus=len(gpus))
 
 
-def place_wide(frees: Sequence[NodeFree], res: Resources) -> list[Placement] | None:
-    """Where a wide job goes now, one Placement per node, fewest nodes (module docstring);
-    None when the nodes with room for it have too few free GPUs in all."""
+def place_wide(
+    frees: Sequence[NodeFree], res: Resources, rule: WidePlacement = SPREAD
+) -> list[Placement] | None:
+    """Where a wide job goes now by `rule`, one Placement per node (module docstring); None
+    when it does not fit now."""
     if sum(_count(f, res) for f in frees) < res.gpus:
         return None  # the common case on a busy cluster: decided without sorting anything
     options: list[tuple[int, bool, str, NodeFree, list[int]]] = []
@@ -91,6 +107,8 @@ def place_wide(frees: Sequence[NodeFree], res: Resources) -> list[Placement] | N
     if sum(o[0] for o in options) < res.gpus:
         return None
     options.sort(key=lambda o: (-o[0], not o[1], o[2]))
+    if rule is CONSOLIDATE:
+        return _consolidated(options, res.gpus)
     need, out, i = res.gpus, [], 0
     while options[i][0] < need:  # the total suffices, so this stops before the end
         count, _, name, free, usable = options[i]
@@ -104,6 +122,27 @@ def place_wide(frees: Sequence[NodeFree], res: Resources) -> list[Placement] | N
     return out
 
 
+def _consolidated(
+    options: list[tuple[int, bool, str, NodeFree, list[int]]], gpus: int
+) -> list[Placement] | None:
+    """`place_wide` by the consolidate rule; `options` sorted by free count (descending),
+    whole free nodes first, then name."""
+    need, out, taken = gpus, [], set()
+    for count, whole, name, free, usable in options:
+        if whole and count <= need:
+            out.append(Placement(name, choose_gpus(free.node, usable, count, free.gpus)))
+            taken.add(name)
+            need -= count
+            if need == 0:
+                return out
+    # The remainder on one more node: the first (most free GPUs) that covers it, if any.
+    for count, _, name, free, usable in options:
+        if name not in taken and count >= need:
+            out.append(Placement(name, choose_gpus(free.node, usable, need, free.gpus)))
+            return out
+    return None
+
+
 def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
     """A whole-GPU job asking for more GPUs of its type than any node has: it runs spread
     over nodes (when PolicyConfig.spread_wide_jobs is on)."""
@@ -111,11 +150,16 @@ def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
 
 
 def shortfall(
-    frees: Sequence[NodeFree], res: Resources, nodes: tuple[Node, ...], free_total: int
+    frees: Sequence[NodeFree],
+    res: Resources,
+    nodes: tuple[Node, ...],
+    free_total: int,
+    rule: WidePlacement = SPREAD,
 ) -> str:
     """Why a wide job does not fit now, e.g. "needs 32 GPUs on at least 4 nodes; 20 free
-    across the pool" (at least: were all nodes as large as the largest). `free_total`: the
-    whole free GPUs of `frees` (FreeIndex.total), all a request that only counts GPUs needs."""
+    across the pool" (at least: were all nodes as large as the largest); by the consolidate
+    rule it adds how many whole nodes are free. `free_total`: the whole free GPUs of `frees`
+    (FreeIndex.total), all a request that only counts GPUs needs."""
     kind = "GPU" if res.gpus == 1 else "GPUs"
     what = (
         f"{res.gpus} {display_name(res.gpu_type)} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
@@ -129,6 +173,16 @@ def shortfall(
     text = f"needs {what} on at least {fewest} nodes; {total} free across the pool"
     if usable < total:
         text += f", {usable} of them on nodes with the CPUs and memory it needs on each"
+    if rule is CONSOLIDATE:
+        whole = sum(
+            1
+            for f in frees
+            if len(f.gpus) == len(f.node.gpus) and _has_room(f, res) and _usable_count(f, res)
+        )
+        text += (
+            f"; it takes whole free nodes only (wide placement: consolidate), "
+            f"{whole} {'is' if whole == 1 else 'are'} free"
+        )
     return text
 
 
@@ -169,16 +223,21 @@ def reserve_wide(
     frees: Sequence[NodeFree],
     releases: Sequence[Release],
     now: float,
+    rule: WidePlacement = SPREAD,
 ) -> WideShadow | None:
     """The reservation for a wide job that does not fit now: the earliest release time by
-    which what is free plus what has ended fits it (`place_wide` then). None if it never
-    will (only when it is unsatisfiable, ruled out by the caller)."""
+    which what is free plus what has ended fits it (`place_wide` by `rule` then). None if it
+    never will (only when it is unsatisfiable, ruled out by the caller: once everything has
+    ended, either rule places a job the pool's total covers)."""
     at = {f.node.name: f.copy() for f in frees}
     counts = {name: _count(f, res) for name, f in at.items()}
     total = sum(counts.values())
     ordered = sorted((r for r in releases if r.node in at), key=lambda r: r.end)
     time, i = now, 0
-    while total < res.gpus:
+    # By count first (necessary for both rules), then, for consolidate, the rule itself.
+    while total < res.gpus or (
+        rule is CONSOLIDATE and place_wide([at[f.node.name] for f in frees], res, rule) is None
+    ):
         if i == len(ordered):
             return None
         time = ordered[i].end
@@ -190,8 +249,8 @@ def reserve_wide(
             counts[name] = _count(at[name], res)
             total += counts[name]
             i += 1
-    placements = place_wide([at[f.node.name] for f in frees], res)
-    assert placements is not None  # the nodes with room have enough GPUs, by the loop
+    placements = place_wide([at[f.node.name] for f in frees], res, rule)
+    assert placements is not None  # it fits by the rule, by the loop
     first = placements[0]
     reservation = Reservation(job_id, first.node, first.gpus, time)
     return WideShadow(reservation, at[first.node], res, now, placements)

@@ -5,7 +5,10 @@ independent and CPU-bound; a 2-core machine runs two at once).
 With isolated clusters (`--isolated-vcs`, the Helios authors' setup) every VC's jobs replay
 on that VC's own cluster and the per-VC results are merged into one result per profile:
 records are concatenated, samples (taken on one grid anchored at the trace's time 0) are
-added up, capacity is the sum of the VCs' GPUs.
+added up, capacity is the sum of the VCs' GPUs. A job of a VC without a cluster of its own
+(Philly has four small VCs with no size) cannot be replayed: `replayable` takes such jobs out
+of the trace and counts them in `Trace.skipped` under `NO_CLUSTER`, and a plan refuses a
+trace that still has any, so that no job is ever dropped without a count.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ SIM_BASE = PolicyConfig(spread_wide_jobs=True)
 
 Progress = Callable[[str, int, int], None]  # (policy, jobs finished, jobs in all)
 
+# The reason, in Trace.skipped, for the jobs of a VC without a cluster (isolated clusters).
+NO_CLUSTER = "no cluster for its VC"
+
 
 @dataclass(frozen=True)
 class SimPlan:
@@ -36,6 +42,30 @@ class SimPlan:
     policies: tuple[str, ...]
     options: SimOptions = SimOptions()
     base: PolicyConfig = SIM_BASE
+
+    def __post_init__(self) -> None:
+        if "" in self.clusters:
+            return
+        lost = [j.project for j in self.trace.jobs if j.project not in self.clusters]
+        if lost:
+            jobs = "job" if len(lost) == 1 else "jobs"
+            raise ValueError(
+                f"{len(lost)} {jobs} of projects without a cluster: "
+                f"{', '.join(sorted(set(lost)))} (sim.run.replayable takes them out, counted)"
+            )
+
+
+def replayable(trace: Trace, clusters: Mapping[str, SimCluster]) -> Trace:
+    """`trace` without the jobs that no cluster replays (with one cluster per VC: the jobs of
+    VCs that have none), counted in `skipped` under NO_CLUSTER; `trace` itself when all are."""
+    if "" in clusters:
+        return trace
+    kept = tuple(j for j in trace.jobs if j.project in clusters)
+    if len(kept) == len(trace.jobs):
+        return trace
+    skipped = dict(trace.skipped)
+    skipped[NO_CLUSTER] = skipped.get(NO_CLUSTER, 0) + len(trace.jobs) - len(kept)
+    return Trace(kept, trace.name, skipped)
 
 
 def _trace_for(trace: Trace, vc: str) -> Trace:
