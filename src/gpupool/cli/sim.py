@@ -203,8 +203,6 @@ def _report(
 ) -> None:
     import json
 
-    from rich.console import Console
-
     from gpupool.sim.metrics import compute_metrics
     from gpupool.sim.report import comparison_table, size_table, write_metrics_json, write_plots
 
@@ -234,8 +232,10 @@ def _report(
     if args.json:
         print(json.dumps({"_run": meta, **metrics}, indent=2))
         return
-    # Piped or redirected output gets the full table width instead of 80 columns.
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    from gpupool.cli.plan_common import print_whole, table_console
+
+    # Piped or redirected output gets the tables' full width; a terminal wraps cells.
+    console = table_console()
     skipped = sum(plan.trace.skipped.values())
     console.print(
         f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "
@@ -244,8 +244,8 @@ def _report(
         + (f"; {skipped:,} trace rows skipped" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
-    console.print(comparison_table(metrics))
-    console.print(size_table(metrics))
+    print_whole(comparison_table(metrics), console)
+    print_whole(size_table(metrics), console)
     console.print(f"metrics: {out / 'metrics.json'}")
     for path in plots:
         console.print(f"plot: {path}")
