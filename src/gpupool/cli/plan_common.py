@@ -104,7 +104,15 @@ def table_console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else PIPE_WIDTH)
+    console = Console(stderr=stderr, width=None if stream.isatty() else PIPE_WIDTH)
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return console
+
+
+def _broken_pipe() -> None:
+    """rich exits 1 when the reader goes away; gpupool ends quietly with 0 everywhere
+    (cli/main.py), so hand the error to it."""
+    raise BrokenPipeError
 
 
 def check_plot_path(path: str) -> Path:
