@@ -162,7 +162,7 @@ BAD_ARGUMENTS = [
     ),
     case("plan", "memory", "--params", "-1", says="--params"),
     case("plan", "train", "--params", "1e400", "--tokens", "1e9", says="--params"),
-    # server: bad arguments refused before it starts (its start errors: test_server_start.py)
+    # server: bad arguments refused before it starts (its start errors are tested elsewhere)
     case("server", "--gpus", "banana", says="banana"),
     case("server", "--gpus", "0xA100-80GB", says="0xa100"),
     case("server", "--inventory", "/nonexistent.yaml", says="/nonexistent.yaml"),
