@@ -204,7 +204,7 @@ def test_ctrl_c_on_wait_or_follow_detaches_and_never_cancels(pool: Pool) -> None
     job_id = int(
         interrupt(
             "submit", "--wait", "--gpus", "1", "--", "sh", "-c", "echo started; sleep 30"
-        ).split()[-1]
+        ).split()[2]  # "Submitted job N to project P"
     )
     assert pool.client.job(job_id)["state"] == "RUNNING"
     assert interrupt("logs", "-f", str(job_id)) == "started\n"

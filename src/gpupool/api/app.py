@@ -6,12 +6,14 @@ Handlers are plain `def`: FastAPI runs them in its thread pool, and the store is
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Query, Request
+from fastapi import Body, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from gpupool import __version__
+from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.job import Job, JobState
@@ -35,14 +37,25 @@ def disk_full_message(full: StorageFull) -> str:
     return f"the state disk is full: {where}; nothing was changed (free some space, retry)"
 
 
+# A job id the store can hold (a 64-bit integer column): larger ones are refused by name.
+JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
+
+
 def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None = None) -> FastAPI:
     clock = clock or SystemClock()
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
+    app.add_middleware(IdentifyAsGpupool, version=__version__)
 
     from gpupool.api.projects import add_routes
     from gpupool.core.project import InvalidProject
     from gpupool.spec import SpecError, spec_from_wire
     from gpupool.store import ProjectExists, ProjectInUse, UnknownJob, UnknownProject
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = field_errors(exc.errors())
+        message = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return _error(422, "invalid_request", message or "invalid request", errors=errors)
 
     @app.exception_handler(UnknownJob)
     @app.exception_handler(UnknownProject)
@@ -122,15 +135,15 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return {"jobs": [wire(j) for j in service.list(include_finished=all, user=user)]}
 
     @app.get("/v1/jobs/{job_id}")
-    def show(job_id: int) -> dict[str, Any]:
+    def show(job_id: JobId) -> dict[str, Any]:
         return wire(service.get(job_id))
 
     @app.post("/v1/jobs/{job_id}/cancel")
-    def cancel(job_id: int, user: str = Body("", embed=True)) -> dict[str, Any]:
+    def cancel(job_id: JobId, user: str = Body("", embed=True)) -> dict[str, Any]:
         return wire(service.cancel(job_id, user, clock.now()))
 
     @app.get("/v1/jobs/{job_id}/log")
-    def log(job_id: int, offset: int = Query(0, ge=0)) -> Response:
+    def log(job_id: JobId, offset: int = Query(0, ge=0, le=MAX_INT64)) -> Response:
         chunk = service.read_log(job_id, offset)
         # Raw bytes with the cursor in headers: logs need not be valid UTF-8.
         return Response(

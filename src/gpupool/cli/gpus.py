@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpupool.cli.render import print_json, print_table
+from gpupool.cli.render import fit, print_json, print_table, printable
 from gpupool.client import Client
 from gpupool.core.units import format_size
 
@@ -23,7 +23,8 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
                     for j in g["jobs"]
                 )
             elif g["job"]:
-                holder = f"{g['job']} ({g['user']}: {g['job_name']})"
+                name = fit(printable(g["job_name"] or ""), 32)
+                holder = f"{g['job']} ({g['user']}: {name})"
             else:
                 holder = "free"
             peers = ",".join(str(p) for p in g["nvlink_peers"]) or "-"

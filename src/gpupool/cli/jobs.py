@@ -8,10 +8,21 @@ import sys
 import time
 from typing import Any
 
-from gpupool.cli.render import clock_time, elapsed, gpus_cell, print_json, print_table
+from gpupool.cli.render import (
+    clock_time,
+    elapsed,
+    gpus_cell,
+    print_json,
+    print_table,
+    reason_cell,
+    state_cell,
+)
 from gpupool.client import Client
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"}
+# Names are cut to this many columns (with an ellipsis), so one long name cannot widen
+# every row; figures and states are never cut.
+QUEUE_LIMITS = {"NAME": 32, "USER": 16, "PROJECT": 20}
 QUEUE_COLUMNS = (
     "ID",
     "NAME",
@@ -53,14 +64,14 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
             clock_time(j["start_time"], now),
             elapsed(j, now),
             "-" if j["exit_code"] is None else j["exit_code"],
-            j["reason"] or "-",
+            reason_cell(j),
         )
         for j in jobs
     ]
     if not rows:
         print("No jobs." if args.all else "No active jobs (gpupool queue -a shows finished ones).")
         return 0
-    print_table(QUEUE_COLUMNS, rows)
+    print_table(QUEUE_COLUMNS, rows, limits=QUEUE_LIMITS)
     return 0
 
 
@@ -72,7 +83,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     res = job["resources"]
     lines = [
         ("Job", f"{job['id']} ({job['name']})"),
-        ("State", job["state"] + (f"  [{job['reason']}]" if job["reason"] else "")),
+        ("State", state_cell(job)),
         ("Why", job["why"] or "-"),
         ("Expected start", _expected(job)),
         ("User / project", f"{job['user']} / {job['project']}"),
@@ -136,15 +147,33 @@ def _limit(job: dict[str, Any]) -> str:
 
 
 def stream_log(client: Client, job_id: int, follow: bool, out: Any = None) -> str:
-    """Print the log from the start; with follow, until the job ends. Returns the final state."""
+    """Print the log from the start; with follow, until the job ends. Returns the final state.
+
+    A job that has not started has no output: with follow, say once (on stderr) that the
+    output comes when it starts; without, say that it is pending."""
     out = out or sys.stdout.buffer
-    offset, state = 0, ""
+    offset, state, said_pending = 0, "", False
     while True:
         data, offset, state = client.log(job_id, offset)
         if data:
             out.write(data)
             out.flush()
             continue  # drain before sleeping
+        if state == "PENDING" and offset == 0 and not said_pending:
+            said_pending = True
+            if follow:
+                print(
+                    f"job {job_id} is pending: its output follows when it starts "
+                    f"(Ctrl-C detaches; gpupool why {job_id})",
+                    file=sys.stderr,
+                )
+            else:
+                print(
+                    f"job {job_id} is pending: no output yet "
+                    f"(gpupool logs -f {job_id} waits for it to start)",
+                    file=sys.stderr,
+                )
+                return state
         if not follow or state in TERMINAL:
             # One last read: the job may have written its last lines as it ended.
             data, offset, state = client.log(job_id, offset)
@@ -155,11 +184,28 @@ def stream_log(client: Client, job_id: int, follow: bool, out: Any = None) -> st
         time.sleep(0.2)
 
 
+def detach_note(client: Client, job_id: int, what: str = "detached") -> str:
+    """What Ctrl-C left behind: the job is not cancelled, and where it stands now (asked
+    with a short timeout: a user who pressed Ctrl-C is not kept waiting)."""
+    timeout, client.timeout = client.timeout, min(client.timeout, 2.0)
+    try:
+        state = client.job(job_id)["state"]
+    except Exception:  # the note must not fail: the daemon may be gone
+        return f"({what}; job {job_id} is not cancelled: gpupool show {job_id})"
+    finally:
+        client.timeout = timeout
+    if state == "PENDING":
+        return f"({what}; job {job_id} stays queued (pending): gpupool why {job_id})"
+    if state == "RUNNING":
+        return f"({what}; job {job_id} keeps running: gpupool logs -f {job_id})"
+    return f"({what}; job {job_id} is {state})"
+
+
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     try:
         stream_log(client, args.job_id, args.follow)
     except KeyboardInterrupt:
-        print(f"\n(detached; job {args.job_id} keeps running)", file=sys.stderr)
+        print(f"\n{detach_note(client, args.job_id)}", file=sys.stderr)
         return 130
     return 0
 
@@ -181,14 +227,24 @@ def exit_status(job: dict[str, Any]) -> int:
     return 0 if job["state"] == "SUCCEEDED" else 1
 
 
+def final_line(job: dict[str, Any]) -> str:
+    """'job 3 SUCCEEDED (exit 0)'; 'job 4 CANCELLED before it started'; never 'exit None'."""
+    head = f"job {job['id']} {job['state']}"
+    if job["exit_code"] is not None:
+        return f"{head} (exit {job['exit_code']})"
+    if not job.get("start_time"):
+        return f"{head} before it started"
+    return f"{head} (no exit code{': ' + job['reason'] if job.get('reason') else ''})"
+
+
 def cmd_wait(client: Client, args: argparse.Namespace) -> int:
     try:
         job = wait_for(client, args.job_id)
     except KeyboardInterrupt:
-        print(f"\n(stopped waiting; job {args.job_id} keeps running)", file=sys.stderr)
+        print(f"\n{detach_note(client, args.job_id, 'stopped waiting')}", file=sys.stderr)
         return 130
     if not args.quiet:
-        print(f"job {job['id']} {job['state']} (exit {job['exit_code']})", file=sys.stderr)
+        print(final_line(job), file=sys.stderr)
     return exit_status(job)
 
 
@@ -197,9 +253,12 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     ids = list(args.job_ids)
     if args.mine:
         ids += [j["id"] for j in client.jobs(user=me)]
+        if not ids:
+            print("nothing to cancel: you have no active jobs", file=sys.stderr)
+            return 0
     if not ids:
-        print("gpupool: nothing to cancel (give job ids or --mine)", file=sys.stderr)
-        return 1
+        print("gpupool: nothing to cancel: give job ids or --mine", file=sys.stderr)
+        return 2
     for job_id in ids:
         job = client.cancel(job_id, me)
         verb = "cancelling" if job["state"] == "RUNNING" else job["state"].lower()

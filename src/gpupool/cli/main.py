@@ -1,16 +1,25 @@
 """Entry point: parse the verb, find the pool, turn errors into one clear line and an exit code.
 
-Exit codes: 0 ok; 1 an unknown job or project, or no daemon; 2 bad input or a request refused
-(at submit, or an admin change that cannot be made); with --wait/wait, the job's own exit code.
+Exit codes: 0 ok; 1 an unknown job or project, or no pool answered (none running, not a gpupool
+daemon, no answer in time, an unusable state directory, a submission that could not be
+confirmed); 2 bad input or a request refused (at submit, or an admin change that cannot be
+made); with --wait/wait, the job's own exit code; 130 after Ctrl-C.
+
+Every error is one line on stderr, `gpupool: ...`, and never a traceback. The exceptions are
+argparse's usage errors (the usage, then one `error:` line, exit 2: the usage is what the user
+needs next) and a job spec with several bad fields (a heading, then one line per field).
+A reader that goes away (`gpupool plan catalog | head`) ends the command quietly, exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
 from gpupool import __version__
+from gpupool.cli.argv import CliParser, job_id
 
 # Why the daemon refused a job it understood (exit 2, "job refused: ...").
 SUBMIT_REFUSALS = frozenset(
@@ -20,7 +29,7 @@ SUBMIT_REFUSALS = frozenset(
 
 def _common(default: object) -> argparse.ArgumentParser:
     # Accepted before and after the verb; after it, SUPPRESS keeps a value given before it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = CliParser(add_help=False)
     common.add_argument(
         "--state-dir",
         default=default,
@@ -37,11 +46,15 @@ def _common(default: object) -> argparse.ArgumentParser:
 def _parser() -> argparse.ArgumentParser:
     top = _common(None)
     common = _common(argparse.SUPPRESS)
-    listing = argparse.ArgumentParser(add_help=False)
+    listing = CliParser(add_help=False)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
-    parser = argparse.ArgumentParser(
-        prog="gpupool", description="A shared, scheduled pool of GPUs.", parents=[top]
+    parser = CliParser(
+        prog="gpupool",
+        description="A shared, scheduled pool of GPUs.",
+        parents=[top],
+        epilog="Environment: GPUPOOL_STATE_DIR, GPUPOOL_URL (as --state-dir, --url), "
+        "GPUPOOL_TIMEOUT (seconds to wait for the daemon's answer, default 30).",
     )
     parser.add_argument("--version", action="version", version=f"gpupool {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
@@ -57,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         "submit",
         parents=[common],
         help="queue a job (flags or job.yaml)",
-        description="gpupool submit [flags] -- CMD ARGS...   or   gpupool submit [flags] job.yaml",
+        description="gpupool submit [flags] -- CMD ARGS...   or   gpupool submit job.yaml [flags]",
+        epilog=submit_cmd.SPEC_RULE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     submit_cmd.add_arguments(p)
     for name, aliases in (("queue", ["ps"]),):
@@ -75,19 +90,19 @@ def _parser() -> argparse.ArgumentParser:
             help="pending jobs in queue order with their priority factors (sprio)",
         )
     p = sub.add_parser("show", parents=[common, listing], help="a job's full record and story")
-    p.add_argument("job_id", type=int)
+    p.add_argument("job_id", type=job_id)
     p = sub.add_parser(
         "why", parents=[common, listing], help="why a job waits, and when it is expected to start"
     )
-    p.add_argument("job_id", type=int)
+    p.add_argument("job_id", type=job_id)
     p = sub.add_parser("logs", parents=[common], help="print a job's output (-f follows)")
-    p.add_argument("job_id", type=int)
+    p.add_argument("job_id", type=job_id)
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
     p = sub.add_parser("cancel", parents=[common], help="cancel jobs (SIGTERM, grace, SIGKILL)")
-    p.add_argument("job_ids", type=int, nargs="*")
+    p.add_argument("job_ids", type=job_id, nargs="*")
     p.add_argument("--mine", action="store_true", help="all of your active jobs")
     p = sub.add_parser("wait", parents=[common], help="wait for a job; exit with its exit code")
-    p.add_argument("job_id", type=int)
+    p.add_argument("job_id", type=job_id)
     p.add_argument("-q", "--quiet", action="store_true")
     sub.add_parser("gpus", parents=[common, listing], help="GPUs, holders and NVLink peers")
     project_cmd.add_parser(sub, common, listing)
@@ -130,32 +145,50 @@ def _handlers() -> dict[str, Callable[..., int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.verb == "server":
-        from gpupool.cli.server import cmd_server
-
-        return cmd_server(args)
-    if args.verb == "sim":  # offline: no daemon involved
-        from gpupool.cli.sim import run as cmd_sim
-
-        return cmd_sim(args)
-    if args.verb == "plan":  # offline, except `plan cost --from-usage`
-        from gpupool.cli.plan import run as cmd_plan
-
-        return cmd_plan(args)
-
-    from gpupool.client import ApiError, Client, DaemonNotRunning
-
-    client = Client(args.state_dir, url=args.url)
     try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gpupool queue | head`: the reader is gone, nothing to say
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
+    from gpupool.client import ApiError, BadClientSetting, Client, PoolUnreachable
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.verb == "server":
+            from gpupool.cli.server import cmd_server
+
+            return cmd_server(args)
+        if args.verb == "sim":  # offline: no daemon involved
+            from gpupool.cli.sim import run as cmd_sim
+
+            return cmd_sim(args)
+        if args.verb == "plan":  # offline, except `plan cost --from-usage`
+            from gpupool.cli.plan import run as cmd_plan
+
+            return cmd_plan(args)
+        if args.verb == "submit":
+            from gpupool.cli.submit import take_spec_file
+
+            take_spec_file(args)  # flags after a spec file may set --url / --state-dir
+        client = Client(args.state_dir, url=args.url)
         return _handlers()[args.verb](client, args)
-    except DaemonNotRunning:
-        print(
-            f"gpupool: no daemon is running for {client.where()}.\n"
-            f"Start one with `gpupool server` (or `make run` in a clone), "
-            f"or point at it with --state-dir / GPUPOOL_STATE_DIR / --url.",
-            file=sys.stderr,
-        )
+    except BadClientSetting as exc:
+        from gpupool.cli.failures import bad_setting
+
+        print(bad_setting(exc), file=sys.stderr)
+        return 2
+    except PoolUnreachable as exc:
+        from gpupool.cli.failures import unreachable
+
+        print(unreachable(exc), file=sys.stderr)
         return 1
     except ApiError as exc:
         refused = args.verb == "submit" and exc.code in SUBMIT_REFUSALS
@@ -163,10 +196,6 @@ def main(argv: list[str] | None = None) -> int:
         if exc.code == "not_found":
             return 1
         return 2 if exc.status in (400, 409, 422) else 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `gpupool queue | head`
-        return 0
 
 
 if __name__ == "__main__":

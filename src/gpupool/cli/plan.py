@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     from gpupool.plan.quantity import PlanError
 
     try:
+        if getattr(args, "plot", None):
+            from gpupool.cli.plan_common import check_plot_path
+
+            check_plot_path(args.plot)
         return int(_module(args.plan_verb).run(args))
     except PlanError as e:
         print(f"gpupool plan {args.plan_verb}: {e}", file=sys.stderr)

@@ -53,7 +53,6 @@ def print_json(data: Any) -> None:
 def print_rich_table(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = ""
 ) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, caption=caption or None)
@@ -61,7 +60,69 @@ def print_rich_table(
         table.add_column(c, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
-    Console().print(table)
+    print_whole(table)
+
+
+def print_whole(table: Any, console: Any = None) -> None:
+    """Print a rich table without cutting a name or a figure.
+
+    Only the first column (names) may wrap, between words, never inside one; every other
+    column keeps each cell whole. A terminal too narrow even for that gets the table at its
+    least width (the terminal wraps the lines; nothing is lost). Piped or redirected, the
+    table has its full width (table_console)."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+    from rich.text import Text
+
+    console = console or table_console()
+    first, *rest = table.columns
+    for column in rest:
+        column.no_wrap = True
+    lines = [
+        t.plain if isinstance(t, Text) else Text.from_markup(str(t)).plain
+        for t in (first.header, *first.cells)
+    ]
+    widest_line = max((cell_len(line) for line in lines), default=1)
+    longest_word = max((cell_len(w) for line in lines for w in line.split()), default=1)
+    first.overflow = "fold"
+    first.min_width = max(first.min_width or 0, longest_word)
+    unbounded = console.options.update(max_width=PIPE_WIDTH)
+    natural = Measurement.get(console, unbounded, table).maximum
+    least = natural - max(0, widest_line - first.min_width)
+    if least > console.width:
+        console.width = least
+    console.print(table)
+
+
+# Wide enough for any table gpupool prints; rich lays a table out at its natural width
+# within this, so a pipe gets every column whole instead of rich's default 80.
+PIPE_WIDTH = 1000
+
+
+def table_console(stderr: bool = False) -> Any:
+    """A rich Console: the terminal's width on a terminal, PIPE_WIDTH otherwise."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    console = Console(stderr=stderr, width=None if stream.isatty() else PIPE_WIDTH)
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return console
+
+
+def _broken_pipe() -> None:
+    """rich exits 1 when the reader goes away; gpupool ends quietly with 0 everywhere
+    (cli/main.py), so hand the error to it."""
+    raise BrokenPipeError
+
+
+def check_plot_path(path: str) -> Path:
+    """--plot's file, refused before anything is printed or computed if it cannot be one."""
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise PlanError(f"--plot: {path!r} must end in .png or .svg")
+    if out.is_dir():
+        raise PlanError(f"--plot: {path!r} is a directory")
+    return out
 
 
 def save_plot(
@@ -70,9 +131,7 @@ def save_plot(
     """Draw with matplotlib's object API (no pyplot, no display) into `path`."""
     from matplotlib.figure import Figure
 
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise PlanError(f"--plot: {path!r} must end in .png or .svg")
+    out = check_plot_path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=figsize, layout="constrained")
     draw(fig)

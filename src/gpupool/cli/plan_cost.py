@@ -373,22 +373,10 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from gpupool.cli.plan_common import jsonable, print_json, print_rich_table, save_plot
-    from gpupool.client import DaemonNotRunning
     from gpupool.plan.cost import cost_plan
 
-    try:
-        inputs, echo, notes = _inputs(args)
-    except DaemonNotRunning:
-        from gpupool.client import Client
-
-        where = Client(args.state_dir, url=args.url).where()
-        print(
-            f"gpupool: no daemon is running for {where}.\n"
-            f"Start one with `gpupool server` (or `make run` in a clone), "
-            f"or point at it with --state-dir / GPUPOOL_STATE_DIR / --url.",
-            file=sys.stderr,
-        )
-        return 1
+    # --from-usage asks the pool; cli/main.py turns "no pool answered" into one line, exit 1.
+    inputs, echo, notes = _inputs(args)
     plan = cost_plan(inputs)
     assumptions = _assumptions(inputs, notes, echo)
     verdict = _verdict(plan)

@@ -12,6 +12,7 @@ gpupool command.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -71,9 +72,12 @@ def _number(text: str, flag: str) -> float:
     from gpupool.plan.quantity import PlanError
 
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise PlanError(f"{flag}: not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise PlanError(f"{flag}: not a finite number: {text!r}")
+    return value
 
 
 def _activations(args: argparse.Namespace) -> tuple[float, dict[str, Any]]:

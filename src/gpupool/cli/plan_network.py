@@ -59,7 +59,7 @@ def _ratio(text: str) -> float:
         raise PlanError(
             f"--oversubscription: not a ratio: {text!r} (examples: 1, 2, 3:1)"
         ) from None
-    if not value >= 1:
+    if not 1 <= value < float("inf"):
         raise PlanError(f"--oversubscription must be >= 1 (1 = non-blocking), got {text!r}")
     return value
 

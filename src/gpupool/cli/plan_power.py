@@ -117,7 +117,8 @@ def _assumptions(plan: Any, inputs: dict[str, Any]) -> dict[str, str]:
         "power_factor": f"{plan.power_factor:g}: kW = kVA x power factor",
         "servers_per_rack": "whole servers per PDU x PDUs; with A+B feeds each server's full "
         "load must fit on one PDU, so each pair of PDUs carries what one can",
-        "plugs": "C13/C14 ~2.5 kW per cord, C19/C20 ~3.2 kW (seed 000, 200-240 V, derated); "
+        "plugs": "C13/C14 ~2.5 kW per cord, C19/C20 ~3.2 kW (the plug table of Lambda's "
+        '"Building a GPU cluster", at 200-240 V, derated); '
         "PSUs assumed N+N redundant: half the cords carry the whole load",
         "server": f"{inputs['server']} from the catalog (max draw)"
         if inputs["server"]

@@ -295,7 +295,12 @@ def _print_tables(plan: Any, params: float, bandwidth: float, print_rich_table: 
         columns,
         traffic,
         caption="DDP: 2(N-1)/N x grads, per GPU; DP0: nn.DataParallel's GPU 0, 2(N-1) x params"
-        + ("; DP GB/link: 2 x params per GPU-to-GPU channel (seed 004)" if per_epoch else ""),
+        + (
+            "; DP GB/link: 2 x params per GPU-to-GPU channel (as in "
+            '"Characterizing Multi-GPU Data Parallel NN Training")'
+            if per_epoch
+            else ""
+        ),
     )
 
 

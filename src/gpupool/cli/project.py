@@ -199,7 +199,7 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
         )
         for p in data["projects"]
     ]
-    print_table(COLUMNS, rows)
+    print_table(COLUMNS, rows, limits={"MEMBERS": 40})
     return 0
 
 

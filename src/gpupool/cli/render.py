@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpupool.core.units import format_duration
@@ -16,18 +17,89 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
+def print_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    title: str = "",
+    limits: Mapping[str, int] | None = None,
+) -> None:
     """Aligned columns, like squeue and docker ps: greppable, never wrapped, and with no
-    import cost (rich would add ~40 ms to every listing)."""
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    import cost (rich would add ~40 ms to every listing).
+
+    Widths are display columns (an emoji or a CJK character takes two), so rows stay
+    aligned. `limits` caps name columns ({"NAME": 32}): a longer name is cut with an
+    ellipsis, so one long name does not widen every row; other cells are never cut."""
+    limits = limits or {}
+    cells = []
+    for row in rows:
+        line = []
+        for column, value in zip(columns, row):
+            text = printable("" if value is None else str(value))
+            line.append(fit(text, limits[column]) if column in limits else text)
+        cells.append(line)
+    widths = [max([width(c)] + [width(r[i]) for r in cells]) for i, c in enumerate(columns)]
     bold = sys.stdout.isatty()
     if title:
         print(title)
-    header = "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()
+    header = "  ".join(pad(c, w) for c, w in zip(columns, widths)).rstrip()
     print(f"\033[1m{header}\033[0m" if bold else header)
     for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(pad(c, w) for c, w in zip(r, widths)).rstrip())
+
+
+def width(text: str) -> int:
+    """Terminal columns `text` takes: wide (W/F) characters 2, combining marks and
+    zero-width joiners and variation selectors 0, the rest 1 (what wcwidth computes for
+    the characters a job name may hold, without the dependency)."""
+    total = 0
+    for ch in text:
+        if unicodedata.combining(ch) or ch in _ZERO_WIDTH:
+            continue
+        total += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return total
+
+
+_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff") | frozenset(
+    chr(c) for c in range(0xFE00, 0xFE10)
+)
+
+
+def pad(text: str, columns: int) -> str:
+    return text + " " * max(0, columns - width(text))
+
+
+def fit(text: str, columns: int) -> str:
+    """`text` cut to at most `columns` display columns, ending in an ellipsis if cut."""
+    if width(text) <= columns:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = width(ch)
+        if used + w > columns - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def printable(text: str) -> str:
+    """Control characters (a newline or an escape sequence in a job name) shown as '?', so
+    a name can neither break a table's rows nor drive the terminal."""
+    return "".join("?" if unicodedata.category(ch) == "Cc" else ch for ch in text)
+
+
+def reason_cell(job: Mapping[str, Any]) -> str:
+    """The queue's REASON: a running job asked to stop shows it is stopping (its grace
+    period), not a blank."""
+    if job["state"] == "RUNNING" and job.get("cancel_requested"):
+        return "Cancelling"
+    return str(job["reason"] or "-")
+
+
+def state_cell(job: Mapping[str, Any]) -> str:
+    """'RUNNING  [Cancelling]', 'PENDING  [Resources]', or the state alone."""
+    reason = reason_cell(job)
+    return str(job["state"]) + (f"  [{reason}]" if reason != "-" else "")
 
 
 def clock_time(ts: float | None, now: float | None = None) -> str:

@@ -238,8 +238,6 @@ def _report(
 ) -> None:
     import json
 
-    from rich.console import Console
-
     from gpupool.sim.metrics import compute_metrics
     from gpupool.sim.report import comparison_table, size_table, write_metrics_json, write_plots
 
@@ -273,8 +271,10 @@ def _report(
     if args.json:
         print(json.dumps({"_run": meta, **metrics}, indent=2))
         return
-    # Piped or redirected output gets the full table width instead of 80 columns.
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    from gpupool.cli.plan_common import print_whole, table_console
+
+    # Piped or redirected output gets the tables' full width; a terminal wraps cells.
+    console = table_console()
     skipped = ", ".join(f"{n:,} {why}" for why, n in plan.trace.skipped.items() if n)
     console.print(
         f"[bold]{len(plan.trace.jobs):,} jobs[/] on {first.capacity_gpus:,} GPUs at load "
@@ -283,8 +283,8 @@ def _report(
         + (f"; not replayed: {skipped}" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
-    console.print(comparison_table(metrics))
-    console.print(size_table(metrics))
+    print_whole(comparison_table(metrics), console)
+    print_whole(size_table(metrics), console)
     if out is None:
         console.print("no files written: --out DIR writes metrics.json and the plots there")
         return

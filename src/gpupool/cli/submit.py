@@ -1,4 +1,13 @@
-"""`gpupool submit`: from flags (`-- cmd args`) or a YAML file, with --wait and --parsable."""
+"""`gpupool submit`: from flags (`-- cmd args`) or a YAML file, with --wait and --parsable.
+
+Which words are a spec file and which a command (README, `gpupool submit --help`):
+- after `--`, everything is the command, whatever it is called (`submit -- ./run.yaml` runs it);
+- otherwise the first word that is not a flag is a job spec file if it ends in .yaml or .yml,
+  or names an existing file that is not executable; flags may stand before or after it, and a
+  spec file that does not exist is an error (exit 2), never a command;
+- otherwise that word is the command and every word after it is the command's
+  (`submit ./train.sh --lr 3e-4`, as srun and docker run read them).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gpupool.cli.jobs import exit_status, stream_log, wait_for
+from gpupool.cli.jobs import detach_note, exit_status, final_line, stream_log, wait_for
 from gpupool.client import Client
 from gpupool.spec.flags import SPEC_KEYS
+
+SPEC_RULE = """which words are what:
+  gpupool submit [flags] -- CMD ARGS...    after --, everything is the command
+  gpupool submit [flags] job.yaml [flags]  a job spec file: the first word that is not a
+                                           flag, if it ends in .yaml/.yml or names an
+                                           existing file that is not executable (flags
+                                           override the file; a missing file is an error)
+  gpupool submit [flags] CMD ARGS...       otherwise the first word starts the command and
+                                           all words after it are the command's
+"""
 
 # Every spec key is also a flag of the same name (gpu_type: --gpu-type); command and env
 # come from `-- CMD` and repeated --env instead.
@@ -20,7 +39,11 @@ FLAG_FIELDS = tuple(k for k in SPEC_KEYS if k not in ("command", "env"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpus", type=str, help="number of whole GPUs (default 0)")
+    p.add_argument(
+        "--gpus",
+        type=str,
+        help="GPUs: a whole number, or a fraction of one GPU, e.g. 0.5 (default 0)",
+    )
     p.add_argument("--gpu-type", help="GPU model, e.g. A100 or A100-80GB")
     p.add_argument(
         "--gpu-memory",
@@ -59,7 +82,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="K=V",
         help="extra environment variable (repeatable)",
     )
-    p.add_argument("--workdir", help="working directory (default: where you submit)")
+    p.add_argument(
+        "--workdir",
+        help="working directory; a relative one is taken from where you submit "
+        "(default: where you submit)",
+    )
     p.add_argument("--grace", help="SIGTERM-to-SIGKILL grace on cancel/time limit (default 30s)")
     p.add_argument(
         "--wait",
@@ -68,16 +95,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--parsable", action="store_true", help="print only the job id")
     p.add_argument(
-        "command", nargs=argparse.REMAINDER, help="job.yaml, or -- followed by the command to run"
+        "--token",
+        help="idempotency token: a submission with a token already used returns that job "
+        "instead of queueing another (default: a new random token)",
     )
+    p.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="job.yaml, or the command to run (after --; see below)",
+    )
+    p.set_defaults(submit_parser=p, spec_file=None)
 
 
-def _split_command(rest: list[str]) -> tuple[str | None, list[str]]:
+def is_spec_file(word: str) -> bool:
+    """The rule for a first word without `--` before it (module docstring)."""
+    if word.lower().endswith((".yaml", ".yml")):
+        return True
+    path = Path(word)
+    return path.is_file() and not os.access(path, os.X_OK)
+
+
+def take_spec_file(args: argparse.Namespace) -> None:
+    """Split `args.command` into the spec file (`args.spec_file`) and the command, parsing
+    the flags that follow a spec file as flags. A usage error exits 2 (argparse)."""
+    words = list(args.command)
+    if words and words[0] == "--":
+        args.command = words[1:]
+        return
+    if not words or not is_spec_file(words[0]):
+        return  # the command and its arguments, or nothing
+    parser: argparse.ArgumentParser = args.submit_parser
+    args.spec_file, args.command = words[0], []
+    parser.parse_args(words[1:], namespace=args)  # later flags win, --env adds up
+    rest = list(args.command)
     if rest and rest[0] == "--":
-        rest = rest[1:]
-    if len(rest) == 1 and rest[0].endswith((".yaml", ".yml")) and Path(rest[0]).is_file():
-        return rest[0], []
-    return None, rest
+        args.command = rest[1:]  # a command after -- replaces the file's
+    elif rest:
+        parser.error(
+            f"unexpected {rest[0]!r} after the job spec {args.spec_file} "
+            "(one spec file; a command goes after --)"
+        )
 
 
 def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,7 +147,7 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
         spec_to_wire,
     )
 
-    spec_file, command = _split_command(list(args.command))
+    spec_file, command = args.spec_file, list(args.command)
     data: dict[str, Any] = {}
     lines: dict[str, int] = {}
     if spec_file:
@@ -103,6 +160,7 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.env:
         flags["env"] = parse_env_assignments(args.env)
     merged = merge_flags(data, flags)
+    merged = _absolute_workdir(merged)
     lines = drop_overridden_lines(lines, flags)  # a bad flag is not the file's fault
     if "command" not in merged:
         from gpupool.spec import FieldError, SpecError
@@ -130,6 +188,16 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
     return wire
 
 
+def _absolute_workdir(merged: dict[str, Any]) -> dict[str, Any]:
+    """A relative workdir (flag or file) is taken from where the user submits, as sbatch
+    --chdir does; `~` is left for the spec's check (it is not expanded)."""
+    workdir = merged.get("workdir")
+    if isinstance(workdir, str) and workdir and not workdir.startswith("~"):
+        if not os.path.isabs(workdir):
+            return {**merged, "workdir": os.path.abspath(workdir)}
+    return merged
+
+
 def _number(value: str | None) -> Any:
     if value is None:
         return None
@@ -142,20 +210,42 @@ def _number(value: str | None) -> Any:
             return value  # the spec layer names the field in its error
 
 
+class BadSubmitArgs(ValueError):
+    """A submit argument that is wrong before any spec is read: one line, exit 2."""
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.spec_file and not Path(args.spec_file).is_file():
+        what = "no such file" if not Path(args.spec_file).exists() else "not a file"
+        raise BadSubmitArgs(
+            f"{what}: {args.spec_file} (a first word ending in .yaml or .yml is a job spec "
+            "file; to run a command of that name, put it after --)"
+        )
+    token = args.token
+    if token is not None and not (0 < len(token) <= 128 and token.isprintable()):
+        raise BadSubmitArgs(f"--token: must be 1 to 128 printable characters, got {token!r}")
+    if token is not None and " " in token:
+        raise BadSubmitArgs(f"--token: must not contain spaces, got {token!r}")
+
+
 def cmd_submit(client: Client, args: argparse.Namespace) -> int:
     from gpupool.spec import SpecError
 
     try:
+        _check_args(args)
         wire = build_wire_spec(args)
-    except SpecError as exc:
-        print(f"gpupool: invalid job spec:\n{exc}", file=sys.stderr)
+    except BadSubmitArgs as exc:
+        print(f"gpupool: {exc}", file=sys.stderr)
         return 2
-    job = client.submit(wire, getpass.getuser(), token=uuid.uuid4().hex)
+    except SpecError as exc:
+        print(spec_error_text(exc, args.spec_file), file=sys.stderr)
+        return 2
+    job = client.submit(wire, getpass.getuser(), token=args.token or uuid.uuid4().hex)
     job_id = job["id"]
     if args.parsable:
         print(job_id)
     else:
-        print(f"Submitted job {job_id}")
+        print(f"Submitted job {job_id} to project {job['project']}")
     sys.stdout.flush()
     if not args.wait:
         return 0
@@ -163,9 +253,23 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
         stream_log(client, job_id, follow=True)
         final = wait_for(client, job_id)
     except KeyboardInterrupt:
-        print(
-            f"\n(detached; job {job_id} keeps running: gpupool logs -f {job_id})", file=sys.stderr
-        )
+        print(f"\n{detach_note(client, job_id)}", file=sys.stderr)
         return 130
-    print(f"job {job_id} {final['state']} (exit {final['exit_code']})", file=sys.stderr)
+    print(final_line(final), file=sys.stderr)
     return exit_status(final)
+
+
+def spec_error_text(exc: Any, spec_file: str | None) -> str:
+    """One line for one problem; a heading and one line per problem for several. A file
+    read as a spec only because it is not executable gets a hint about --."""
+    problems = str(exc).splitlines()
+    if len(problems) == 1:
+        text = f"gpupool: invalid job spec: {problems[0]}"
+    else:
+        text = f"gpupool: invalid job spec ({len(problems)} problems):\n" + "\n".join(problems)
+    if spec_file and not spec_file.lower().endswith((".yaml", ".yml")):
+        text += (
+            f" ({spec_file} was read as a job spec because it is a file that is not "
+            "executable; to run a command, put it after --)"
+        )
+    return text

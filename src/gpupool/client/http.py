@@ -2,6 +2,9 @@
 
 httpx would cost ~130 ms and http.client ~20 ms of import time on every CLI call;
 `gpupool queue` must feel instant.
+
+Every way of not reaching a pool is a typed exception (`PoolUnreachable` and its kinds), with
+the figures a caller needs to say what happened in one line; the CLI renders them.
 """
 
 from __future__ import annotations
@@ -9,24 +12,31 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from gpupool.client.errors import (
+    API_HEADER,
+    ApiError,
+    BadClientSetting,
+    ConnectionLost,
+    DaemonNotRunning,
+    DaemonTimeout,
+    NotAGpupoolDaemon,
+    PoolUnreachable,
+    SubmitUnconfirmed,
+)
 from gpupool.core.paths import socket_path, state_dir
 
-
-class DaemonNotRunning(ConnectionError):
-    pass
-
-
-class ApiError(RuntimeError):
-    def __init__(self, status: int, code: str, message: str, body: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.body = body
+DEFAULT_TIMEOUT_S = 30.0
+# A submission cut off in flight is sent again with the same token (the store keeps one job
+# per token): up to SUBMIT_TRIES tries, waiting SUBMIT_BACKOFF_S between tries that failed at
+# once (reset, refused while the daemon restarts), and starting no try after the retry window.
+SUBMIT_TRIES = 5
+SUBMIT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
+SUBMIT_RETRY_WINDOW_S = 30.0
 
 
 def _exchange(
@@ -36,6 +46,8 @@ def _exchange(
 
     http.client would import the email package (~20 ms) on every CLI call; the daemon's
     answers are simple (status, a few headers, a Content-Length body), so this is enough.
+    Raises ConnectionLost when the answer is cut short, NotAGpupoolDaemon (without its
+    `where`) when it is not HTTP.
     """
     head = [
         f"{method} {path} HTTP/1.1",
@@ -55,58 +67,113 @@ def _exchange(
     raw = b"".join(chunks)
     header_blob, sep, payload = raw.partition(b"\r\n\r\n")
     if not sep:
-        raise ConnectionError("the daemon closed the connection mid-answer")
+        if not raw:
+            raise ConnectionLost("", "the connection was closed before an answer")
+        raise ConnectionLost("", "the answer was cut short")
     lines = header_blob.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
+    parts = lines[0].split()
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise NotAGpupoolDaemon("", f"it does not speak HTTP: {lines[0][:40]!r}")
+    status = int(parts[1])
     headers = {}
     for line in lines[1:]:
         key, _, value = line.partition(":")
         headers[key.strip().lower()] = value.strip()
     if headers.get("transfer-encoding", "").lower() == "chunked":
         payload = _dechunk(payload)
-    elif "content-length" in headers:
+    elif headers.get("content-length", "").isdigit():
         payload = payload[: int(headers["content-length"])]
     return status, headers, payload
 
 
 def _dechunk(data: bytes) -> bytes:
-    out, pos = [], 0
-    while True:
-        end = data.index(b"\r\n", pos)
-        size = int(data[pos:end].split(b";")[0], 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(data[end + 2 : end + 2 + size])
-        pos = end + 2 + size + 2
+    out: list[bytes] = []
+    pos = 0
+    try:
+        while True:
+            end = data.index(b"\r\n", pos)
+            size = int(data[pos:end].split(b";")[0], 16)
+            if size == 0:
+                return b"".join(out)
+            out.append(data[end + 2 : end + 2 + size])
+            pos = end + 2 + size + 2
+    except ValueError:
+        raise ConnectionLost("", "the answer was cut short") from None
+
+
+def _timeout_from_env() -> float:
+    text = os.environ.get("GPUPOOL_TIMEOUT")
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:
+        raise BadClientSetting(
+            "GPUPOOL_TIMEOUT", f"must be a number of seconds from 0 to 86400, got {text!r}"
+        )
+    return value
+
+
+def _tcp_address(url: str, source: str) -> tuple[str, int]:
+    """(host, port) of an http:// URL; BadClientSetting naming --url or GPUPOOL_URL."""
+    example = "expected http://HOST:PORT, e.g. http://127.0.0.1:8765"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port out of range or not a number
+        raise BadClientSetting(source, f"{exc} in {url!r} ({example})") from None
+    if parts.scheme == "https":
+        raise BadClientSetting(source, f"https is not supported yet, got {url!r} ({example})")
+    if parts.scheme != "http" or not parts.hostname:
+        raise BadClientSetting(source, f"not an http:// URL: {url!r} ({example})")
+    return parts.hostname, port or 80
 
 
 class Client:
-    """One pool: by URL (GPUPOOL_URL, http://host:port) or by state directory's socket."""
+    """One pool: by URL (GPUPOOL_URL, http://host:port) or by state directory's socket.
+
+    `timeout` (seconds; default $GPUPOOL_TIMEOUT or 30) bounds the wait for each answer.
+    Raises BadClientSetting for a URL or timeout that cannot be used."""
 
     def __init__(
-        self, state: str | Path | None = None, url: str | None = None, timeout: float = 30.0
+        self, state: str | Path | None = None, url: str | None = None, timeout: float | None = None
     ) -> None:
+        source = "--url" if url is not None else "GPUPOOL_URL"
         self.url = url if url is not None else os.environ.get("GPUPOOL_URL") or None
+        self.address = _tcp_address(self.url, source) if self.url else None
         self.state_dir = state_dir(str(state) if state else None)
         self.socket = socket_path(self.state_dir)
-        self.timeout = timeout
+        self.timeout = _timeout_from_env() if timeout is None else timeout
 
     def where(self) -> str:
         return self.url or f"the state directory {self.state_dir}"
 
     def _connect(self) -> tuple[socket.socket, str]:
-        if self.url:
-            parts = urlsplit(self.url)
-            host, port = parts.hostname or "127.0.0.1", parts.port or 80
-            return socket.create_connection((host, port), timeout=self.timeout), f"{host}:{port}"
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
+        """A connected socket; DaemonNotRunning if nothing listens, PoolUnreachable if the
+        address cannot be used, DaemonTimeout if the connection is not accepted in time."""
         try:
-            sock.connect(str(self.socket))
-        except OSError:
-            sock.close()
-            raise
-        return sock, "gpupool"
+            if self.address:
+                host, port = self.address
+                sock = socket.create_connection((host, port), timeout=self.timeout)
+                return sock, f"{host}:{port}"
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.socket))
+            except BaseException:
+                sock.close()
+                raise
+            return sock, "gpupool"
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise DaemonNotRunning(self.where(), exc.strerror or str(exc)) from None
+        except TimeoutError:
+            raise DaemonTimeout(self.where(), self.timeout) from None
+        except socket.gaierror as exc:
+            raise PoolUnreachable(self.where(), f"unknown host ({exc.strerror})") from None
+        except OSError as exc:
+            raise PoolUnreachable(self.where(), _os_problem(exc, self)) from None
 
     def request_raw(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
@@ -116,38 +183,67 @@ class Client:
             if items:
                 path = f"{path}?{urlencode(items)}"
         payload = None if body is None else json.dumps(body).encode()
+        sock, host = self._connect()
         try:
-            sock, host = self._connect()
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise DaemonNotRunning(str(exc)) from None
-        try:
-            return _exchange(sock, method, path, payload, host)
+            status, headers, data = _exchange(sock, method, path, payload, host)
+        except TimeoutError:
+            raise DaemonTimeout(self.where(), self.timeout) from None
+        except (NotAGpupoolDaemon, ConnectionLost) as exc:
+            raise type(exc)(self.where(), exc.problem) from None
+        except OSError as exc:  # reset, broken pipe
+            raise ConnectionLost(self.where(), exc.strerror or type(exc).__name__) from None
         finally:
             sock.close()
+        if API_HEADER not in headers:
+            kind = headers.get("content-type", "no content type").split(";")[0]
+            raise NotAGpupoolDaemon(self.where(), f"it answered HTTP {status}, {kind}")
+        return status, headers, data
 
     def request(
         self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
     ) -> Any:
         status, _, data = self.request_raw(method, path, body, query)
-        try:
-            decoded = json.loads(data) if data else {}
-        except ValueError:
-            decoded = {"message": data.decode(errors="replace")}
+        decoded = _decode(data)
         if status >= 400:
-            if isinstance(decoded, dict):
-                code = str(decoded.get("error", "error"))
-                message = str(decoded.get("message") or decoded.get("detail") or decoded)
-            else:
-                code, message = "error", str(decoded)
-            raise ApiError(status, code, message, decoded if isinstance(decoded, dict) else {})
+            raise _api_error(status, decoded)
         return decoded
 
     # -- the API, one method per endpoint ---------------------------------------------------
     def info(self) -> dict[str, Any]:
         return self.request("GET", "/v1/info")  # type: ignore[no-any-return]
 
-    def submit(self, spec: dict[str, Any], user: str, token: str | None = None) -> dict[str, Any]:
-        return self.request("POST", "/v1/jobs", {"spec": spec, "user": user, "token": token})  # type: ignore[no-any-return]
+    def submit(
+        self, spec: dict[str, Any], user: str, token: str | None = None, retry: bool = True
+    ) -> dict[str, Any]:
+        """Queue a job. With a token (and `retry`), a try cut off in flight (connection
+        reset or lost, no answer in time, refused while the daemon restarts) is sent again
+        with the same token, which the daemon stores at most once. SubmitUnconfirmed when
+        every try failed, saying whether the job may have been stored."""
+        body = {"spec": spec, "user": user, "token": token}
+        if token is None or not retry:
+            return self.request("POST", "/v1/jobs", body)  # type: ignore[no-any-return]
+        first = time.monotonic()
+        window = max(SUBMIT_RETRY_WINDOW_S, 2 * self.timeout)
+        reached = False  # did any try get as far as sending the request?
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return self.request("POST", "/v1/jobs", body)  # type: ignore[no-any-return]
+            except DaemonNotRunning as exc:
+                if not reached:
+                    raise  # nothing was ever sent: the job is surely not stored
+                last: PoolUnreachable = exc
+                delay = SUBMIT_BACKOFF_S[min(tries, len(SUBMIT_BACKOFF_S)) - 1]
+            except DaemonTimeout as exc:
+                reached, last, delay = True, exc, 0.0  # the wait was the timeout itself
+            except ConnectionLost as exc:
+                reached, last = True, exc
+                delay = SUBMIT_BACKOFF_S[min(tries, len(SUBMIT_BACKOFF_S)) - 1]
+            elapsed = time.monotonic() - first
+            if tries >= SUBMIT_TRIES or elapsed + delay >= window:
+                raise SubmitUnconfirmed(self.where(), last, tries, elapsed, token, reached)
+            time.sleep(delay)
 
     def jobs(self, include_finished: bool = False, user: str | None = None) -> list[dict[str, Any]]:
         query = {"all": "true" if include_finished else None, "user": user}
@@ -164,9 +260,38 @@ class Client:
             "GET", f"/v1/jobs/{int(job_id)}/log", query={"offset": offset}
         )
         if status >= 400:
-            body = json.loads(data) if data else {}
-            raise ApiError(status, body.get("error", "error"), body.get("message", ""), body)
+            raise _api_error(status, _decode(data))
         return data, int(headers.get("x-offset", offset)), headers.get("x-state", "")
 
     def gpus(self) -> dict[str, Any]:
         return self.request("GET", "/v1/gpus")  # type: ignore[no-any-return]
+
+
+def _decode(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {"message": data.decode(errors="replace")}
+
+
+def _api_error(status: int, decoded: Any) -> ApiError:
+    if isinstance(decoded, dict):
+        code = str(decoded.get("error", "error"))
+        message = str(decoded.get("message") or decoded.get("detail") or f"HTTP {status}")
+        return ApiError(status, code, message, decoded)
+    return ApiError(status, "error", str(decoded), {})
+
+
+def _os_problem(exc: OSError, client: Client) -> str:
+    """Why a socket could not be used, in the user's terms."""
+    if client.address is None:
+        if isinstance(exc, NotADirectoryError) or (
+            client.state_dir.exists() and not client.state_dir.is_dir()
+        ):
+            return "it is not a directory"
+        if isinstance(exc, PermissionError):
+            return f"permission denied on {client.socket}"
+        if "too long" in str(exc):
+            chars = len(str(client.socket))
+            return f"its socket path is too long for a Unix socket ({chars} characters)"
+    return exc.strerror or str(exc)

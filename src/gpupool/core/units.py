@@ -71,6 +71,8 @@ def parse_duration(text: str | int | float) -> float:
             raise ValueError(f"duration must be positive: {text!r}")
         return float(text) * 60.0
     s = text.strip()
+    if s.startswith("-") and s[1:2].isdigit():  # `--time -5m`: say what is wrong with it
+        raise ValueError(f"duration must be positive: {text!r}")
     seconds: float
     if _HUMAN_FULL_RE.match(s):
         seconds = sum(float(v) * _HUMAN_FACTORS[u.lower()] for v, u in _HUMAN_RE.findall(s))

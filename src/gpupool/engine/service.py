@@ -183,12 +183,15 @@ class PoolService:
     def read_log(self, job_id: int, offset: int, limit: int = MAX_LOG_CHUNK) -> LogChunk:
         job = self.store.get(job_id)
         path = self.executor.log_path(job_id)
+        data = b""
         try:
             with open(path, "rb") as f:
-                f.seek(max(offset, 0))
-                data = f.read(min(limit, MAX_LOG_CHUNK))
+                # An offset at or past the end reads nothing (seeking far past it is EINVAL).
+                if offset < os.fstat(f.fileno()).st_size:
+                    f.seek(max(offset, 0))
+                    data = f.read(min(limit, MAX_LOG_CHUNK))
         except FileNotFoundError:
-            data = b""
+            pass
         return LogChunk(data, max(offset, 0) + len(data), job.state)
 
     def gpu_holders(self) -> dict[tuple[str, int], list[Job]]:

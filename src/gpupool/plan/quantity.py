@@ -5,6 +5,7 @@ Decimal SI: 1 GB = 1e9 bytes; a lower-case b means bits (100Gb/s = 12.5 GB/s).
 
 from __future__ import annotations
 
+import math
 import re
 
 
@@ -33,6 +34,8 @@ def parse_count(text: str | float | int, what: str = "value") -> float:
         value = float(m.group(1)) * _COUNT_SUFFIX[m.group(2).upper()]
     if value < 0:
         raise PlanError(f"{what}: must not be negative, got {text!r}")
+    if not math.isfinite(value):  # 1e400 reads as inf
+        raise PlanError(f"{what}: too large, got {text!r}")
     return value
 
 
@@ -53,4 +56,6 @@ def parse_bandwidth(text: str | float | int, what: str = "bandwidth") -> float:
             value = number * _PREFIX[prefix] / (8.0 if unit == "b" else 1.0)
     if value <= 0:
         raise PlanError(f"{what}: must be positive, got {text!r}")
+    if not math.isfinite(value):
+        raise PlanError(f"{what}: too large, got {text!r}")
     return value

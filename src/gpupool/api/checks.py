@@ -1,0 +1,59 @@
+"""Request checks shared by the API's routes: integer bounds, FastAPI's validation errors in
+the API's own error shape, and the header that tells a client it is talking to gpupool."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+# The store's integers (job ids, log offsets) are 64-bit: SQLite's INTEGER, PostgreSQL's
+# BIGINT, a file offset. Larger numbers in a request are refused by name, never an
+# OverflowError (HTTP 500).
+MAX_INT64 = 2**63 - 1
+
+# Must match gpupool.client.errors.API_HEADER (the api layer does not import the client).
+API_HEADER = "x-gpupool-version"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class IdentifyAsGpupool:
+    """Pure ASGI middleware adding `X-Gpupool-Version` to every HTTP answer, errors and 404s
+    included, so a client pointed at some other server can say so instead of misreading it."""
+
+    def __init__(self, app: Asgi, version: str) -> None:
+        self.app = app
+        self.header = (API_HEADER.encode(), version.encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_identified(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), self.header]
+            await send(message)
+
+        await self.app(scope, receive, send_identified)
+
+
+def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
+    """FastAPI's validation errors as [{"field", "message"}]: the field is the location
+    without "path"/"query"/"body" (`job_id`, `offset`, `spec.gpus`), and the message says
+    what was wrong and what was given."""
+    out = []
+    for e in errors:
+        loc = [str(part) for part in e.get("loc", ()) if part not in ("path", "query", "body")]
+        field = ".".join(loc) or "body"
+        message = str(e.get("msg", "invalid"))
+        message = message[:1].lower() + message[1:]
+        if e.get("type") != "missing" and "input" in e:
+            given = repr(e["input"])
+            message += f", got {given if len(given) <= 60 else given[:57] + '...'}"
+        out.append({"field": field, "message": message})
+    return out

@@ -1,0 +1,73 @@
+"""argparse as gpupool uses it: values that start with '-', and job ids the pool can hold."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+# Job ids are 64-bit integers in the store (and the API refuses larger ones by name).
+MAX_JOB_ID = 2**63 - 1
+
+
+def job_id(text: str) -> int:
+    """argparse type of a job id: a whole number from 1 to 2^63-1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
+    if not 1 <= value <= MAX_JOB_ID:
+        raise argparse.ArgumentTypeError(f"not a job id: {text} (job ids are 1 to {MAX_JOB_ID})")
+    return value
+
+
+class CliParser(argparse.ArgumentParser):
+    """An ArgumentParser whose value flags take the next word even when it starts with '-'.
+
+    Plain argparse reads `--time -5m` as a flag missing its value ("expected one argument");
+    here it is `--time=-5m`, so the value reaches the check that can say what is wrong with
+    it ("time must be positive"). A word that is itself one of the parser's flags is not
+    taken (`--name --gpus 1` still says --name lacks a value). Words after `--`, and after
+    the first positional of a parser whose positional takes the rest (a sub-command, or
+    `submit`'s command), are never touched: they belong to the sub-command or to the job.
+    Sub-parsers are of this class too (argparse makes them of the parent's class).
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._attach_dash_values(words), namespace)
+
+    def _attach_dash_values(self, words: list[str]) -> list[str]:
+        flags = self._option_string_actions
+        takes_value = {s for s, a in flags.items() if a.nargs is None}
+        rest_positional = any(
+            not a.option_strings and a.nargs in (argparse.REMAINDER, argparse.PARSER)
+            for a in self._actions
+        )
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                break
+            if word in takes_value and i + 1 < len(words):
+                value = words[i + 1]
+                if value.startswith("-") and value != "--" and value not in flags:
+                    out.append(f"{word}={value}")
+                else:
+                    out += [word, value]
+                i += 2
+                continue
+            if not word.startswith("-") or self._looks_negative(word):
+                if rest_positional:
+                    break
+            out.append(word)
+            i += 1
+        return out + words[i:]
+
+    def _looks_negative(self, word: str) -> bool:
+        matcher: Any = self._negative_number_matcher
+        return bool(matcher.match(word)) and not self._has_negative_number_optionals

@@ -1,0 +1,83 @@
+"""What can go wrong between a client and a pool, as data: where, what, and the figures.
+
+`PoolUnreachable` and its kinds mean no usable answer came back (the CLI exits 1);
+`ApiError` is the daemon's own refusal (a 4xx/5xx with the API's error shape);
+`BadClientSetting` is a URL or timeout that cannot be used (bad input: the CLI exits 2).
+Each has a plain-English `str()` for SDK users; the CLI words them itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Every answer of a gpupool daemon carries this header (api/app.py): an answer without it
+# comes from something else listening at that address.
+API_HEADER = "x-gpupool-version"
+
+
+class BadClientSetting(ValueError):
+    """--url, GPUPOOL_URL or GPUPOOL_TIMEOUT cannot be used."""
+
+    def __init__(self, setting: str, problem: str) -> None:
+        super().__init__(f"{setting}: {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+class PoolUnreachable(ConnectionError):
+    """No usable answer from the pool at `where` (a URL or "the state directory X")."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"cannot reach the pool at {where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+class DaemonNotRunning(PoolUnreachable):
+    """Nothing listens there: no socket file, or the connection was refused."""
+
+
+class DaemonTimeout(PoolUnreachable):
+    """Something accepted the connection but did not answer within `seconds`."""
+
+    def __init__(self, where: str, seconds: float) -> None:
+        super().__init__(where, f"no answer in {seconds:g} s")
+        self.seconds = seconds
+
+
+class ConnectionLost(PoolUnreachable):
+    """The connection was reset or closed before a whole answer came back."""
+
+
+class NotAGpupoolDaemon(PoolUnreachable):
+    """Something answered, but not a gpupool daemon (no API header, or not HTTP at all)."""
+
+
+class SubmitUnconfirmed(PoolUnreachable):
+    """Every try of a submission failed. `maybe_stored`: some try reached the daemon, so the
+    job may be queued; sending it again with `token` returns that job instead of a second."""
+
+    def __init__(
+        self,
+        where: str,
+        last: PoolUnreachable,
+        tries: int,
+        elapsed_s: float,
+        token: str,
+        maybe_stored: bool,
+    ) -> None:
+        super().__init__(where, last.problem)
+        self.last = last
+        self.tries = tries
+        self.elapsed_s = elapsed_s
+        self.token = token
+        self.maybe_stored = maybe_stored
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, code: str, message: str, body: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body

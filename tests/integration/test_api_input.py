@@ -1,0 +1,64 @@
+"""Every bad request to the API is a 4xx in the API's error shape naming the field; never a
+500. And every answer says it comes from gpupool (the header clients check)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from integration.pool_harness import Pool
+
+BIG = (str(2**63), str(10**30))
+
+
+@pytest.fixture(scope="module")
+def api_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    pool = Pool(tmp_path_factory.mktemp("api") / "pool").start()
+    try:
+        pool.wait(pool.submit("--", "true"))  # job 1: offsets are checked on a real job
+        yield pool
+    finally:
+        pool.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        *[("GET", f"/v1/jobs/{n}", None, "job_id") for n in BIG],
+        *[("POST", f"/v1/jobs/{n}/cancel", {"user": "u"}, "job_id") for n in BIG],
+        *[("GET", f"/v1/jobs/{n}/log", None, "job_id") for n in BIG],
+        ("GET", "/v1/jobs/0", None, "job_id"),
+        ("GET", "/v1/jobs/abc", None, "job_id"),
+        *[("GET", f"/v1/jobs/1/log?offset={n}", None, "offset") for n in BIG],
+        ("GET", "/v1/jobs/1/log?offset=-1", None, "offset"),
+        ("GET", "/v1/jobs?all=maybe", None, "all"),
+        ("POST", "/v1/jobs", {"user": "u"}, "spec"),
+        ("POST", "/v1/jobs", {"spec": [], "user": "u"}, "spec"),
+        ("POST", "/v1/jobs", {"spec": {"command": ["true"]}, "user": 5}, "user"),
+        ("POST", "/v1/jobs/1/cancel", {"user": ["u"]}, "user"),
+        ("PUT", "/v1/projects/defaults/u", {"project": 7}, "project"),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_field(
+    api_pool: Pool, method: str, path: str, body: object, field: str
+) -> None:
+    status, headers, data = api_pool.client.request_raw(method, path, body)
+    answer = json.loads(data)
+    assert 400 <= status < 500, (status, answer)
+    assert answer["error"] == "invalid_request", answer
+    assert answer["message"].startswith(f"{field}: "), answer
+    assert [e["field"] for e in answer["errors"]] == [field], answer
+    assert headers["x-gpupool-version"]
+
+
+def test_an_offset_past_the_end_of_the_log_reads_nothing(api_pool: Pool) -> None:
+    data, offset, state = api_pool.client.log(1, 2**63 - 1)
+    assert (data, offset, state) == (b"", 2**63 - 1, "SUCCEEDED")
+
+
+def test_every_answer_names_gpupool(api_pool: Pool) -> None:
+    for path in ("/healthz", "/v1/jobs", "/v1/nosuch", "/v1/jobs/424242"):
+        _, headers, _ = api_pool.client.request_raw("GET", path)
+        assert headers.get("x-gpupool-version"), path
