@@ -26,20 +26,16 @@ hosts sharing a PostgreSQL database need clocks in agreement well within ttl_s (
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from sqlalchemy import Double, Integer, String, Text, func, select, update
 from sqlalchemy.engine import CursorResult
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from gpupool.core.job import JobState
 from gpupool.store.models import Base, JobRow
-
-T = TypeVar("T")
+from gpupool.store.sessions import SessionMethods
 
 LEASE_ROW_ID = 1  # the table holds at most this one row
 DEFAULT_TTL_S = 30.0
@@ -106,14 +102,8 @@ class LeaseHeld(Exception):
         self.running_jobs = running_jobs
 
 
-class LeaseMethods:
+class LeaseMethods(SessionMethods):
     """Store methods for the lease (a mixin of Store, which provides the sessions)."""
-
-    def _read(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
 
     def lease(self) -> Lease | None:
         """The lease as it stands, or None when no daemon holds it."""
@@ -143,7 +133,7 @@ class LeaseMethods:
             s.flush()
             return _lease(row)
 
-        return self._write_retrying_insert(op)
+        return self._write_once_more_on_conflict(op)
 
     def check_lease(self, holder: LeaseHolder, now: float) -> None:
         """LeaseHeld if acquire_lease would refuse `holder` now; changes nothing (the daemon
@@ -173,16 +163,6 @@ class LeaseMethods:
                 .where(LeaseRow.id == LEASE_ROW_ID, LeaseRow.generation == held.generation)
                 .values(released_at=now)
             )
-
-    def _write_retrying_insert(self, op: Callable[[Session], T]) -> T:
-        # Two daemons inserting the first row at once (PostgreSQL): the loser reads the
-        # winner's row on its second try.
-        try:
-            with self._write() as s:
-                return op(s)
-        except IntegrityError:
-            with self._write() as s:
-                return op(s)
 
 
 def _check(s: Session, current: Lease, holder: LeaseHolder, now: float) -> None:

@@ -8,12 +8,10 @@ only ever hold what a Project can be.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from gpupool.core.job import JobState
@@ -25,8 +23,8 @@ from gpupool.store.models import (
     ProjectRow,
     UserDefaultRow,
 )
+from gpupool.store.sessions import SessionMethods
 
-T = TypeVar("T")
 _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 # What set_project may change (members through add_members/remove_members or members=).
 CHANGEABLE = frozenset(f.name for f in dataclasses.fields(Project)) - {"name"}
@@ -51,23 +49,8 @@ class ProjectInUse(ValueError):
     """A project that cannot be deleted: the default one, or one with active jobs."""
 
 
-class ProjectMethods:
+class ProjectMethods(SessionMethods):
     """Store methods for projects; Store provides the sessions."""
-
-    def _read(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
-
-    def _write_once_more_on_conflict(self, op: Callable[[Session], T]) -> T:
-        # Two writers creating the same row at once (PostgreSQL): the second sees it on retry.
-        try:
-            with self._write() as s:
-                return op(s)
-        except IntegrityError:
-            with self._write() as s:
-                return op(s)
 
     # -- reading
 
