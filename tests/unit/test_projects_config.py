@@ -18,6 +18,7 @@ from gpupool.engine.projects import (
     load_config,
     parse_config,
     quota_warnings,
+    reference_problems,
 )
 from gpupool.store import Store
 
@@ -226,7 +227,17 @@ def test_references_must_exist(text: str, expected: str) -> None:
 
 def test_references_may_point_at_what_the_store_already_has() -> None:
     text = '[projects.v]\ndepartment = "r"\n[users.alice]\ndefault_project = "old"\n'
-    check_references(parse_config(text), [Project("old")], [Department("r")])
+    config = parse_config(text)
+    # The store's project and department satisfy the file's references: no problem...
+    assert reference_problems(config, [Project("old")], [Department("r")]) == []
+    check_references(config, [Project("old")], [Department("r")])  # ...so it does not raise
+    # ...and it is the store's that do: without them, both references are problems.
+    with pytest.raises(ConfigError) as info:
+        check_references(config, [Project("default")], [])
+    assert [line.split(": ")[1] for line in str(info.value).splitlines()] == [
+        "projects.v.department",
+        "users.alice.default_project",
+    ]
 
 
 def test_apply_upserts_and_keeps_projects_not_in_the_file(tmp_path: Path) -> None:
