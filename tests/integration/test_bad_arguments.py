@@ -8,6 +8,11 @@ job or project does not exist.
 "One line" is exactly one line, except argparse's own usage errors, which print the usage and
 then one `gpupool ...: error: ...` line (exit 2): that is argparse's convention and the usage
 is what the user needs next, so it is kept (docs/ARCHITECTURE.md, Decisions).
+
+Each case is a real CLI process. They run side by side, several at a time (a module fixture
+runs every selected case, then each test asserts on its own case's result): most of a
+case's time is the interpreter starting or a client waiting out a hung server, and one at a
+time they took 90 s.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,6 +179,9 @@ BAD_ARGUMENTS = [
 ]
 
 
+CLI_AT_ONCE = 8  # CLI processes run side by side
+
+
 def run(args: tuple[str, ...], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gpupool", *args],
@@ -182,6 +192,30 @@ def run(args: tuple[str, ...], env: dict[str, str], cwd: Path) -> subprocess.Com
         timeout=120,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run_side_by_side(
+    runs: Mapping[int, tuple[tuple[str, ...], dict[str, str], Path]],
+) -> dict[int, subprocess.CompletedProcess[str]]:
+    """`run` for each (args, env, cwd), CLI_AT_ONCE at a time; the results by the same keys."""
+    with ThreadPoolExecutor(CLI_AT_ONCE) as workers:
+        futures = {key: workers.submit(run, *how) for key, how in runs.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def selected(request: pytest.FixtureRequest, test: str, param: str, **where: object) -> list[Any]:
+    """The values of `param` of this module's tests named `test` that are to run (-k and
+    node ids select fewer), of those whose other parameters are `where`: only those cases
+    are run."""
+    return [
+        item.callspec.params[param]
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.originalname == test
+        and item.path == request.node.path
+        and param in item.callspec.params
+        and all(item.callspec.params.get(k) == v for k, v in where.items())
+    ]
 
 
 def assert_one_clear_error(proc: subprocess.CompletedProcess[str], c: Case) -> None:
@@ -215,22 +249,50 @@ def _pool_contents(pool: Pool) -> tuple[object, object]:
     return [j["id"] for j in jobs], projects
 
 
-@pytest.mark.parametrize("c", BAD_ARGUMENTS, ids=lambda c: c.id)
-def test_bad_arguments(c: Case, live: Pool, tmp_path: Path) -> None:
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    for name, text in c.files.items():
-        (cwd / name).write_text(text)
-    server_state = tmp_path / "server-state"  # `server` cases: must not be created
-    env = dict(live.env)
-    if c.args[:1] == ("server",):
-        env["GPUPOOL_STATE_DIR"] = str(server_state)
+@dataclass
+class BadArgumentRuns:
+    """Every selected case of BAD_ARGUMENTS run against the live pool: its process, the
+    directory it ran in, the state directory a `server` case was given, and the pool's
+    contents before and after them all."""
+
+    procs: dict[int, subprocess.CompletedProcess[str]]
+    cwds: dict[int, Path]
+    server_states: dict[int, Path]
+    before: tuple[object, object]
+    after: tuple[object, object]
+
+
+@pytest.fixture(scope="module")
+def bad_argument_runs(
+    live: Pool, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> BadArgumentRuns:
+    root = tmp_path_factory.mktemp("bad-argument-runs")
+    cases = {id(c): c for c in selected(request, "test_bad_arguments", "c")}
+    runs, cwds, server_states = {}, {}, {}
+    for n, (key, c) in enumerate(cases.items()):
+        cwds[key] = root / str(n) / "cwd"
+        cwds[key].mkdir(parents=True)
+        for name, text in c.files.items():
+            (cwds[key] / name).write_text(text)
+        server_states[key] = root / str(n) / "server-state"  # `server` cases: not created
+        env = dict(live.env)
+        if c.args[:1] == ("server",):
+            env["GPUPOOL_STATE_DIR"] = str(server_states[key])
+        runs[key] = (c.args, env, cwds[key])
     before = _pool_contents(live)
-    proc = run(c.args, env, cwd)
-    assert_one_clear_error(proc, c)
+    procs = run_side_by_side(runs)
+    return BadArgumentRuns(procs, cwds, server_states, before, _pool_contents(live))
+
+
+@pytest.mark.parametrize("c", BAD_ARGUMENTS, ids=lambda c: c.id)
+def test_bad_arguments(c: Case, bad_argument_runs: BadArgumentRuns) -> None:
+    runs = bad_argument_runs
+    assert_one_clear_error(runs.procs[id(c)], c)
+    cwd = runs.cwds[id(c)]
     assert sorted(p.name for p in cwd.iterdir()) == sorted(c.files), "wrote into the cwd"
-    assert not server_state.exists()
-    assert _pool_contents(live) == before, "the pool changed"
+    assert not runs.server_states[id(c)].exists()
+    # Over all the cases at once (they ran side by side): none changed the pool.
+    assert runs.after == runs.before, "the pool changed while the cases ran"
 
 
 # Commands that need a pool, with good arguments, for the bad environments below.
@@ -262,9 +324,11 @@ class Environment:
     env: dict[str, str]
     says: str
     code: int = 1
+    kind: str = ""  # the `environment` fixture's parameter
 
 
 @pytest.fixture(
+    scope="module",
     params=[
         "no-daemon",
         "stale-socket",
@@ -274,12 +338,20 @@ class Environment:
         "hung",
         "hung-socket",
         "bad-timeout",
-    ]
+    ],
 )
-def environment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Environment]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPOOL_")}
-    state = tmp_path / "state"
+def environment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Environment]:
+    """One bad environment, for all the commands of NEEDS_A_POOL (which run side by side)."""
     kind = request.param
+    for environment in _environment(kind, tmp_path_factory.mktemp(kind) / "state"):
+        environment.kind = kind
+        yield environment
+
+
+def _environment(kind: str, state: Path) -> Iterator[Environment]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPOOL_")}
     if kind == "no-daemon":
         yield Environment({**base, "GPUPOOL_STATE_DIR": str(state)}, "no daemon is running")
         assert not state.exists(), "the client created the state dir"
@@ -311,11 +383,32 @@ def environment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Envi
         yield Environment(env, "gpupool_timeout", code=2)
 
 
+@pytest.fixture(scope="module")
+def environment_runs(
+    environment: Environment,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, ...], tuple[subprocess.CompletedProcess[str], Path]]:
+    """Each selected command of NEEDS_A_POOL run in `environment`: its process and the
+    directory it ran in."""
+    root = tmp_path_factory.mktemp("environment-runs")
+    chosen = selected(request, "test_bad_environments", "args", environment=environment.kind)
+    commands = dict.fromkeys(chosen)
+    cwds = {n: root / str(n) for n in range(len(commands))}
+    for cwd in cwds.values():
+        cwd.mkdir()
+    procs = run_side_by_side({n: (args, environment.env, cwds[n]) for n, args in
+                              enumerate(commands)})  # fmt: skip
+    return {args: (procs[n], cwds[n]) for n, args in enumerate(commands)}
+
+
 @pytest.mark.parametrize("args", NEEDS_A_POOL, ids=" ".join)
-def test_bad_environments(args: tuple[str, ...], environment: Environment, tmp_path: Path) -> None:
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    proc = run(args, environment.env, cwd)
+def test_bad_environments(
+    args: tuple[str, ...],
+    environment: Environment,
+    environment_runs: dict[tuple[str, ...], tuple[subprocess.CompletedProcess[str], Path]],
+) -> None:
+    proc, cwd = environment_runs[args]
     assert_one_clear_error(proc, Case(args, environment.code, environment.says.lower()))
     assert list(cwd.iterdir()) == [], "wrote into the cwd"
 
