@@ -11,8 +11,12 @@ from typing import Any
 from gpupool.executor import ExitRecord, JobStatus, LocalExecutor
 from gpupool.executor.files import process_alive, read_json
 
+# Deadlines are generous: they only matter when a test fails, and a busy 2-core machine
+# can take seconds to start a process.
+DEADLINE_S = 60.0
 
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+
+def wait_for(pred: Callable[[], Any], timeout: float = DEADLINE_S, what: str = "condition") -> Any:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = pred()
@@ -22,7 +26,7 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condit
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 10.0) -> ExitRecord:
+def wait_exit(ex: LocalExecutor, job_id: int, timeout: float = DEADLINE_S) -> ExitRecord:
     rec = wait_for(lambda: ex.read_exit(job_id), timeout, f"exit of job {job_id}")
     assert isinstance(rec, ExitRecord)
     return rec
@@ -38,7 +42,7 @@ def stop_everything(executor: LocalExecutor) -> None:
         if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
             os.killpg(child["pgid"], signal.SIGKILL)
     for d in jobs.iterdir() if jobs.exists() else []:
-        end = time.monotonic() + 10
+        end = time.monotonic() + DEADLINE_S
         while executor.status(int(d.name)) == JobStatus.RUNNING and time.monotonic() < end:
             time.sleep(0.01)
     executor.close()

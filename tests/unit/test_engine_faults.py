@@ -97,11 +97,11 @@ def test_a_lost_job_whose_processes_cannot_be_killed_keeps_its_gpus() -> None:
     ex = LocalExecutor(state)
     child: dict[str, int] = {}
     try:
-        ex.launch(1, ["sleep", "60"], ENV, "/", None, 1.0)
-        child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), 10, "child.json")
-        claim = wait_for(lambda: read_json(ex.job_dir(1) / "claim.json"), 10, "claim.json")
+        ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
+        claim = wait_for(lambda: read_json(ex.job_dir(1) / "claim.json"), what="claim.json")
         os.kill(claim["supervisor_pid"], signal.SIGKILL)
-        wait_for(lambda: ex.status(1) is JobStatus.LOST, 10, "LOST")
+        wait_for(lambda: ex.status(1) is JobStatus.LOST, what="LOST")
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - reports through the pipe

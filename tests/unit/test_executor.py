@@ -41,13 +41,13 @@ def run_job(ex: LocalExecutor, job_id: int, command: list[str], **kw: Any) -> Ex
 
 
 def claim_of(ex: LocalExecutor, job_id: int) -> dict[str, Any]:
-    claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), 5, "claim.json")
+    claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), what="claim.json")
     assert isinstance(claim, dict)
     return claim
 
 
 def child_of(ex: LocalExecutor, job_id: int) -> dict[str, Any]:
-    child = wait_for(lambda: read_json(ex.job_dir(job_id) / "child.json"), 5, "child.json")
+    child = wait_for(lambda: read_json(ex.job_dir(job_id) / "child.json"), what="child.json")
     assert isinstance(child, dict)
     return child
 
@@ -152,7 +152,7 @@ def test_child_runs_in_its_own_session(ex: LocalExecutor) -> None:
 
 
 def test_supervisor_is_detached_from_the_daemon(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "60"], ENV, "/", None, 0.5)
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     pid = claim_of(ex, 1)["supervisor_pid"]
     assert os.getsid(pid) == pid != os.getsid(0)
     for fd in (0, 1, 2):
@@ -166,10 +166,9 @@ def test_supervisor_is_detached_from_the_daemon(ex: LocalExecutor) -> None:
 
 def test_time_limit_ends_the_job(ex: LocalExecutor) -> None:
     t0 = time.monotonic()
-    ex.launch(1, ["sleep", "60"], ENV, "/", 1.0, 1.0)
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", 1.0, 1.0)  # only the limit can end it
     rec = wait_exit(ex, 1)
-    elapsed = time.monotonic() - t0
-    assert 0.9 <= elapsed < 3.5
+    assert time.monotonic() - t0 >= 0.9  # not before the limit (how soon after: benchmarks)
     assert (rec.reason, rec.exit_code, rec.signal) == ("timeout", 128 + 15, 15)
     assert "gpupool: time limit of 1 s reached, sending SIGTERM\n" in ex.log_path(1).read_text()
 
@@ -203,14 +202,15 @@ def test_job_ignoring_sigterm_is_killed_after_grace(ex: LocalExecutor, tmp_path:
 import signal, time, pathlib
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 pathlib.Path({str(ready)!r}).touch()
-time.sleep(60)
+while True:
+    time.sleep(60)
 """
     ex.launch(1, py(code), ENV, "/", None, 0.5)
     wait_for(ready.exists, what="job ready")
     t0 = time.monotonic()
     assert ex.cancel(1)
     rec = wait_exit(ex, 1)
-    assert 0.45 <= time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 >= 0.45  # not before the grace period is over
     assert (rec.reason, rec.exit_code, rec.signal) == ("cancelled", 128 + 9, 9)
     assert "gpupool: grace period of 0.5 s over, sending SIGKILL\n" in ex.log_path(1).read_text()
 
@@ -278,33 +278,35 @@ def test_double_launch_starts_the_command_once(ex: LocalExecutor, tmp_path: Path
 
 
 def test_supervisor_outlives_a_sigkilled_launcher(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+    state, go = tmp_path / "state", tmp_path / "go"
+    job = ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done; exit 7"]
     helper = f"""
 import os, signal
 from pathlib import Path
 from gpupool.executor import LocalExecutor
 ex = LocalExecutor(Path({str(state)!r}))
-ex.launch(7, ["sh", "-c", "sleep 2; exit 7"], {ENV!r}, "/", None, 1.0)
+ex.launch(7, {job!r}, {ENV!r}, "/", None, 1.0)
 os.kill(os.getpid(), signal.SIGKILL)
 """
     env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.run(py(helper), env=env, timeout=30, check=False)
+    proc = subprocess.run(py(helper), env=env, timeout=60, check=False)
     assert proc.returncode == -signal.SIGKILL
     fresh = LocalExecutor(state)
-    wait_for(lambda: (state / "jobs" / "7" / "claim.json").exists(), 5, "claim")
+    wait_for(lambda: (state / "jobs" / "7" / "claim.json").exists(), what="claim")
     assert fresh.adopt(7) == JobStatus.RUNNING
+    go.touch()
     rec = wait_exit(fresh, 7)
     assert (rec.exit_code, rec.reason) == (7, "exited")
     assert fresh.status(7) == JobStatus.EXITED
 
 
 def test_sigkilled_supervisor_leaves_the_job_lost(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "60"], ENV, "/", None, 1.0)
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
     child = child_of(ex, 1)
     pid = claim_of(ex, 1)["supervisor_pid"]
     assert ex.status(1) == JobStatus.RUNNING
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: ex.status(1) == JobStatus.LOST, 5, "LOST")
+    wait_for(lambda: ex.status(1) == JobStatus.LOST, what="LOST")
     assert ex.read_exit(1) is None
     assert ex.cancel(1) is False
     assert LocalExecutor(ex.state_dir).adopt(1) == JobStatus.LOST
@@ -328,7 +330,7 @@ def test_unknown_job_is_unlaunched(ex: LocalExecutor) -> None:
 def test_reap_leaves_no_zombie_supervisors(ex: LocalExecutor) -> None:
     run_job(ex, 1, ["/bin/true"])
     pid = claim_of(ex, 1)["supervisor_pid"]
-    wait_for(lambda: getattr(proc_stat(pid), "state", None) == "Z", 5, "supervisor zombie")
+    wait_for(lambda: getattr(proc_stat(pid), "state", None) == "Z", what="supervisor zombie")
     ex.reap()
     assert proc_stat(pid) is None
     assert ex.status(1) == JobStatus.EXITED
@@ -384,7 +386,7 @@ def test_start_latency_is_loosely_bounded(ex: LocalExecutor) -> None:
     t0 = time.time()
     ex.launch(1, ["/bin/true"], ENV, "/", None, 1.0)
     spawned = child_of(ex, 1)["start_time"]
-    assert spawned - t0 < 2.0
+    assert spawned - t0 < 10.0  # loose, for a busy machine: the figures are in benchmarks
     wait_exit(ex, 1)
 
 

@@ -56,7 +56,7 @@ def test_proc_stat_survives_odd_process_names(tmp_path: Path) -> None:
     # comm may contain spaces and ')': the parser must split after the last ')'.
     exe = tmp_path / "a) b ("
     exe.symlink_to("/bin/sleep")
-    proc = subprocess.Popen([str(exe), "5"])
+    proc = subprocess.Popen([str(exe), "infinity"])
     try:
         st = proc_stat(proc.pid)
         assert st is not None and st.state in ("R", "S")
@@ -67,7 +67,7 @@ def test_proc_stat_survives_odd_process_names(tmp_path: Path) -> None:
 
 
 def test_process_alive_checks_start_ticks_zombies_and_boot() -> None:
-    proc = subprocess.Popen(["sleep", "5"])
+    proc = subprocess.Popen(["sleep", "infinity"])
     st = proc_stat(proc.pid)
     assert st is not None
     assert process_alive(proc.pid, st.start_ticks)

@@ -37,9 +37,9 @@ time.sleep(60)
 
 
 def lose_supervisor(ex: LocalExecutor, job_id: int) -> None:
-    claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), 10, "claim.json")
+    claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), what="claim.json")
     os.kill(claim["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: ex.status(job_id) is JobStatus.LOST, 10, "LOST")
+    wait_for(lambda: ex.status(job_id) is JobStatus.LOST, what="LOST")
 
 
 def gone(pid: int) -> bool:
@@ -50,7 +50,7 @@ def gone(pid: int) -> bool:
 def test_a_lost_jobs_processes_are_all_killed(ex: LocalExecutor, tmp_path: Path) -> None:
     pidfile = tmp_path / "orphan.pid"
     ex.launch(1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
-    wait_for(pidfile.exists, 10, "the job's child")
+    wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
     orphan = int(pidfile.read_text())
@@ -77,12 +77,12 @@ while not os.path.exists({str(stop)!r}):
 os._exit(0)  # leaves its child behind, in the job's session
 """
     ex.launch(1, [PY, "-c", code], ENV, "/", None, 1.0)
-    wait_for(pidfile.exists, 10, "the job's child")
+    wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
     lose_supervisor(ex, 1)
     stop.touch()
-    wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), 10, "main's end")
+    wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), what="main's end")
     orphan = int(pidfile.read_text())
     assert not gone(orphan)
     left = ex.kill_leftovers(1, wait_s=5.0)
@@ -91,8 +91,8 @@ os._exit(0)  # leaves its child behind, in the job's session
 
 
 def test_a_job_with_a_live_supervisor_is_never_killed(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "60"], ENV, "/", None, 1.0)
-    child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), 10, "child.json")
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+    child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     with pytest.raises(JobBusyError, match="not lost"):
         ex.kill_leftovers(1)
     assert process_alive(child["pid"], child["start_ticks"])
@@ -146,8 +146,8 @@ def test_processes_we_may_not_kill_keep_the_job_unfinished(tmp_path: Path) -> No
     state.chmod(0o755)
     ex = LocalExecutor(state)
     try:
-        ex.launch(1, ["sleep", "60"], ENV, "/", None, 1.0)
-        child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), 10, "child.json")
+        ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         lose_supervisor(ex, 1)
         r, w = os.pipe()
         pid = os.fork()

@@ -38,7 +38,8 @@ def on_term(*_):
 signal.signal(signal.SIGTERM, {handler})
 print("restart=" + os.environ.get("GPUPOOL_RESTART_COUNT", "?"), flush=True)
 pathlib.Path({str(ready)!r}).touch()
-time.sleep(60)
+while True:
+    time.sleep(60)
 """
     return [PY, "-c", code]
 
@@ -69,7 +70,7 @@ def test_preempted_job_ignoring_sigterm_is_killed_after_grace(
     t0 = time.monotonic()
     assert ex.preempt(1)
     rec = wait_exit(ex, 1)
-    assert 0.45 <= time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 >= 0.45  # not before the grace period is over
     assert (rec.reason, rec.exit_code, rec.signal) == ("preempted", 128 + 9, 9)
     log = log_of(ex, 1)
     assert "gpupool: preempted, sending SIGTERM (grace 0.5 s)\n" in log
@@ -189,20 +190,20 @@ def test_preempt_archive_and_run_again(ex: LocalExecutor, tmp_path: Path) -> Non
 
 
 def test_archive_refuses_while_the_job_runs(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "60"], ENV, "/", None, 0.5)
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     with pytest.raises(JobBusyError):
         ex.archive(1)  # still starting, or running: either way refused at once
     wait_for(lambda: (ex.job_dir(1) / "child.json").exists(), what="job started")
     t0 = time.monotonic()
     with pytest.raises(JobBusyError, match="still running"):
-        ex.archive(1, wait_s=5.0)
-    assert time.monotonic() - t0 < 1.0  # no exit recorded: no waiting either
+        ex.archive(1, wait_s=120.0)
+    assert time.monotonic() - t0 < 60  # no exit recorded: it does not wait the 120 s
     assert (ex.job_dir(1) / "claim.json").exists() and not (ex.job_dir(1) / "attempt-0").exists()
     assert ex.status(1) == JobStatus.RUNNING
 
 
 def test_archive_refuses_a_lost_job_whose_process_lives(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "60"], ENV, "/", None, 0.5)
+    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     claim = read_json(ex.job_dir(1) / "claim.json")
     assert claim is not None

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from executor_helpers import wait_exit, wait_for
+
 from gpupool.executor import JobStatus, LocalExecutor
+from gpupool.executor.files import proc_stat
 
 
-def _wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 20.0):  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        rec = ex.read_exit(job_id)
-        if rec is not None:
-            return rec
-        time.sleep(0.02)
-    raise TimeoutError(job_id)
+def _age_s(pid: int) -> float:
+    """How long process `pid` has run, in seconds."""
+    st = proc_stat(pid)
+    assert st is not None
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return uptime - st.start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_launch_leaves_a_standby_that_runs_the_next_job(tmp_path: Path) -> None:
@@ -30,9 +32,9 @@ def test_a_launch_leaves_a_standby_that_runs_the_next_job(tmp_path: Path) -> Non
             2, [sys.executable, "-c", "import sys; sys.exit(5)"], {}, str(tmp_path), None, 1.0
         )
         assert ex._standby is not standby  # taken for job 2, replaced by a fresh one
-        assert _wait_exit(ex, 2).exit_code == 5
-        assert standby.wait(10) == 0  # the standby became job 2's supervisor and finished
-        assert _wait_exit(ex, 1).exit_code == 0
+        assert wait_exit(ex, 2).exit_code == 5
+        assert standby.wait(60) == 0  # the standby became job 2's supervisor and finished
+        assert wait_exit(ex, 1).exit_code == 0
     finally:
         ex.close()
 
@@ -41,11 +43,12 @@ def test_time_limit_counts_from_the_handover_not_the_standby_start(tmp_path: Pat
     ex = LocalExecutor(tmp_path / "state")
     try:
         ex.warm()
-        time.sleep(2.0)  # the standby idles longer than the job's limit
-        ex.launch(
-            1, [sys.executable, "-c", "import time; time.sleep(0.5)"], {}, str(tmp_path), 1.5, 1.0
-        )
-        rec = _wait_exit(ex, 1)
+        assert ex._standby is not None
+        limit_s = 2.0
+        pid = ex._standby.pid
+        wait_for(lambda: _age_s(pid) > limit_s + 0.5, what="the standby to idle past the limit")
+        ex.launch(1, ["sleep", "0.1"], {"PATH": os.defpath}, str(tmp_path), limit_s, 1.0)
+        rec = wait_exit(ex, 1)
         assert (rec.reason, rec.exit_code) == ("exited", 0)
     finally:
         ex.close()
@@ -63,17 +66,7 @@ def test_a_standby_exits_when_its_daemon_dies(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     pid = int(out.stdout.split()[0])
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break
-        except FileNotFoundError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"standby {pid} outlived its daemon")
+    wait_for(lambda: not getattr(proc_stat(pid), "running", False), what=f"standby {pid} to end")
     assert not (tmp_path / "state" / "jobs").exists() or not any(
         (tmp_path / "state" / "jobs").iterdir()
     )
@@ -83,9 +76,11 @@ def test_status_of_a_job_handed_to_the_standby_is_running_until_it_ends(tmp_path
     ex = LocalExecutor(tmp_path / "state")
     try:
         ex.warm()
-        ex.launch(1, ["sleep", "1"], {}, str(tmp_path), None, 1.0)
+        go = tmp_path / "go"
+        ex.launch(1, ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"], {}, "/", None, 1)
         assert ex.status(1) == JobStatus.RUNNING
-        _wait_exit(ex, 1)
+        go.touch()
+        wait_exit(ex, 1)
         assert ex.status(1) == JobStatus.EXITED
     finally:
         ex.close()

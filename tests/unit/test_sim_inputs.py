@@ -86,9 +86,11 @@ def philly() -> Trace:
 
 
 def test_packaged_philly_loads_every_row_fast(packaged_rows: list[list[str]]) -> None:
-    start = time.perf_counter()
+    # CPU time, not wall time: what else runs on a busy machine must not fail the test
+    # (about 0.45 s on the development machine; bench/ has the speed figures).
+    start = time.process_time()
     trace = load_trace("philly", "philly")
-    assert time.perf_counter() - start < 1.5
+    assert time.process_time() - start < 1.5
     assert len(packaged_rows) == 82_247
     assert len(trace.jobs) + sum(trace.skipped.values()) == 82_247
     t0 = min(utc(r[0]) for r in packaged_rows)
