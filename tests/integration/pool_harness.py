@@ -2,10 +2,20 @@
 
 Stops what it started by PID (never by name): the daemon, then every job supervisor and job
 process group recorded in the state directory.
+
+Waiting: every wait here is on a condition with a deadline (no fixed sleeps), and the
+deadlines are generous, for a busy 2-core machine; a wait that cannot succeed any more (the
+job ended in another state) fails at once, with the job's story.
+
+Jobs are set up with `submit` (the client, in this process: a CLI process costs 0.1-1 s of
+CPU); `cli_submit` and `cli` run the real CLI where the CLI is what a test is about. A job
+that must keep running runs `FOREVER` (ended by cancel) or `until_file(path)` (ended by the
+test creating `path`), never a duration.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -13,11 +23,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpupool.client import Client
+
+# A job that runs until it is cancelled (or the test's cleanup kills it).
+FOREVER = ("sleep", "infinity")
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
+def until_file(path: Path | str) -> list[str]:
+    """A job command that runs until `path` exists, then exits 0."""
+    code = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.05)"
+    return [sys.executable, "-c", code, str(path)]
 
 
 class Pool:
@@ -46,7 +67,7 @@ class Pool:
         env.pop("GPUPOOL_URL", None)
         return env
 
-    def start(self, timeout: float = 30.0) -> Pool:
+    def start(self, timeout: float = 60.0) -> Pool:
         cmd = [sys.executable, "-m", "gpupool", "server", "--poll-interval", "0.1"]
         if self.inventory:
             cmd += ["--inventory", str(self.inventory)]
@@ -97,13 +118,13 @@ class Pool:
         """SIGKILL the daemon: the crash the pool must survive."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        self.proc.wait(30)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
@@ -137,37 +158,138 @@ class Pool:
         return proc
 
     def submit(self, *args: str, cwd: Path | None = None) -> int:
+        """Queue a job given as `gpupool submit` would take it, flags then a command
+        (`--gpus 2 --time 1h -- CMD ARGS`, or `--gpus 2 CMD ARGS`), through the client: the
+        spec is built as the CLI builds it (this pool's environment, `cwd` as the directory
+        submitted from, the user's name, a fresh token). A spec file is the CLI's to read:
+        use `cli_submit`. Raises ApiError when the daemon refuses the job."""
+        wire = submit_spec(args, self.env, cwd or Path.cwd())
+        job = self.client.submit(wire, getpass.getuser(), uuid.uuid4().hex)
+        return int(job["id"])
+
+    def cli_submit(self, *args: str, cwd: Path | None = None) -> int:
+        """Queue a job with the real `gpupool submit --parsable` (spec files and all)."""
         out = self.cli("submit", "--parsable", *args, check=True, cwd=cwd)
         return int(out.stdout.strip())
 
-    def wait(self, job_id: int, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            job = self.client.job(job_id)
-            if job["state"] in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"):
-                return job
-            time.sleep(0.05)
-        raise TimeoutError(f"job {job_id} still {job['state']} after {timeout}s")
+    def cancel(self, *job_ids: int) -> None:
+        """Ask the daemon to cancel these jobs, as their user (the client, not the CLI)."""
+        for job_id in job_ids:
+            self.client.cancel(job_id, getpass.getuser())
 
-    def wait_state(self, job_id: int, state: str, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            job = self.client.job(job_id)
-            if job["state"] == state:
-                return job
-            time.sleep(0.05)
-        raise TimeoutError(f"job {job_id} is {job['state']}, not {state}, after {timeout}s")
+    def log(self, job_id: int) -> str:
+        """The job's log so far (the client, not the CLI)."""
+        return self.client.log(job_id)[0].decode(errors="replace")
+
+    def wait(self, job_id: int, timeout: float = 120) -> dict[str, Any]:
+        """The job once it has ended, whichever way."""
+        return self._wait_job(job_id, lambda job: job["state"] in ENDED, "to end", timeout)
+
+    def wait_state(self, job_id: int, state: str, timeout: float = 60) -> dict[str, Any]:
+        """The job once it is in `state`; fails at once if it ends in another state."""
+
+        def there(job: dict[str, Any]) -> bool:
+            if job["state"] != state and job["state"] in ENDED:
+                raise AssertionError(f"job {job_id} ended {job['state']}, not {state}: {job}")
+            return bool(job["state"] == state)
+
+        return self._wait_job(job_id, there, f"to be {state}", timeout)
+
+    def wait_reason(
+        self, job_id: int, reason: str | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
+        """The pending job once a scheduling pass has given it `reason` (any reason when
+        None): the pass has seen it, so what it decided can be asserted."""
+
+        def told(job: dict[str, Any]) -> bool:
+            if job["state"] != "PENDING":
+                raise AssertionError(f"job {job_id} is {job['state']}, not pending: {job}")
+            return bool(job["reason"]) if reason is None else job["reason"] == reason
+
+        what = f"a pass to give it reason {reason or '(any)'}"
+        return self._wait_job(job_id, told, what, timeout)
+
+    def _wait_job(
+        self, job_id: int, done: Callable[[dict[str, Any]], bool], what: str, timeout: float
+    ) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            last.update(self.client.job(job_id))
+            return dict(last) if done(last) else None
+
+        try:
+            found: dict[str, Any] = wait_for(probe, timeout, f"job {job_id} {what}")
+        except AssertionError as exc:
+            if "timed out" not in str(exc):
+                raise
+            raise AssertionError(f"{exc}; it is {last.get('state')}: {last}") from None
+        return found
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+def submit_spec(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
+    """The wire spec that `gpupool submit ARGS`, run in `cwd` with `env`, would send (flags
+    and a command; see Pool.submit)."""
+    from gpupool.spec import SPEC_KEYS, build_spec, parse_env_assignments, spec_to_wire
+
+    valued = {f"--{k.replace('_', '-')}": k for k in SPEC_KEYS if k not in SWITCHES}
+    fields: dict[str, Any] = {}
+    assignments: list[str] = []
+    command: list[str] = []
+    words = list(args)
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            command = words
+            break
+        if word in ("--preemptible", "--no-preemptible"):
+            fields["preemptible"] = word == "--preemptible"
+        elif word == "--env":
+            assignments.append(words.pop(0))
+        elif word in valued:
+            fields[valued[word]] = words.pop(0)
+        elif word.startswith("-") or word.lower().endswith((".yaml", ".yml")):
+            raise ValueError(f"Pool.submit takes spec flags and a command, not {word!r}: "
+                             "use Pool.cli_submit for what only the CLI reads")  # fmt: skip
+        else:
+            command = [word, *words]
+            break
+    for numeric in ("gpus", "cpus"):
+        if numeric in fields:
+            fields[numeric] = _number(fields[numeric])
+    if isinstance(fields.get("workdir"), str) and not fields["workdir"].startswith("~"):
+        fields["workdir"] = os.path.abspath(cwd / fields["workdir"])
+    if assignments:
+        fields["env"] = parse_env_assignments(assignments)
+    spec = build_spec({**fields, "command": command}, base_env=dict(env), default_workdir=str(cwd))
+    wire = spec_to_wire(spec)
+    if "project" not in fields:
+        wire["project"] = None  # as the CLI: the daemon picks the user's default project
+    return wire
+
+
+SWITCHES = ("command", "env", "preemptible")  # spec keys that are not `--key VALUE` flags
+
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text  # the spec's check names the field
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     """The first truthy value of ``pred()``, polled until ``timeout`` seconds have passed."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    while True:
         value = pred()
         if value:
             return value
+        if time.monotonic() >= end:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def _kill_recorded(path: Path, key: str, group: bool) -> None:

@@ -6,10 +6,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from integration.pool_harness import Pool, free_port
+from integration.pool_harness import FOREVER, Pool, free_port
 
 
 def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> None:
@@ -37,7 +36,7 @@ def test_yaml_spec_runs_and_flags_override_it(pool: Pool, tmp_path: Path) -> Non
     spec.write_text(
         "name: from-yaml\ncommand: [sh, -c, 'echo $CUDA_VISIBLE_DEVICES']\ngpus: 1\nenv: {A: '1'}\n"
     )
-    job_id = pool.submit("--gpus", "2", str(spec))
+    job_id = pool.cli_submit("--gpus", "2", str(spec))
     job = pool.wait(job_id)
     assert job["name"] == "from-yaml"
     assert job["state"] == "SUCCEEDED"
@@ -82,7 +81,7 @@ def test_second_daemon_on_same_state_dir_is_refused(pool: Pool) -> None:
 
 
 def test_listings_as_tables_and_json(pool: Pool) -> None:
-    job_id = pool.submit("--name", "sleepy", "--gpus", "2", "--", "sleep", "30")
+    job_id = pool.submit("--name", "sleepy", "--gpus", "2", "--", *FOREVER)
     pool.wait_state(job_id, "RUNNING")
     table = pool.cli("queue", check=True).stdout
     for col in (
@@ -115,16 +114,14 @@ def test_listings_as_tables_and_json(pool: Pool) -> None:
 
 
 def test_pending_reason_and_why(pool: Pool) -> None:
-    big = pool.submit("--gpus", "3", "--time", "10m", "--", "sleep", "30")
+    big = pool.submit("--gpus", "3", "--time", "10m", "--", *FOREVER)
     pool.wait_state(big, "RUNNING")
     blocked = pool.submit("--gpus", "4", "--", "true")
     # Fits on the free GPU now, but would still run when the 4-GPU job's reservation begins.
     behind = pool.submit("--gpus", "1", "--time", "1h", "--", "true")
-    time.sleep(0.5)
-    a, b = pool.client.job(blocked), pool.client.job(behind)
-    assert a["state"] == "PENDING" and a["reason"] == "Resources"
+    a = pool.wait_reason(blocked, "Resources")
+    b = pool.wait_reason(behind, "Priority")
     assert "needs 4 GPUs, 1 free" in a["why"]
-    assert b["state"] == "PENDING" and b["reason"] == "Priority"
     assert f"waiting for job {blocked}" in b["why"]
     pool.cli("cancel", "--mine", check=True)
 

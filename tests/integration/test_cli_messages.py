@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from integration.pool_harness import Pool
+from integration.pool_harness import Pool, wait_for
 
 
 def read_line_with(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
@@ -77,10 +77,7 @@ def test_a_job_in_its_cancel_grace_shows_it_is_stopping(pool: Pool) -> None:
         "trap '' TERM; echo ready; while :; do sleep 1; done",
     )  # fmt: skip
     pool.wait_state(job_id, "RUNNING")
-    deadline = time.monotonic() + 30
-    while "ready" not in pool.cli("logs", str(job_id)).stdout:  # the trap is set
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_for(lambda: "ready" in pool.log(job_id), what="the trap to be set")
     assert pool.cli("cancel", str(job_id), check=True).stdout.strip() == f"job {job_id}: cancelling"
     row = next(r for r in pool.cli("queue", check=True).stdout.splitlines() if "stubborn" in r)
     assert "RUNNING" in row and row.rstrip().endswith("Cancelling"), row

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from gpupool.client import ApiError, DaemonNotRunning
-from integration.pool_harness import Pool
+from integration.pool_harness import Pool, wait_for
 
 PY = sys.executable
 STARTER = """
@@ -78,8 +78,10 @@ def test_repeated_sigkills_during_a_stream_of_jobs(pool: Pool, tmp_path: Path) -
         pool.submit("--gpus", str(1 + n % 2), "--", PY, str(script), str(starts), "0.3", "0")
         for n in range(12)
     ]
-    for _ in range(3):
-        time.sleep(0.6)
+    # Each kill comes while the stream runs, however fast or slow the machine: after 2, 5
+    # and 8 of the 12 jobs have started.
+    for count in (2, 5, 8):
+        wait_for(_at_least(starts, count), what=f"{count} jobs started")
         pool.kill()
         pool.start()
     for job_id in ids:
@@ -107,8 +109,8 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
 
     thread = threading.Thread(target=submitter)
     thread.start()
-    time.sleep(1.0)
-    pool.kill()
+    wait_for(lambda: len(acknowledged) > 5 or not thread.is_alive(), what="6 acknowledged")
+    pool.kill()  # while the submitter is still sending
     stop.set()
     thread.join(10)
     pool.start()
@@ -125,6 +127,14 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
     for name, job_id in acknowledged.items():
         assert by_name[name] == [job_id]
     assert all(len(v) == 1 for v in by_name.values())
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _at_least(path: Path, count: int) -> Callable[[], bool]:
+    return lambda: len(_lines(path)) >= count
 
 
 def _spec(name: str) -> dict[str, object]:

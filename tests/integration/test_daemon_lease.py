@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.pool_harness import Pool
+from integration.pool_harness import Pool, until_file, wait_for
 
 
 @pytest.fixture
@@ -53,15 +53,6 @@ def lease_age(db: Path) -> float | None:
     with sqlite3.connect(db, timeout=10) as conn:
         row = conn.execute("SELECT heartbeat_at FROM daemon_lease").fetchone()
     return None if row is None else time.time() - row[0]
-
-
-def wait_until(check: object, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not within {timeout}s")
 
 
 def freeze(pool: Pool, db: Path) -> None:
@@ -122,7 +113,7 @@ def test_a_killed_daemon_restarts_at_once_and_its_lease_expires_for_others(
     a.args = (*a.args, "--lease-ttl", "2")
     a.start()
     a.kill()
-    wait_until(lambda: (lease_age(db) or 0) > 2.5, "the lease to expire")
+    wait_for(lambda: (lease_age(db) or 0) > 2.5, what="the lease to expire")
     b = pool_on(tmp_path / "b", url, pools).start()
     assert b.wait(b.submit("--", "true"))["state"] == "SUCCEEDED"
 
@@ -135,10 +126,10 @@ def test_another_daemon_does_not_take_over_while_jobs_run(
     url, db, pools = shared
     a = pool_on(tmp_path / "a", url, pools, "--lease-ttl", "2").start()
     flag = tmp_path / "go"
-    job = a.submit("--", "sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.05; done")
+    job = a.submit("--", *until_file(flag))
     a.wait_state(job, "RUNNING")
     a.kill()
-    wait_until(lambda: (lease_age(db) or 0) > 2.5, "the lease to expire")
+    wait_for(lambda: (lease_age(db) or 0) > 2.5, what="the lease to expire")
     proc = start_refused(tmp_path / "b", url)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     (line,) = proc.stderr.splitlines()
@@ -155,11 +146,11 @@ def test_a_daemon_that_lost_its_lease_stops_scheduling(
     url, db, pools = shared
     a = pool_on(tmp_path / "a", url, pools, "--lease-ttl", "2").start()
     freeze(a, db)  # a frozen daemon stops renewing: as a hung or cut-off machine would
-    wait_until(lambda: (lease_age(db) or 0) > 2.5, "the lease to expire")
+    wait_for(lambda: (lease_age(db) or 0) > 2.5, what="the lease to expire")
     b = pool_on(tmp_path / "b", url, pools).start()
     assert b.proc is not None
     flag = tmp_path / "go"
-    job = b.submit("--", "sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.05; done")
+    job = b.submit("--", *until_file(flag))
     b.wait_state(job, "RUNNING")
     assert a.proc is not None
     os.kill(a.proc.pid, signal.SIGCONT)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration.pool_harness import Pool
+from integration.pool_harness import Pool, until_file
 
 ME = getpass.getuser()
 HOST = socket.gethostname()
@@ -28,9 +28,7 @@ def test_the_log_tells_start_jobs_changes_and_stop_with_timestamps(tmp_path: Pat
         failed = pool.submit("--gpus", "1", "--", "sh", "-c", "exit 3")
         assert pool.wait(failed)["state"] == "FAILED"
         pool.cli("project", "set", "vision", "--quota", "1", "--limit", "1", check=True)
-        running = pool.submit(
-            "--gpus", "1", "--", "sh", "-c", f"while [ ! -e {flag} ]; do sleep 0.05; done"
-        )
+        running = pool.submit("--gpus", "1", "--", *until_file(flag))
         pool.wait_state(running, "RUNNING")
         pool.stop()
         assert pool.proc is not None and pool.proc.returncode == 0

@@ -6,13 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-from integration.pool_harness import Pool
+from integration.pool_harness import Pool, wait_for
 
+# rec.py OUT: write what the job was given to OUT (whole, by a rename), then run until
+# cancelled.
 RECORD = """
 import json, os, sys, time
-with open(sys.argv[1], "w") as f:
+with open(sys.argv[1] + ".tmp", "w") as f:
     json.dump({k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "GPUPOOL_GPU_MEMORY_LIMIT")}, f)
-time.sleep(30)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    time.sleep(3600)
 """
 
 
@@ -33,21 +37,19 @@ def test_two_halves_share_a_gpu_and_a_whole_job_waits(tmp_path: Path) -> None:
         third = pool.submit("--gpu-memory", "20GB", "--", "true")
         for n in range(2):
             path = tmp_path / f"half-{n}.json"
-            for _ in range(100):
-                if path.exists() and path.read_text():
-                    break
-                __import__("time").sleep(0.05)
+            wait_for(path.exists, what=f"{path.name}")
             rec = json.loads(path.read_text())
             assert rec["CUDA_VISIBLE_DEVICES"] == "0"
             assert int(rec["GPUPOOL_GPU_MEMORY_LIMIT"]) == 40 << 30
-        assert pool.client.job(whole)["state"] == "PENDING"
-        assert pool.client.job(third)["state"] == "PENDING"  # the GPU's memory is all granted
+        # A pass has looked at both and kept them waiting (the GPU's memory is all granted).
+        for job_id in (whole, third):
+            assert pool.wait_reason(job_id)["state"] == "PENDING"
         gpu = json.loads(pool.cli("gpus", "--json", check=True).stdout)["nodes"][0]["gpus"][0]
         assert gpu["shared"] and sorted(j["id"] for j in gpu["jobs"]) == sorted(halves)
         assert "shared" in pool.cli("gpus", check=True).stdout
         refused = pool.cli("submit", "--gpu-memory", "100GB", "--", "true")
         assert refused.returncode == 2 and "refused" in refused.stderr
-        pool.cli("cancel", *map(str, halves), check=True)
-        assert pool.wait(whole, timeout=30)["state"] == "SUCCEEDED"
+        pool.cancel(*halves)
+        assert pool.wait(whole)["state"] == "SUCCEEDED"
     finally:
         pool.cleanup()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.pool_harness import Pool
+from integration.pool_harness import FOREVER, Pool
 
 PY = sys.executable
 COST = ["plan", "cost", "--capex", "8000", "--cloud-rate", "1.5", "--from-usage", "--json"]
@@ -22,7 +22,7 @@ def test_from_usage_counts_finished_running_and_fractional_jobs(tmp_path: Path) 
         whole = pool.submit("--gpus", "2", "--", PY, "-c", "import time; time.sleep(0.5)")
         done = pool.wait(whole)
         assert done["state"] == "SUCCEEDED"
-        half = pool.submit("--gpus", "0.5", "--", PY, "-c", "import time; time.sleep(60)")
+        half = pool.submit("--gpus", "0.5", "--", *FOREVER)
         running = pool.wait_state(half, "RUNNING")
 
         out = json.loads(pool.cli(*COST, check=True).stdout)
@@ -41,7 +41,7 @@ def test_from_usage_counts_finished_running_and_fractional_jobs(tmp_path: Path) 
 
         table = pool.cli(*COST[:-1], "--window", "7d", check=True).stdout
         assert "measured" in table and "GPU-hours" in table
-        pool.cli("cancel", str(half), check=True)
+        pool.cancel(half)
     finally:
         pool.cleanup()
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration.pool_harness import Pool
+from integration.pool_harness import FOREVER, Pool
 
 ME = getpass.getuser()
 
@@ -21,7 +21,7 @@ def test_create_list_set_delete(pool: Pool) -> None:
         check=True,
     )  # fmt: skip
     assert "Created project vision: quota 4, limit 8, weight 2" in made.stdout
-    job_id = pool.submit("--project", "vision", "--gpus", "2", "--", "sleep", "30")
+    job_id = pool.submit("--project", "vision", "--gpus", "2", "--", *FOREVER)
     pool.wait_state(job_id, "RUNNING")
     pool.submit("--project", "vision", "--gpus", "4", "--", "true")  # waits: 2 of 4 held
 

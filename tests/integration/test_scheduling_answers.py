@@ -4,25 +4,18 @@ what it says is true. No fixed sleeps: each wait is on a condition, with a deadl
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from integration.pool_harness import Pool
+from integration.pool_harness import FOREVER, Pool, until_file, wait_for
 
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    """The first truthy answer of `probe`, polled until `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not after {timeout}s: {what}")
-        time.sleep(0.05)
+def eventually(probe: Callable[[], T | None], what: str) -> T:
+    """The first truthy answer of `probe` (polled, with the harness's deadline)."""
+    found: T = wait_for(probe, what=what)
+    return found
 
 
 def _pending_with_factors(pool: Pool, ids: list[int]) -> list[dict[str, Any]] | None:
@@ -34,7 +27,7 @@ def _pending_with_factors(pool: Pool, ids: list[int]) -> list[dict[str, Any]] | 
 def test_queue_priority_json_lists_the_pending_jobs_in_queue_order_with_factors(
     pool: Pool,
 ) -> None:
-    blocker = pool.submit("--gpus", "4", "--", "sleep", "60")
+    blocker = pool.submit("--gpus", "4", "--", *FOREVER)
     pool.wait_state(blocker, "RUNNING")
     low = pool.submit("--gpus", "1", "--priority", "low", "--", "true")
     high = pool.submit("--gpus", "1", "--priority", "high", "--", "true")
@@ -52,17 +45,12 @@ def test_queue_priority_json_lists_the_pending_jobs_in_queue_order_with_factors(
     pool.cli("cancel", "--mine", check=True)
 
 
-def _until_file(path: object) -> list[str]:
-    """A job command that runs until `path` exists."""
-    return ["sh", "-c", f"while [ ! -e {path} ]; do sleep 0.1; done"]
-
-
 def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pool = Pool(tmp_path / "half", gpus="1xA100-80GB").start()
     try:
         pool.cli("project", "set", "default", "--limit", "1", check=True)
         stop = tmp_path / "stop"
-        half = pool.submit("--gpus", "0.5", "--", *_until_file(stop))
+        half = pool.submit("--gpus", "0.5", "--", *until_file(stop))
         pool.wait_state(half, "RUNNING")
         whole = pool.submit("--gpus", "1", "--", "true")  # above the limit of 1 with 0.5 in use
         queued = pool.submit("--gpus", "0.75", "--gpu-type", "a100", "--", "true")  # above it too
@@ -99,8 +87,8 @@ def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tm
     pool = Pool(tmp_path / "reserve", gpus="2xA100-80GB").start()
     try:
         stops = [tmp_path / "stop-0", tmp_path / "stop-1"]
-        first = pool.submit("--gpus", "1", "--time", "1h", "--", *_until_file(stops[0]))
-        second = pool.submit("--gpus", "1", "--time", "2h", "--", *_until_file(stops[1]))
+        first = pool.submit("--gpus", "1", "--time", "1h", "--", *until_file(stops[0]))
+        second = pool.submit("--gpus", "1", "--time", "2h", "--", *until_file(stops[1]))
         started = pool.wait_state(first, "RUNNING")["start_time"]
         pool.wait_state(second, "RUNNING")
         half = pool.submit("--gpus", "0.5", "--time", "10m", "--", "true")
@@ -160,7 +148,7 @@ def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tm
     try:
         pool.cli("project", "create", "ml", "--quota", "2", check=True)
         holder = pool.submit(
-            "--project", "ml", "--gpus", "2", "--no-preemptible", "--", *_until_file(stop)
+            "--project", "ml", "--gpus", "2", "--no-preemptible", "--", *until_file(stop)
         )
         pool.wait_state(holder, "RUNNING")
         waiter = pool.submit("--project", "ml", "--gpus", "2", "--no-preemptible", "--", "true")

@@ -26,7 +26,7 @@ def test_a_spec_file_takes_flags_before_or_after_it(
         "before": ["--gpus", "2", "--name", "flags-win", name],
         "both": ["--gpus", "3", name, "--gpus", "2", "--name", "flags-win"],  # later wins
     }[where]
-    job = pool.wait(pool.submit(*args, cwd=tmp_path))
+    job = pool.wait(pool.cli_submit(*args, cwd=tmp_path))
     assert job["command"] == ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"]
     assert (job["name"], len(job["gpus"]), job["state"]) == ("flags-win", 2, "SUCCEEDED")
 
@@ -51,7 +51,7 @@ def test_flags_after_a_spec_file_add_env_and_may_name_the_pool(pool: Pool, tmp_p
 
 def test_a_command_after_double_dash_replaces_the_files(pool: Pool, tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(SPEC)
-    job = pool.wait(pool.submit("job.yaml", "--gpus", "1", "--", "echo", "mine", cwd=tmp_path))
+    job = pool.wait(pool.cli_submit("job.yaml", "--gpus", "1", "--", "echo", "mine", cwd=tmp_path))
     assert job["command"] == ["echo", "mine"] and job["name"] == "from-file"
 
 
@@ -77,7 +77,7 @@ def test_after_double_dash_a_yaml_name_is_the_command(pool: Pool, tmp_path: Path
     script = tmp_path / "run.yaml"
     script.write_text("#!/bin/sh\necho ran-the-script\n")
     script.chmod(0o755)
-    job_id = pool.submit("--", "./run.yaml", cwd=tmp_path)
+    job_id = pool.cli_submit("--", "./run.yaml", cwd=tmp_path)
     assert pool.wait(job_id)["state"] == "SUCCEEDED"
     assert pool.cli("logs", str(job_id)).stdout.strip() == "ran-the-script"
 
@@ -86,7 +86,7 @@ def test_an_executable_file_is_a_command_with_its_arguments(pool: Pool, tmp_path
     script = tmp_path / "train.sh"
     script.write_text('#!/bin/sh\necho "args: $*"\n')
     script.chmod(0o755)
-    job_id = pool.submit("./train.sh", "--gpus", "1", cwd=tmp_path)
+    job_id = pool.cli_submit("./train.sh", "--gpus", "1", cwd=tmp_path)
     job = pool.wait(job_id)
     assert job["command"] == ["./train.sh", "--gpus", "1"] and job["resources"]["gpus"] == 0
     assert pool.cli("logs", str(job_id)).stdout.strip() == "args: --gpus 1"
@@ -110,17 +110,17 @@ def test_a_negative_looking_value_reaches_the_spec_check(pool: Pool) -> None:
     missing = pool.cli("submit", "--name", "--gpus", "1", "--", "true")
     assert missing.returncode == 2 and "--name: expected one argument" in missing.stderr
     # Words after the command are the command's, even with a leading dash.
-    job_id = pool.submit("--name", "dash", "--", "echo", "--time", "-5m")
+    job_id = pool.cli_submit("--name", "dash", "--", "echo", "--time", "-5m")
     assert pool.wait(job_id)["command"] == ["echo", "--time", "-5m"]
 
 
 def test_a_relative_workdir_is_taken_from_where_you_submit(pool: Pool, tmp_path: Path) -> None:
     here = tmp_path / "a" / "b"
     here.mkdir(parents=True)
-    job = pool.wait(pool.submit("--workdir", "..", "--", "pwd", cwd=here))
+    job = pool.wait(pool.cli_submit("--workdir", "..", "--", "pwd", cwd=here))
     assert job["workdir"] == str(tmp_path / "a")
     (here / "job.yaml").write_text("command: [pwd]\nworkdir: ../..\n")
-    job = pool.wait(pool.submit("job.yaml", cwd=here))
+    job = pool.wait(pool.cli_submit("job.yaml", cwd=here))
     assert job["workdir"] == str(tmp_path)
     assert pool.cli("logs", str(job["id"])).stdout.strip() == os.path.realpath(tmp_path)
 
@@ -137,3 +137,32 @@ def test_submit_help_states_the_rule_and_fractional_gpus(pool: Pool) -> None:
     assert "after --, everything is the command" in text
     assert ".yaml/.yml" in text and "not executable" in text
     assert "0.5" in text and "whole GPUs" not in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--", "true"),
+        ("--name", "n", "--gpus", "0.5", "--gpu-type", "a100", "--time", "1h", "--grace", "5s",
+         "--priority", "high", "--env", "A=b=c", "--workdir", "sub", "--preemptible", "--begin",
+         "now+1h", "--", "echo", "--time", "x y"),
+        ("--cpus", "2", "--mem", "1GB", "--project", "default", "--no-preemptible", "sh", "-c",
+         "exit 0"),
+    ],
+    ids=["bare", "flags", "no-double-dash"],
+)  # fmt: skip
+def test_the_harness_queues_what_the_cli_queues(
+    pool: Pool, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Pool.submit, which sets jobs up through the client, stores the job `gpupool submit`
+    stores for the same words."""
+    (tmp_path / "sub").mkdir()
+    held = ("--begin", "now+1h") if "--begin" not in args else ()
+    via_cli = pool.client.job(pool.cli_submit(*held, *args, cwd=tmp_path))
+    via_harness = pool.client.job(pool.submit(*held, *args, cwd=tmp_path))
+    varying = {"id", "submit_time", "begin_time", "events", "log_path", "reason", "why"}
+    varying |= {"estimated_start", "reservation", "priority_factors"}
+    assert {k: v for k, v in via_harness.items() if k not in varying} == {
+        k: v for k, v in via_cli.items() if k not in varying
+    }
+    assert via_harness["begin_time"] == pytest.approx(via_cli["begin_time"], abs=120)
