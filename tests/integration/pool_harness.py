@@ -220,10 +220,8 @@ class Pool:
 
         try:
             found: dict[str, Any] = wait_for(probe, timeout, f"job {job_id} {what}")
-        except AssertionError as exc:
-            if "timed out" not in str(exc):
-                raise
-            raise AssertionError(f"{exc}; it is {last.get('state')}: {last}") from None
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}; it is {last.get('state')}: {last}") from None
         return found
 
 
@@ -280,15 +278,20 @@ def _number(text: str) -> int | float | str:
     return text  # the spec's check names the field
 
 
+class WaitTimeout(AssertionError):
+    """A condition a test waited for did not come within its deadline."""
+
+
 def wait_for(pred: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """The first truthy value of ``pred()``, polled until ``timeout`` seconds have passed."""
+    """The first truthy value of ``pred()``, polled until ``timeout`` seconds have passed
+    (then WaitTimeout). An exception from ``pred`` ends the wait at once."""
     end = time.monotonic() + timeout
     while True:
         value = pred()
         if value:
             return value
         if time.monotonic() >= end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise WaitTimeout(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
 
 
