@@ -183,7 +183,8 @@ def on_term(*_):
     sys.exit(0)
 signal.signal(signal.SIGTERM, on_term)
 pathlib.Path({str(ready)!r}).touch()
-time.sleep(60)
+while True:
+    time.sleep(60)
 """
     ex.launch(1, py(code), ENV, "/", None, 5.0)
     wait_for(ready.exists, what="job ready")

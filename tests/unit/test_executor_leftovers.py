@@ -31,7 +31,8 @@ def job_with_an_orphan(pidfile: Path) -> list[str]:
 import pathlib, subprocess, time
 p = subprocess.Popen(["sleep", "60"], process_group=0)
 pathlib.Path({str(pidfile)!r}).write_text(str(p.pid))
-time.sleep(60)
+while True:
+    time.sleep(60)
 """
     return [PY, "-c", code]
 
