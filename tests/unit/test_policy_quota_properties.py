@@ -211,13 +211,13 @@ def test_deterministic_whatever_the_order(snap: Snapshot, rnd: random.Random) ->
 @given(snapshots())
 def test_borrowers_settled_without_trying_get_what_trying_gives(snap: Snapshot) -> None:
     """Once nothing is free, the pass gives the borrowers left their status without trying
-    them (QuotaBook.admitted's `settle`): the whole decision, every status included, is the
-    one trying each of them gives."""
+    them (SchedulingPass.settle): the whole decision, every status included, is the one
+    trying each of them gives."""
     from unittest.mock import patch
 
-    from gpupool.policy.decide import _Pass
+    from gpupool.policy.scheduling_pass import SchedulingPass
 
     settled = decide(snap, NOW)
-    with patch.object(_Pass, "exhausted", lambda self: False):
+    with patch.object(SchedulingPass, "exhausted", lambda self: False):
         tried = decide(snap, NOW)
     assert settled == tried
