@@ -57,6 +57,7 @@ class Shadow:
         self, reservation: Reservation, node_at_time: NodeFree, res: Resources, now: float
     ) -> None:
         self.reservation = reservation
+        self.node, self.time = reservation.node, reservation.time  # read by every later job
         self.now = now
         self._reserved = frozenset(reservation.gpus)
         # What the reserved node will have left at the reservation time once the reserved job
@@ -72,14 +73,6 @@ class Shadow:
             room = node_at_time.room(reservation.gpus[0])
             assert room is not None  # the reserved job fits there then
             self.extra_gpu_mem = room - granted
-
-    @property
-    def node(self) -> str:
-        return self.reservation.node
-
-    @property
-    def time(self) -> float:
-        return self.reservation.time
 
     def outlasts(self, end: float) -> bool:
         """Whether a job ending at `end` would still run when the reservation begins (an

@@ -56,6 +56,7 @@ from gpupool.policy.victims import NodeFit, Plan, fill_back, hold, take_until_fi
 # (`ReclaimPlanner.plan`): (top victim priority, work lost, victims, GPUs, node).
 _Key = tuple[int, float, int, int, str]
 _EXACT = 2.0**40  # whole numbers of GPU-seconds below it add up exactly in any order
+_SEARCH = 32  # sets of candidates tried per node before a reclaim gives up on it
 
 
 class _QuotaFloor:
@@ -255,21 +256,31 @@ class ReclaimPlanner:
         base = free
         if shadow is not None and shadow.node == free.node.name:
             reserved, base = frozenset(shadow.reservation.gpus), shadow.spare(free)
-        left: list[RunningJob] = list(mine)
-        while True:
+        # Greedy in the candidates' order, skipping a victim that would put its project under
+        # its quota. A victim taken early may use up its project's room above quota that a
+        # later, sufficient set needed: then try again without one of the victims taken from
+        # such a project, the first first (depth first, so that where dropping the first
+        # finds a plan, that is the plan), up to `_SEARCH` tries per node.
+        stack: list[list[RunningJob]] = [list(mine)]
+        seen: set[frozenset[int]] = set()
+        tries = 0
+        while stack and tries < _SEARCH:
+            left = stack.pop()
+            ids = frozenset(r.id for r in left)
+            if ids in seen:
+                continue
+            seen.add(ids)
+            tries += 1
             fit = NodeFit(base, res, reserved)
             floor = _QuotaFloor(self)
             taken, fits = take_until_fit(left, fit, floor)
             if fits:
-                break
-            # A victim taken early may have used up its project's room above quota that a
-            # later, sufficient one needed: try again without the first such victim.
-            culprit = next((r for r in taken if r.project in floor.floored), None)
-            if culprit is None:
-                return None
-            left.remove(culprit)
-        taken = fill_back(taken, fit)
-        return fit.view_with(taken), tuple(taken)
+                taken = fill_back(taken, fit)
+                return fit.view_with(taken), tuple(taken)
+            culprits = [r for r in taken if r.project in floor.floored]
+            for culprit in reversed(culprits):  # the first culprit on top
+                stack.append([r for r in left if r is not culprit])
+        return None
 
     def accept(self, job: PendingJob, plan: Plan) -> tuple[Status, list[Preemption]]:
         """Record the plan: its victims are taken, the in-use figures move. The job's status

@@ -14,15 +14,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
+
 from gpupool.core.job import Resources
 
 # (gpus, gpu_type, cpus, mem_bytes, gpu_memory_bytes, gpu_fraction). A tuple, not the frozen
-# dataclass: hashing a tuple runs no Python code, and the pass looks one up per pending job.
+# dataclass: hashing a tuple runs no Python code, and the pass looks one up per pending job;
+# an attrgetter builds it in C.
 RequestKey = tuple[int, str | None, int | None, int | None, int | None, float | None]
-
-
-def request_key(res: Resources) -> RequestKey:
-    return (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes, res.gpu_fraction)
+request_key: Callable[[Resources], RequestKey] = attrgetter(
+    "gpus", "gpu_type", "cpus", "mem_bytes", "gpu_memory_bytes", "gpu_fraction"
+)
 
 
 def counts_only(res: Resources) -> bool:
