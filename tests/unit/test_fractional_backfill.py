@@ -16,10 +16,13 @@ from test_fractional_placement import frac, running
 from gpupool.core.hardware import Gpu, Node
 from gpupool.core.job import Resources
 from gpupool.policy import Code, PendingJob, RunningJob
-from gpupool.policy.backfill import FreeIndex, Release, reserve
+from gpupool.policy.backfill import reserve
 from gpupool.policy.decide import decide
 from gpupool.policy.free_view import free_view
+from gpupool.policy.node_index import CountedIndex
 from gpupool.policy.snapshot import PolicyConfig, Snapshot
+from gpupool.policy.timeline import Release
+from gpupool.policy.words import reserved_words
 
 
 def box(count: int = 1):
@@ -41,7 +44,7 @@ def test_a_fractional_job_reserves_memory_on_the_gpu_that_has_room_first() -> No
         (0,),
         40 * GiB,
     )
-    assert shadow.describe() == "reserved 40GiB of GPU 0 on box from now+8m20s"
+    assert reserved_words(shadow.reserved()) == "reserved 40GiB of GPU 0 on box from now+8m20s"
     w = reserve(9, Resources(gpus=1), frees, releases, now=0.0)
     assert w is not None and w.time == 500.0 and w.reservation.gpus == (0,)
     assert w.reservation.gpu_memory_bytes is None
@@ -142,7 +145,7 @@ def test_fractional_job_outlasting_the_reservation_keeps_off_reserved_gpus() -> 
 
 def test_free_index_places_fractions_on_nodes_without_free_gpus() -> None:
     run = (running(1, 0, frac(0.5), 40 * GiB),)
-    index = FreeIndex(free_view(Snapshot(nodes=(box(1),), running=run))[0])
+    index = CountedIndex(Snapshot(nodes=(box(1),), running=run), now=0.0)
     assert index.most() == 1
     placement = index.place(frac(0.5))
     assert placement is not None and placement.gpus == (0,)

@@ -12,8 +12,10 @@ from gpupool.core.job import Resources
 from gpupool.policy import PendingJob, RunningJob
 from gpupool.policy.decide import decide
 from gpupool.policy.free_view import free_view
-from gpupool.policy.placement import place
+from gpupool.policy.placement import place, why_none
+from gpupool.policy.reasons import Dimension, Insufficient
 from gpupool.policy.snapshot import Snapshot
+from gpupool.policy.words import node_words
 
 
 def mem(gb: int) -> Resources:
@@ -43,7 +45,8 @@ def place_on(
     unmanaged: dict[tuple[str, int], int] | None = None,
 ):
     snap = Snapshot(nodes=(n,), running=run, unmanaged_memory=unmanaged or {})
-    return place(free_view(snap)[0], res)
+    frees = free_view(snap)[0]
+    return place(frees, res), why_none(frees, res)
 
 
 # (id, node, running jobs, unmanaged, request, expected (gpus, bytes) or None)
@@ -177,17 +180,19 @@ def test_fractional_placement(n, run, unmanaged, res, expected) -> None:
         assert (placement.gpus, placement.gpu_memory_bytes) == expected
 
 
-def test_reason_in_words() -> None:
+def test_the_binding_check_as_data_and_in_words() -> None:
     n = box(sizes=(24, 24))
     run = (running(1, 0, mem(12), 12 * GiB), running(2, 1, mem(20), 20 * GiB))
     placement, reasons = place_on(n, mem(20), run)
     assert placement is None
-    assert reasons == [
+    assert reasons == [Insufficient("box", Dimension.GPU_MEMORY, 20 * GiB, 12 * GiB, 24 * GiB)]
+    assert [node_words(i, mem(20)) for i in reasons] == [
         "node box: needs 20GiB on one GPU; the most free on a shared or free GPU is 12GiB"
     ]
     _, reasons = place_on(box(1), frac(0.5), (RunningJob(1, "box", (0,), Resources(gpus=1), 0.0),))
-    assert reasons == [
-        "node box: needs 0.5 of one GPU's memory; no GPU is free or shared (all held whole)"
+    assert reasons == [Insufficient("box", Dimension.GPU_MEMORY, 40 * GiB, 0, 80 * GiB)]
+    assert [node_words(i, frac(0.5)) for i in reasons] == [
+        "node box: needs 0.5 of one GPU's memory; no GPU is free or shared with room left"
     ]
 
 

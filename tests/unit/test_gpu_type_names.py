@@ -9,7 +9,9 @@ from policy_builders import node, pending, running
 from gpupool.core.gpu_catalog import display_name
 from gpupool.core.job import Resources
 from gpupool.policy import Code, Snapshot, check_satisfiable, decide
-from gpupool.policy.placement import NodeFree, why_not
+from gpupool.policy.filters import insufficient
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.words import node_words
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,10 @@ def test_pending_reasons_name_the_type_as_the_catalog_does() -> None:
     assert status.code is Code.RESOURCES
     assert "1 A100-80GB GPU" in status.message and "a100" not in status.message
     free = NodeFree(node("box", 2), set(), None, None)
-    said = why_not(free, Resources(gpus=2, gpu_type="a100"))
-    assert said is not None and "needs 2 A100 GPUs" in said
-    half = why_not(free, Resources(gpus=1, gpu_type="a100", gpu_fraction=0.5))
-    assert half is not None and "A100 GPU" in half and "a100" not in half
+    whole = Resources(gpus=2, gpu_type="a100")
+    said = insufficient(free, whole)
+    assert said is not None and "needs 2 A100 GPUs" in node_words(said, whole)
+    half_res = Resources(gpus=1, gpu_type="a100", gpu_fraction=0.5)
+    half = insufficient(free, half_res)
+    assert half is not None
+    assert "A100 GPU" in node_words(half, half_res) and "a100" not in node_words(half, half_res)

@@ -33,10 +33,12 @@ from gpupool.policy import (
     PendingJob,
     RunningJob,
     Snapshot,
+    Status,
     check_satisfiable,
     decide,
 )
 from gpupool.policy.ordering import rank
+from gpupool.policy.reasons import Dimension, Insufficient
 
 J = TypeVar("J", PendingJob, RunningJob)
 
@@ -67,10 +69,11 @@ def singles(*indices: int) -> frozenset[tuple[int, ...]]:
 class Wait:
     code: Code
     says: tuple[str, ...] = ()  # substrings the message must contain
+    short: Insufficient | None = None  # the binding dimension and its figures, as data
 
 
-def wait(code: Code, *says: str) -> Wait:
-    return Wait(code, says)
+def wait(code: Code, *says: str, short: Insufficient | None = None) -> Wait:
+    return Wait(code, says, short)
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,11 @@ CASES = [
         running=(running(100, "a", [0, 1]), running(101, "b", [0, 1])),
         pending=(pending(1, 4),),
         waits={
-            1: wait(Code.RESOURCES, "node a: needs 4 GPUs, 2 free", "node b: needs 4 GPUs, 2 free")
+            1: wait(
+                Code.RESOURCES,
+                "node a: needs 4 GPUs, 2 free",
+                short=Insufficient("a", Dimension.GPU_COUNT, 4, 2, 4),
+            )
         },
     ),
     # --- GPU type ---------------------------------------------------------------------------
@@ -340,12 +347,37 @@ CASES = [
     ),
     # --- reasons ----------------------------------------------------------------------------
     Case(
-        "pending reason names each node and its free count",
+        "a reason that counts GPUs names the node with the most free, and its figures",
         nodes=(node("a", 4), node("b", 2)),
         running=(running(100, "a", [0]),),
         pending=(pending(1, 4),),
         waits={
-            1: wait(Code.RESOURCES, "node a: needs 4 GPUs, 3 free", "node b: needs 4 GPUs, 2 free")
+            1: wait(
+                Code.RESOURCES,
+                "node a: needs 4 GPUs, 3 free (no node has more)",
+                short=Insufficient("a", Dimension.GPU_COUNT, 4, 3, 4),
+            )
+        },
+    ),
+    Case(
+        "a reason on more than GPUs names each node's binding check; the closest binds",
+        nodes=(node("a", 4, cpus=16), node("b", 2, cpus=64)),
+        running=(running(100, "a", [0], cpus=14),),
+        pending=(pending(1, 2, cpus=8),),
+        starts={1: ("b", (0, 1))},
+    ),
+    Case(
+        "each node's binding check, by dimension",
+        nodes=(node("a", 4, cpus=16), node("b", 2, cpus=64)),
+        running=(running(100, "a", [0], cpus=14),),
+        pending=(pending(1, 3, cpus=8),),
+        waits={
+            1: wait(
+                Code.RESOURCES,
+                "node a: needs 8 CPUs, 2 free",
+                "node b: needs 3 GPUs, 2 free",
+                short=Insufficient("a", Dimension.CPUS, 8, 2, 16),
+            )
         },
     ),
     Case(
@@ -440,11 +472,19 @@ def test_only_differences_of_times_matter_and_the_snapshot_is_not_mutated() -> N
             ),
         )
 
+    def back(status: Status, by: float) -> Status:
+        """The status with its reservation's time `by` earlier (all else is relative)."""
+        if status.reserved is None:
+            return status
+        r = status.reserved.reservation
+        moved = replace(status.reserved, reservation=replace(r, time=r.time - by))
+        return replace(status, reserved=moved)
+
     base = snap(0.0)
     first = decide(base, 10.0)
     shifted = decide(snap(1e6), 1e6 + 10.0)
     assert shifted.starts == first.starts
-    assert shifted.pending == first.pending
+    assert {j: back(s, 1e6) for j, s in shifted.pending.items()} == first.pending
     assert shifted.priorities == first.priorities
     assert [replace(r, time=r.time - 1e6) for r in shifted.reservations] == list(first.reservations)
     assert {j: t - 1e6 for j, t in shifted.estimated_start.items()} == first.estimated_start
@@ -471,7 +511,7 @@ class SatCase:
     id: str
     nodes: tuple[Node, ...]
     request: Resources
-    source: str | None  # None: satisfiable
+    source: str | None  # the binding dimension (or rule); None: satisfiable
     says: tuple[str, ...] = ()
 
 
@@ -533,7 +573,7 @@ SAT_CASES = [
         "too much memory",
         (node("a", 8, mem_gb=512),),
         res(1, mem_gb=1024),
-        "mem",
+        "memory",
         ("needs 1TiB memory on one node", "has 512GiB"),
     ),
     SatCase(
@@ -543,7 +583,7 @@ SAT_CASES = [
         "CPUs on one node, memory on another: no node has both",
         (node("a", 1, cpus=64, mem_gb=64), node("b", 1, cpus=8, mem_gb=512)),
         res(1, cpus=32, mem_gb=256),
-        "mem",
+        "memory",
         ("needs 256GiB memory",),
     ),
     SatCase(
@@ -552,7 +592,7 @@ SAT_CASES = [
         res(1, cpus=32, mem_gb=256),
         None,
     ),
-    SatCase("a pool with no nodes", (), res(1), "feasibility", ("no nodes",)),
+    SatCase("a pool with no nodes", (), res(1), "no_nodes", ("no nodes",)),
 ]
 
 

@@ -1,11 +1,11 @@
 """The fast paths of queue ranking and quota admission against straightforward versions.
 
-`QuotaBook.admitted` answers most borrowers without `admit` (`_least_over`), takes the
-borrowers in `borrowers` order by looking each project's next job up when needed, and `rank`
+`QuotaBook.verdict` answers most borrowers without `admit` (`_least_over`), `BorrowerQueue`
+takes the borrowers in order by looking each project's next job up when needed, and `rank`
 computes the scores in line and builds each job's factors only when they are read. Each must
-decide exactly as the plain versions kept here (the code they replaced): the same jobs
-yielded in the same order, the same statuses, the same GPUs counted in use, the same jobs
-settled, the same queue order and factors, and, through `decide`, the same `Decision`.
+decide exactly as the plain versions kept here (the code they replaced): the same verdicts,
+the same borrowers drawn in the same order, the same left undrawn, the same queue order and
+factors, and, through `decide`, the same `Decision`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import heapq
 import importlib
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 import pytest
@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from gpupool.core.hardware import Gpu, Node
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
-from gpupool.policy import Code, PendingJob, RunningJob, Snapshot, decide, quota
+from gpupool.policy import PendingJob, RunningJob, Snapshot, borrowers, decide
+from gpupool.policy.borrowers import BorrowerQueue
 from gpupool.policy.fairshare import fairshare_factors
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.ordering import rank
 from gpupool.policy.quota import EPS, QuotaBook, Verdict
 from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, PriorityWeights, Usage
-from gpupool.policy.status import Status
 
 GiB = 1 << 30
 NOW = 10_000.0
@@ -66,49 +66,19 @@ def plain_borrowers(book: QuotaBook, deferred: list[PendingJob]) -> Iterator[Pen
                         break
 
 
-def plain_admitted(
-    book: QuotaBook,
-    ordered: list[PendingJob],
-    pending: dict[int, Status],
-    now: float,
-    impossible: Callable[[PendingJob], bool],
-    reclaim: Callable[[PendingJob, Status], Status],
-    exhausted: Callable[[], bool],
-    settle: Callable[[list[PendingJob]], None],
-) -> Iterator[PendingJob]:
-    """`admit` for every job, then the borrowers in `plain_borrowers` order."""
-    deferred: list[PendingJob] = []
-    for job in ordered:
-        if job.begin_time is not None and job.begin_time > now:
+class PlainQueue:
+    """`BorrowerQueue` as `plain_borrowers`: a queue per project built up front."""
+
+    def __init__(self, book: QuotaBook, deferred: list[PendingJob]) -> None:
+        self.book, self.deferred, self.drawn = book, deferred, set()
+
+    def __iter__(self) -> Iterator[PendingJob]:
+        for job in plain_borrowers(self.book, self.deferred):
+            self.drawn.add(job.id)
             yield job
-            continue
-        verdict = book.admit(job)
-        if verdict is Verdict.BORROW:
-            deferred.append(job)
-        elif isinstance(verdict, Status) and not impossible(job):
-            pending[job.id] = verdict
-        else:
-            book.claiming = verdict is Verdict.CLAIM
-            yield job
-            book._tried(job, pending, reclaim)
-    limits = any(p.limit is not None for p in book.projects.values())
-    seen: set[int] = set()
-    for job in plain_borrowers(book, deferred):
-        if exhausted():
-            break
-        seen.add(job.id)
-        verdict = book._borrower_verdict(job, limits)
-        if isinstance(verdict, Status) and not impossible(job):
-            pending[job.id] = verdict
-        else:
-            yield job
-            book._tried(job, pending, reclaim)
-    else:
-        return
-    rest = [job for job in deferred if job.id not in seen]
-    if limits or book.reclaiming:
-        rest = [job for job in rest if not book._held_back(job, limits, pending, impossible)]
-    settle(rest)
+
+    def untaken(self) -> list[PendingJob]:
+        return [j for j in self.deferred if j.id not in self.drawn]
 
 
 Raw = tuple[int, float, float, float, float]
@@ -230,83 +200,61 @@ def pools(draw: st.DrawFn) -> Snapshot:
     )
 
 
-# --- admitted -------------------------------------------------------------------------------
+# --- verdicts and the borrowers' order ------------------------------------------------------
 
 
-def drive(
-    snap: Snapshot,
-    admitted: Callable[..., Iterator[PendingJob]],
-    rnd_seed: int,
-    stop_after: int,
+def draw(
+    snap: Snapshot, make: Callable[..., Iterable[PendingJob]], seed: int, stop_after: int
 ) -> tuple[object, ...]:
-    """Take the queue as decide does, with made-up outcomes (start, wait for resources,
-    wait behind another job, fixed per job), a reclaim that moves GPUs between projects,
-    and `exhausted` once `stop_after` jobs started; record everything the book says."""
+    """Draw borrowers as the pass does, with made-up outcomes (a start counted in use, GPUs
+    moved between projects as a reclaim moves them), stopping after `stop_after` draws;
+    record the order drawn, what was left undrawn, and the figures in use."""
     book = QuotaBook(snap)
-    rnd = random.Random(rnd_seed)
-    ids = [j.id for j in snap.pending]
-    outcome = {i: rnd.choice(["start", "start", "wait", "behind"]) for i in ids}
-    impossible_ids = {i for i in ids if rnd.random() < 0.05}
+    rnd = random.Random(seed)
+    deferred = [j for j in snap.pending if book.admit(j) is Verdict.BORROW]
     names = sorted({j.project for j in snap.pending})
-    reclaims = {i: (rnd.choice(names), rnd.choice([1.0, 2.0])) for i in ids if rnd.random() < 0.5}
-    pending: dict[int, Status] = {}
-    started: list[int] = []
-    settled: list[list[int]] = []
-    yielded: list[tuple[int, bool]] = []
-
-    def reclaim(job: PendingJob, status: Status) -> Status:
-        plan = reclaims.get(job.id)
-        if plan is None:
-            return status
-        victim, gpus = plan
-        book.add(victim, -gpus)
-        book.add(job.project, book.ask(job.resources))
-        book.reclaiming.setdefault(job.project, job.id)
-        return Status(Code.RECLAIM, f"reclaiming for {job.id}", "quota")
-
-    def settle(jobs: list[PendingJob]) -> None:
-        settled.append([j.id for j in jobs])
-        for j in jobs:
-            pending[j.id] = Status(Code.RESOURCES, "settled", "placement")
-
-    ordered = list(snap.pending)
-    rnd.shuffle(ordered)
-    for job in admitted(
-        book,
-        ordered,
-        pending,
-        NOW,
-        lambda j: j.id in impossible_ids,
-        reclaim,
-        lambda: len(started) >= stop_after,
-        settle,
-    ):
-        yielded.append((job.id, book.claiming))
-        if outcome[job.id] == "start":
-            started.append(job.id)
-        elif outcome[job.id] == "wait":
-            pending[job.id] = Status(Code.RESOURCES, "full", "placement")
-        else:
-            pending[job.id] = Status(Code.PRIORITY, "behind", "backfill")
-    return yielded, list(pending.items()), settled, book.in_use, book.reclaiming, book.claiming
+    queue = make(book, deferred)
+    drawn = []
+    for job in queue:
+        if len(drawn) >= stop_after:
+            break
+        drawn.append(job.id)
+        if rnd.random() < 0.6:
+            book.add(job.project, book.ask(job.resources))
+        if rnd.random() < 0.2:
+            book.add(rnd.choice(names), -rnd.choice([1.0, 2.0]))
+    left = [j.id for j in queue.untaken()]  # type: ignore[attr-defined]
+    return drawn, left, book.in_use
 
 
-def fast_admitted(book: QuotaBook, *args: object) -> Iterator[PendingJob]:
-    return book.admitted(*args)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("scanned", [quota._SCANNED_PROJECTS, 0], ids=["scan", "table"])
+@pytest.mark.parametrize("scanned", [borrowers._SCANNED_PROJECTS, 0], ids=["scan", "table"])
 @SETTINGS
 @given(pools(), st.integers(0, 2**32 - 1), st.integers(0, 40))
-def test_admitted_takes_the_queue_as_the_plain_version(
+def test_the_borrower_queue_draws_as_the_plain_version(
     scanned: int, snap: Snapshot, seed: int, stop_after: int
 ) -> None:
     """With "table", each project's next job is found from the table whatever the number
     of projects (normally only past `_SCANNED_PROJECTS`): the same order as by the scan."""
-    want = drive(snap, plain_admitted, seed, stop_after)
+    want = draw(snap, PlainQueue, seed, stop_after)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(quota, "_SCANNED_PROJECTS", scanned)
-        assert drive(snap, fast_admitted, seed, stop_after) == want
+        mp.setattr(borrowers, "_SCANNED_PROJECTS", scanned)
+        assert draw(snap, BorrowerQueue, seed, stop_after) == want
+
+
+@SETTINGS
+@given(pools(), st.integers(0, 2**32 - 1))
+def test_verdict_is_admit(snap: Snapshot, seed: int) -> None:
+    """The fast path of `verdict` (`_least_over`, kept until a figure in use changes) gives
+    `admit`'s verdict, as the figures move."""
+    book = QuotaBook(snap)
+    rnd = random.Random(seed)
+    names = sorted({j.project for j in snap.pending})
+    jobs = list(snap.pending)
+    rnd.shuffle(jobs)
+    for job in jobs:
+        assert book.verdict(job) == book.admit(job), job
+        if rnd.random() < 0.3:
+            book.add(rnd.choice(names), rnd.choice([-2.0, -0.5, 1.0, 2.0, 3.0]))
 
 
 # --- _least_over ----------------------------------------------------------------------------
@@ -398,7 +346,8 @@ def test_rank_is_the_plain_sort(snap: Snapshot, w: PriorityWeights, seed: int) -
 @SETTINGS
 @given(pools())
 def test_decide_is_unchanged(snap: Snapshot) -> None:
-    """The whole pass with the plain ranking and admission decides the same."""
+    """The whole pass with the plain ranking, verdicts and borrowers' order decides the
+    same."""
     got = decide(snap, NOW)
     with pytest.MonkeyPatch.context() as mp:
 
@@ -407,7 +356,9 @@ def test_decide_is_unchanged(snap: Snapshot) -> None:
             return jobs, {i: PriorityFactors(i, *r) for i, r in raw.items()}
 
         mp.setattr(importlib.import_module("gpupool.policy.decide"), "rank", plain_rank_factors)
-        mp.setattr(QuotaBook, "admitted", plain_admitted)
+        mp.setattr(QuotaBook, "verdict", QuotaBook.admit)
+        mp.setattr(importlib.import_module("gpupool.policy.scheduling_pass"), "BorrowerQueue",
+                   PlainQueue)  # fmt: skip
         want = decide(snap, NOW)
     assert (got.starts, list(got.pending.items()), got.reservations, got.preemptions) == (
         want.starts,

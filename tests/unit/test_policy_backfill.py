@@ -205,7 +205,7 @@ CASES = [
         pending=(job(1, 4, prio=HIGH), job(2, 2, limit=10.0)),
         waits={
             1: wait(Code.RESOURCES, "reserved GPUs 0,1,2,3"),
-            2: wait(Code.RESOURCES, "needs 2 GPUs on one node; no node has more than 0 free now"),
+            2: wait(Code.RESOURCES, "node box: needs 2 GPUs, 0 free (no node has more)"),
         },
         reserved=(1, "box", (0, 1, 2, 3), 100.0),
     ),
@@ -393,8 +393,9 @@ def test_the_count_only_reservation_is_the_general_one(
     """backfill.reserve_by_count, the fast path for plain requests, reserves the same node,
     GPUs and time as backfill.reserve (ties in end times included; an end already past,
     which reserve sees as now, it gets raw)."""
-    from gpupool.policy.backfill import Release, reserve, reserve_by_count
-    from gpupool.policy.placement import NodeFree
+    from gpupool.policy.backfill import reserve, reserve_by_count
+    from gpupool.policy.node_free import NodeFree
+    from gpupool.policy.timeline import Release
 
     nodes = [node(f"n{i}", 8) for i in range(len(free_counts))]
     frees, releases, used = [], [], [0] * len(nodes)

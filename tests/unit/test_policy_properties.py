@@ -29,6 +29,7 @@ from gpupool.policy import (
     decide,
 )
 from gpupool.policy.ordering import rank
+from gpupool.policy.reasons import Dimension
 
 GiB = 1 << 30
 MODELS = ("A100-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3")
@@ -313,8 +314,13 @@ def test_a_job_waiting_for_resources_really_does_not_fit_anywhere_now(snap: Snap
                 left = n.memory_bytes - sum(r.mem_bytes or 0 for _, _, r in mine)
                 fits = fits and left >= req.mem_bytes
             assert not fits, f"job {job_id} waits for Resources but fits on {n.name}"
-            if job_id in reserved:
-                assert f"node {n.name}:" in status.message
+        if job_id in reserved:  # its status says what binds, as data
+            assert status.short is not None and status.reserved is not None
+            if req.gpu_type or req.cpus or req.mem_bytes:  # each node's binding check
+                assert {i.node for i in status.nodes} == {n.name for n in snap.nodes}
+            else:  # counted: the node with the most free GPUs has too few
+                assert status.short.dimension is Dimension.GPU_COUNT
+                assert status.short.requested == req.gpus > status.short.free
 
 
 # feasibility agrees with placement -------------------------------------------------------------

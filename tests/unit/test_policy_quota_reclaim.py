@@ -1,4 +1,4 @@
-"""Reclaim in `decide` (policy/preemption.py): which borrowers are preempted, and for whom.
+"""Reclaim in `decide` (policy/reclaim.py): which borrowers are preempted, and for whom.
 
 Table-driven, with the cases and builders of test_policy_quota.py.
 """
@@ -22,6 +22,22 @@ def ends_at(r: RunningJob, end: float) -> RunningJob:
 
 
 CASES = [
+    Case(
+        # Found by test_a_reclaim_starts_its_job_after_one_grace_period (seed 4, 30,000
+        # examples): in order (youngest first) 11 and 12 leave vision room for no more, and
+        # dropping 11 (the first that used the room) is not enough; dropping 12 is.
+        "a plan the first try misses: the victims that fit skip one that used the room above quota",
+        projects(Project("nlp", quota=4), Project("vision", quota=1)),
+        (node("big", 5),),
+        running=(
+            run(11, "big", [0, 1], "vision", start=9.0),
+            run(12, "big", [2], "vision", start=5.0),
+            run(13, "big", [3, 4], "vision", start=1.0),
+        ),
+        pending=(job(1, 4, "nlp"),),
+        waits={1: wait(Code.RECLAIM, "waiting for jobs 11, 13 to stop")},
+        preempted={11: 1, 13: 1},  # vision keeps 1, its quota
+    ),
     Case(
         "a borrower within reclaim patience of its time limit is spared (decide runs at 1000)",
         NLP2_VISION0,

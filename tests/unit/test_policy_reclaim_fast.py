@@ -1,6 +1,6 @@
-"""Reclaim's node search (policy/preemption.py) against the plain rule.
+"""Reclaim's node search (policy/reclaim.py) against the plain rule.
 
-`Reclaimer.plan` works out bounds only for the nodes where borrowers have candidates, lowest
+`ReclaimPlanner.plan` works out bounds only for the nodes where borrowers have candidates, lowest
 first and lazily, and stops once no node can beat the best plan found. `Plain` does what the
 module docstring says and nothing more: every node, every candidate, the per-node rule, the
 best rank. Whole decisions must be the same, over random clusters, projects, borrowers, ties,
@@ -24,22 +24,24 @@ from gpupool.core.job import Resources
 from gpupool.core.project import Project
 from gpupool.policy import PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.backfill import Shadow
-from gpupool.policy.placement import NodeFree, place
-from gpupool.policy.preemption import Plan, Reclaimer, _bound, _plan
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.placement import place
+from gpupool.policy.reclaim import ReclaimPlanner, _bound
+from gpupool.policy.request import request_key
+from gpupool.policy.victims import Plan, hold
 
-DECIDE = importlib.import_module("gpupool.policy.decide")  # the module, not the function
+PASS = importlib.import_module("gpupool.policy.scheduling_pass")  # where the planner is made
 NOW = 1000.0
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS = ("A100-80GB", "NVIDIA H100 80GB HBM3")
 
 
-class Plain(Reclaimer):
+class Plain(ReclaimPlanner):
     """The reference: every node tried, with its candidates as the module docstring says."""
 
     def plan(self, job: PendingJob, frees: list[NodeFree], shadow: Shadow | None) -> Plan | None:
         res = job.resources
-        key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes,
-               res.gpu_fraction, job.project)  # fmt: skip
+        key = (request_key(res), job.project)
         if key in self.failed:
             return None
         share = {name: self._share(name) for name in self.book.in_use}
@@ -74,14 +76,14 @@ class Plain(Reclaimer):
             self.failed.add(key)
             return None
         _, view, victims, free = best
-        placement, _ = place([view], res)
+        placement = place([view], res)
         assert placement is not None
-        return _plan(res, placement, victims, free)
+        return hold(res, placement, victims, free)
 
 
 def both(snap: Snapshot) -> None:
     fast = decide(snap, NOW)
-    with patch.object(DECIDE, "Reclaimer", Plain):
+    with patch.object(PASS, "ReclaimPlanner", Plain):
         plain = decide(snap, NOW)
     assert fast == plain
 
@@ -240,10 +242,10 @@ def borrowed(count: int, young: int | None) -> tuple[RunningJob, ...]:
     return tuple(jobs)
 
 
-ON_NODE = Reclaimer._on_node
+ON_NODE = ReclaimPlanner._on_node
 
 
-def test_a_claim_on_a_big_cluster_tries_few_nodes() -> None:
+def test_a_reclaim_on_a_big_cluster_tries_few_nodes() -> None:
     projects = {"a": Project("a", quota=4), "b": Project("b")}
     for young in (None, 137):  # all nodes tie (the first by name wins), or one is best
         snap = Snapshot(
@@ -252,7 +254,9 @@ def test_a_claim_on_a_big_cluster_tries_few_nodes() -> None:
             borrowed(300, young),
             projects=projects,
         )
-        with patch.object(Reclaimer, "_on_node", autospec=True, side_effect=ON_NODE) as on_node:
+        with patch.object(
+            ReclaimPlanner, "_on_node", autospec=True, side_effect=ON_NODE
+        ) as on_node:
             d = decide(snap, NOW)
         tried = [call.args[2].node.name for call in on_node.call_args_list]
         assert [p.job_id for p in d.preemptions] == ([0] if young is None else [10_007])

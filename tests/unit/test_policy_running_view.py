@@ -1,6 +1,7 @@
 """The running view a replay keeps between passes (policy/running_view.py) agrees with a
 fresh count of the running jobs after any sequence of starts and stops, a pass never writes
-to it, and a pass that uses it decides exactly as one that counts afresh."""
+to it, and a pass that uses it decides exactly as one that counts afresh; the node index over
+it (`KeptIndex`) answers as the plain one (`CountedIndex`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from policy_builders import node
 
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
-from gpupool.policy.backfill import FreeIndex
 from gpupool.policy.decide import decide
+from gpupool.policy.node_index import CountedIndex, KeptIndex, NodeIndex, node_index
 from gpupool.policy.placement import Placement
 from gpupool.policy.profiles import profile
 from gpupool.policy.running_view import RunningView
@@ -138,10 +139,29 @@ def test_a_replay_with_quotas_wide_jobs_and_reclaims_agrees_with_a_fresh_count()
     assert sum(r.preemptions for r in result.records) > 0  # reclaims happened: taken victims
 
 
+def _answers(index: NodeIndex, taken: set[int]) -> tuple[object, ...]:
+    """Everything a pass reads of a node index, in an order-free form."""
+    frees = [(f.node.name, sorted(f.gpus), f.cpus, f.mem_bytes) for f in index.frees]
+    return (
+        frees,
+        index.total(),
+        index.most(),
+        index.most(index.frees[0].node.name),
+        index.fullest(),
+        sorted(index.releases(taken), key=repr),
+        sorted(index.releases(taken, {index.frees[0].node.name}, 900.0), key=repr),
+        sorted(index.ends(taken)),
+        [index.place(Resources(gpus=g)) for g in (1, 2, 4, 8)],
+        [index.place(Resources(gpus=g, cpus=8)) for g in (1, 3)],
+    )
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**32 - 1))
-def test_the_free_index_total_is_every_node_s_whole_free_gpus(seed: int) -> None:
-    # FreeIndex.total stands in for a sum over every node when a wide job counts GPUs only.
+def test_the_kept_index_answers_as_the_counted_one(seed: int) -> None:
+    """The two node indexes (policy/node_index.py), side by side as a pass takes GPUs from
+    them: the same frees, counts, releases, expected ends and placements; and `node_index`
+    takes the kept one exactly when the view serves."""
     rng = random.Random(seed)
     nodes = _nodes(rng)
     view = RunningView(nodes, CONFIG.default_time_limit_s)
@@ -149,12 +169,22 @@ def test_the_free_index_total_is_every_node_s_whole_free_gpus(seed: int) -> None
         piece = _piece(rng, step + 1, view)
         if piece is not None:
             view.add(piece)
-    index = FreeIndex.from_view(view)
-    for _ in range(3):
-        assert index.total() == sum(len(f.gpus) for f in index.frees)
-        roomy = [f for f in index.frees if f.gpus]
+    snapshot = Snapshot(nodes, running=view.running(), config=CONFIG, running_view=view)
+    chosen = node_index(snapshot, 600.0)
+    assert isinstance(chosen, KeptIndex) == view.serves(snapshot)
+    if not view.serves(snapshot):
+        return
+    kept, counted = KeptIndex(snapshot, view, 600.0), CountedIndex(snapshot, 600.0)
+    running = view.running()
+    taken = {r.id for r in running if rng.random() < 0.3}
+    for _ in range(4):
+        assert kept.total() == sum(len(f.gpus) for f in kept.frees)
+        assert _answers(kept, taken) == _answers(counted, taken)
+        roomy = [f for f in kept.frees if f.gpus]
         if not roomy:
             break
         f = rng.choice(roomy)
-        index.take(Placement(f.node.name, (min(f.gpus),)), Resources(gpus=1))
-    assert view.check(Snapshot(nodes, running=view.running(), config=CONFIG)) == []
+        placement = Placement(f.node.name, (min(f.gpus),))
+        kept.take(placement, Resources(gpus=1))
+        counted.take(placement, Resources(gpus=1))
+    assert view.check(Snapshot(nodes, running=running, config=CONFIG)) == []  # not written

@@ -19,7 +19,7 @@ from gpupool.core.hardware import Node
 from gpupool.core.project import Project
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.feasibility import check_satisfiable
-from gpupool.policy.placement import NodeFree
+from gpupool.policy.node_free import NodeFree
 from gpupool.policy.snapshot import PolicyConfig, WidePlacement
 from gpupool.policy.wide import place_wide
 

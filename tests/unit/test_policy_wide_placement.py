@@ -13,7 +13,7 @@ from policy_builders import node, res, running
 
 from gpupool.core.hardware import Node
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, decide
-from gpupool.policy.placement import NodeFree
+from gpupool.policy.node_free import NodeFree
 from gpupool.policy.profiles import profile
 from gpupool.policy.snapshot import PolicyConfig, WidePlacement
 from gpupool.policy.wide import place_wide

@@ -1,11 +1,68 @@
-"""Jobs and GPUs as JSON: the one shape the CLI, the SDK and the dashboard read."""
+"""Jobs and GPUs as JSON: the one shape the CLI, the SDK and the dashboard read.
+
+A pending job's status comes from the policy as data (policy/status.py); here it becomes its
+JSON (`wait`: the code, the rule, the binding dimension and its figures, the reservation, the
+jobs it waits for) and its words (`why`, policy/words.py), so `--json` and a dashboard read
+the same structure the words were made from.
+"""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
+from gpupool.policy import Status
+from gpupool.policy.reasons import Reserved
+
+# Words and wait of each status object seen lately. A pass shares one status between all the
+# jobs that wait alike (one request, one project), so a queue of thousands renders a handful;
+# an entry holds its status, so its id is not reused while kept.
+_RENDERED: dict[int, tuple[Status, str, dict[str, Any]]] = {}
+_RENDERED_LOCK = threading.Lock()
+_KEEP = 4096
+
+
+def _reserved_to_wire(r: Reserved | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    res = r.reservation
+    return {
+        "job_id": res.job_id,
+        "node": res.node,
+        "gpus": list(res.gpus),
+        "gpu_memory_bytes": res.gpu_memory_bytes,
+        "time": res.time,
+        "gpus_total": r.gpus,
+        "nodes": r.nodes,
+    }
+
+
+def status_to_wire(status: Status) -> tuple[str, dict[str, Any]]:
+    """A pending job's status: its words, and its data as JSON (module docstring)."""
+    kept = _RENDERED.get(id(status))
+    if kept is not None and kept[0] is status:
+        return kept[1], kept[2]
+    short = status.short
+    wait: dict[str, Any] = {
+        "code": status.code.value,
+        "rule": status.rule.value,
+        "dimension": None if short is None else short.dimension.value,
+        "requested": None if short is None else short.requested,
+        "free": None if short is None else short.free,
+        "capacity": None if short is None else short.capacity,
+        "node": None if short is None else short.node,
+        "reservation": _reserved_to_wire(status.reserved),
+        "jobs": list(status.jobs),
+        "project": status.project,
+    }
+    words = status.message
+    with _RENDERED_LOCK:
+        if len(_RENDERED) >= _KEEP:
+            _RENDERED.clear()
+        _RENDERED[id(status)] = (status, words, wait)
+    return words, wait
 
 
 def job_to_wire(
@@ -14,10 +71,13 @@ def job_to_wire(
     log_path: str = "",
     gpu_count: float | None = None,
 ) -> dict[str, Any]:
-    """A job as JSON; `explain` adds what the last scheduling pass said about it. `gpu_count`:
-    the GPUs it holds, or asks for before it runs, a fraction for a shared GPU (the engine's
-    `GpuCounter`; without it, the count the job's own figures give)."""
+    """A job as JSON; `explain` adds what the last scheduling pass said about it (its
+    `status`, rendered here: `why` in words, `wait` as data). `gpu_count`: the GPUs it holds,
+    or asks for before it runs, a fraction for a shared GPU (the engine's `GpuCounter`;
+    without it, the count the job's own figures give)."""
     explain = explain or {}
+    status = explain.get("status")
+    why, wait = status_to_wire(status) if isinstance(status, Status) else ("", None)
     spec = job.spec
     res = spec.resources
     out: dict[str, Any] = {
@@ -51,7 +111,8 @@ def job_to_wire(
         "end_time": job.end_time,
         "exit_code": job.exit_code,
         "reason": job.reason,
-        "why": explain.get("why", ""),
+        "why": why,
+        "wait": wait,
         "estimated_start": explain.get("estimated_start"),
         "reservation": explain.get("reservation"),
         "priority_factors": explain.get("priority_factors"),

@@ -8,7 +8,10 @@ from typing import Any
 
 from gpupool.cli.render import clock_time, elapsed, print_json, print_table
 from gpupool.client import Client
-from gpupool.core.units import format_duration
+from gpupool.core.units import format_duration, format_size
+
+# The dimensions whose figures are bytes (policy/reasons.py's Dimension values).
+_BYTES = ("gpu_memory", "memory")
 
 
 def describe(job: dict[str, Any], now: float | None = None) -> list[str]:
@@ -28,6 +31,9 @@ def describe(job: dict[str, Any], now: float | None = None) -> list[str]:
     lines = [f"{head} [{job['reason'] or 'waiting for the next scheduling pass'}]"]
     if job.get("why"):
         lines.append(f"  why: {job['why']}")
+    binding = binding_text(job.get("wait"))
+    if binding:
+        lines.append(f"  binding: {binding}")
     lines.append(f"  expected start: {estimate_text(job, now)}")
     factors = job.get("priority_factors")
     if factors:
@@ -37,6 +43,28 @@ def describe(job: dict[str, Any], now: float | None = None) -> list[str]:
             f"size {factors['size']:.2f} -> score {factors['score']:.0f}"
         )
     return lines
+
+
+def binding_text(wait: dict[str, Any] | None) -> str:
+    """The binding dimension of a waiting job and its figures, from the API's `wait`, e.g.
+    "gpu_count on box: 4 requested, 1 free, 8 at most"; "" when none binds."""
+    if not wait or not wait.get("dimension"):
+        return ""
+    dim = wait["dimension"]
+
+    def figure(value: float) -> str:
+        return format_size(int(value)) if dim in _BYTES else f"{value:g}"
+
+    if wait.get("node"):
+        where = f" on {wait['node']}"
+    elif wait.get("project"):
+        where = f" of project {wait['project']}"
+    else:
+        where = " across the pool"
+    return (
+        f"{dim}{where}: {figure(wait['requested'])} requested, {figure(wait['free'])} free, "
+        f"{figure(wait['capacity'])} at most"
+    )
 
 
 def estimate_text(job: dict[str, Any], now: float) -> str:
@@ -65,6 +93,7 @@ def cmd_why(client: Client, args: argparse.Namespace) -> int:
             "state",
             "reason",
             "why",
+            "wait",
             "estimated_start",
             "reservation",
             "priority_factors",

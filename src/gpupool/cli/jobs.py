@@ -85,6 +85,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         ("Job", f"{job['id']} ({job['name']})"),
         ("State", state_cell(job)),
         ("Why", job["why"] or "-"),
+        ("Binding", _binding(job)),
         ("Expected start", _expected(job)),
         ("User / project", f"{job['user']} / {job['project']}"),
         ("Priority", f"{job['priority_name']} ({job['priority']})"),
@@ -117,6 +118,12 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         frm = e["from"] or "(new)"
         print(f"  {clock_time(e['time'])}  {frm:>9} -> {e['to']:<9}  {e['cause']}")
     return 0
+
+
+def _binding(job: dict[str, Any]) -> str:
+    from gpupool.cli.explain import binding_text
+
+    return binding_text(job.get("wait")) or "-"
 
 
 def _expected(job: dict[str, Any]) -> str:

@@ -134,16 +134,15 @@ class PoolService:
         return jobs
 
     def explain(self, job_id: int) -> dict[str, Any]:
-        """What the last scheduling pass said about a pending job: the binding constraint,
-        when it is expected to start (None: unknown), its reservation and priority factors."""
+        """What the last scheduling pass said about a pending job: its status as data (the
+        API renders it: api/wire.py), when it is expected to start (None: unknown), its
+        reservation and priority factors."""
         decision = self.engine.last_decision
         status = decision.pending.get(job_id)
         reservation = next((r for r in decision.reservations if r.job_id == job_id), None)
         factors = decision.priorities.get(job_id)
         return {
-            "code": status.code.value if status else "",
-            "why": status.message if status else "",
-            "source": status.source if status else "",
+            "status": status,
             "estimated_start": decision.estimated_start.get(job_id),
             "reservation": None
             if reservation is None

@@ -8,13 +8,13 @@ job ends at its expected end. A later job may then start now only if it cannot p
 back: it ends by then, or it leaves the reserved GPUs alone and takes no more CPUs or memory on
 the reserved node than will be spare there at that time (Maui's "extra" resources).
 
-Expected ends come from time limits: start + `time_limit_s`, or + `default_time_limit_s` of
-`PolicyConfig` for a job without one. Since the engine ends a job at its limit, a job ends by
+Expected ends come from time limits (`request.expected_end`): start + `time_limit_s`, or +
+`default_time_limit_s` of `PolicyConfig` for a job without one (policy/timeline.py). Since the engine ends a job at its limit, a job ends by
 then at the latest; so with the queue order unchanged, the reserved job starts at or before its
 reservation time (tests/unit/test_policy_backfill.py checks this by simulation).
 
-`FreeIndex` is what is free now, indexed for the many placements of one pass, with the reserved
-node's spare view swapped in for the jobs that would outlast the reservation.
+The pass's node index (policy/node_index.py) is what is free now; the jobs that would outlast
+the reservation see the reserved node's spare view swapped in (`Shadow.spare`).
 
 Fractional jobs (placement.py) take the reservation like any other job, in GPU memory over
 time: the earliest time some GPU of the right type will have room for it, as running jobs
@@ -34,103 +34,30 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Collection
 
 from gpupool.core.job import Resources
-from gpupool.core.units import format_duration, format_size
-from gpupool.policy.placement import NodeFree, Placement, granted_bytes, place, why_not
-from gpupool.policy.running_view import RunningView
-from gpupool.policy.snapshot import PolicyConfig, Reservation
-
-
-def expected_end(start: float, limit_s: float | None, config: PolicyConfig, now: float) -> float:
-    """When a job started at `start` is expected to end; a job already past it ends `now`."""
-    limit = config.default_time_limit_s if limit_s is None else limit_s
-    return max(now, start + limit)
-
-
-class Release(NamedTuple):
-    """What a running job (or one started earlier in this pass) gives back, and when. A
-    named tuple, not a dataclass: a pass builds one per running job, and a tuple is built
-    several times faster."""
-
-    end: float
-    node: str
-    gpus: tuple[int, ...]
-    resources: Resources
-    gpu_memory_bytes: int | None = None  # fractional jobs; None: what placement grants
-
-
-def _copy(free: NodeFree) -> NodeFree:
-    return free.copy()
-
-
-def _give_back(free: NodeFree, release: Release) -> None:
-    res = release.resources
-    if res.fractional:
-        for g in release.gpus:
-            nbytes = release.gpu_memory_bytes
-            free.share(g, granted_bytes(free.node, g, res) if nbytes is None else nbytes, -1)
-    else:
-        free.gpus.update(release.gpus)
-    if free.cpus is not None and res.cpus:
-        free.cpus += res.cpus
-    if free.mem_bytes is not None and res.mem_bytes:
-        free.mem_bytes += res.mem_bytes
-
-
-def _frees_at(
-    frees: list[NodeFree], releases: Iterable[Release], time: float
-) -> dict[str, NodeFree]:
-    """Each node as it will be at `time`: free now, plus what ends by then."""
-    at = {f.node.name: _copy(f) for f in frees}
-    for r in releases:
-        if r.end <= time and r.node in at:
-            _give_back(at[r.node], r)
-    return at
-
-
-def _earliest(free: NodeFree, releases: list[Release], res: Resources) -> float | None:
-    """The first release time after which `res` fits on this node; None: never."""
-    if not (
-        res.gpu_type or res.cpus or res.mem_bytes or res.fractional or free.sharers
-    ) and not any(r.resources.fractional for r in releases):
-        return _earliest_by_count(len(free.gpus), releases, res.gpus)
-    state = _copy(free)
-    mine = sorted(releases, key=lambda r: r.end)
-    i = 0
-    while i < len(mine):
-        end = mine[i].end
-        # Everything ending at the same time is back before the check.
-        while i < len(mine) and mine[i].end == end:
-            _give_back(state, mine[i])
-            i += 1
-        if why_not(state, res) is None:
-            return end
-    return None
-
-
-def _earliest_by_count(free: int, releases: list[Release], need: int) -> float | None:
-    """`_earliest` for a request that only counts GPUs, on a node without shared GPUs (so no
-    fractional releases either): the same answer from running sums, without copying the node's view for every release (the
-    reservation asks this of every node, every pass)."""
-    ends = sorted([(r.end, len(r.gpus)) for r in releases])
-    have = free
-    for end, gpus in ends:
-        have += gpus
-        if have >= need:
-            return end
-    return None
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.node_index import End, NodeIndex
+from gpupool.policy.placement import place
+from gpupool.policy.reasons import Reserved
+from gpupool.policy.request import counts_only
+from gpupool.policy.snapshot import Reservation
+from gpupool.policy.timeline import Release, earliest, frees_at
 
 
 class Shadow:
     """The one reservation of a pass, and what a later job may take now without delaying it."""
 
+    # Whether no job that would outlast it may start at all (a wide job's: policy/wide.py);
+    # else such a job may use what the reserved node will have spare (`spare`).
+    conservative = False
+
     def __init__(
         self, reservation: Reservation, node_at_time: NodeFree, res: Resources, now: float
     ) -> None:
         self.reservation = reservation
+        self.node, self.time = reservation.node, reservation.time  # read by every later job
         self.now = now
         self._reserved = frozenset(reservation.gpus)
         # What the reserved node will have left at the reservation time once the reserved job
@@ -146,14 +73,6 @@ class Shadow:
             room = node_at_time.room(reservation.gpus[0])
             assert room is not None  # the reserved job fits there then
             self.extra_gpu_mem = room - granted
-
-    @property
-    def node(self) -> str:
-        return self.reservation.node
-
-    @property
-    def time(self) -> float:
-        return self.reservation.time
 
     def outlasts(self, end: float) -> bool:
         """Whether a job ending at `end` would still run when the reservation begins (an
@@ -199,22 +118,9 @@ class Shadow:
             assert gpu_memory_bytes is not None, "a fractional start states its memory"
             self.extra_gpu_mem -= gpu_memory_bytes
 
-    def when(self) -> str:
-        """The reservation time relative to now, in words (the policy has no clock to print)."""
-        if self.time <= self.now:
-            return "as soon as jobs past their time limit there end"
-        if math.isinf(self.time):
-            return "never (running jobs there have no end)"
-        return f"from now+{format_duration(self.time - self.now)}"
-
-    def describe(self) -> str:
-        """E.g. "reserved GPUs 0,1,2,3 on box from now+1h05m", "reserved 40GiB of GPU 1 on
-        box from now+10m" (a fractional job's)."""
-        gpus, granted = self.reservation.gpus, self.reservation.gpu_memory_bytes
-        what = f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}" if gpus else "room"
-        if granted is not None:
-            what = f"{format_size(granted)} of {what}"
-        return f"reserved {what} on {self.node} {self.when()}"
+    def reserved(self) -> Reserved:
+        """The reservation as a status names it (policy/reasons.py)."""
+        return Reserved(self.reservation, self.time - self.now, len(self.reservation.gpus))
 
 
 def reserve(
@@ -232,17 +138,17 @@ def reserve(
     by_node: dict[str, list[Release]] = {}
     for r in releases:
         by_node.setdefault(r.node, []).append(r)
-    earliest = [
-        (t, f) for f in frees if (t := _earliest(f, by_node.get(f.node.name, []), res)) is not None
+    times = [
+        (t, f) for f in frees if (t := earliest(f, by_node.get(f.node.name, []), res)) is not None
     ]
-    if not earliest:
+    if not times:
         return None
-    time = min(t for t, _ in earliest)
+    time = min(t for t, _ in times)
     # The nodes with room at `time` are exactly those whose earliest time is `time`: only
     # they need a view as of then (copying every node was most of this function's cost).
-    candidates = [f for t, f in earliest if t == time]
-    at = _frees_at(candidates, releases, time)
-    placement, _ = place([at[f.node.name] for f in candidates], res)
+    candidates = [f for t, f in times if t == time]
+    at = frees_at(candidates, releases, time)
+    placement = place([at[f.node.name] for f in candidates], res)
     assert placement is not None  # some node has room at `time`, by the choice of `time`
     reservation = Reservation(
         job_id, placement.node, placement.gpus, time, placement.gpu_memory_bytes
@@ -255,7 +161,7 @@ def reserve_by_count(
     res: Resources,
     frees: list[NodeFree],
     ends: list[tuple[float, str, int]],
-    releases_on: Callable[[set[str], float], list[Release]],
+    releases_on: Callable[[Collection[str], float], list[Release]],
     now: float,
 ) -> Shadow | None:
     """`reserve` for a request that only counts GPUs on a cluster without shared GPUs, from
@@ -280,95 +186,33 @@ def reserve_by_count(
     if not ready:
         return None
     candidates = [f for f in frees if f.node.name in ready]
-    at = _frees_at(candidates, releases_on(ready, time), time)
-    placement, _ = place([at[f.node.name] for f in candidates], res)
+    at = frees_at(candidates, releases_on(ready, time), time)
+    placement = place([at[f.node.name] for f in candidates], res)
     assert placement is not None  # every candidate has room at `time`
     reservation = Reservation(job_id, placement.node, placement.gpus, time)
     return Shadow(reservation, at[placement.node], res, now)
 
 
-class FreeIndex:
-    """What is free now on each node, grouped by free GPU count. Best fit wants the node left
-    with the fewest free GPUs, so placement looks at the smallest group that could fit first
-    and usually checks a few nodes, not all; the most free GPUs of any node is the top
-    non-empty group."""
+def reserve_for(
+    job_id: int,
+    res: Resources,
+    index: NodeIndex,
+    started: list[Release],
+    taken: Collection[int],
+    now: float,
+) -> Shadow | None:
+    """The reservation of a one-node job that does not fit now, on what `index` gives back
+    (less `taken`, the reclaim victims) and what this pass `started`: by counts
+    (`reserve_by_count`) for a request that counts GPUs only where no GPU is shared, the
+    common case on a big cluster and the cheap one; else node by node (`reserve`). The one
+    place the choice is made; both give the same reservation where both apply (tested)."""
+    if not counts_only(res) or index.shared or index.sharing:
+        return reserve(job_id, res, index.frees, index.releases(taken) + started, now)
+    ends: list[End] = index.ends(taken)
+    ends += [(s.end, s.node, len(s.gpus)) for s in started]
 
-    def __init__(self, frees: list[NodeFree]) -> None:
-        self.frees = frees  # by node name
-        self.by_name = {f.node.name: f for f in frees}
-        top = max((len(f.gpus) for f in frees), default=0)
-        self.groups: list[dict[str, NodeFree]] = [{} for _ in range(top + 1)]
-        for f in frees:
-            self.groups[len(f.gpus)][f.node.name] = f
-        self.sharing = {f.node.name for f in frees if f.sharers}  # nodes with shared GPUs
-        # From a RunningView: its NodeFree objects, not to be written; `take` copies a node
-        # first. None: `frees` belongs to this pass.
-        self._borrowed: dict[str, int] | None = None
+    def releases_on(nodes: Collection[str], by: float) -> list[Release]:
+        mine = [s for s in started if s.node in nodes and s.end <= by]
+        return index.releases(taken, nodes, by) + mine
 
-    @classmethod
-    def from_view(cls, view: RunningView) -> FreeIndex:
-        """An index over what `view` says is free (it serves a pass only without shared
-        GPUs: `RunningView.serves`). Its containers are copied, its nodes only on write: a
-        pass starts jobs on a few of hundreds of nodes."""
-        index = cls.__new__(cls)
-        index.frees = list(view.frees)
-        index.by_name = dict(view.by_name)
-        index.groups = [dict(g) for g in view.groups]
-        index.sharing = set()
-        index._borrowed = dict(view.position)
-        return index
-
-    def take(self, placement: Placement, res: Resources) -> None:
-        free = self.by_name[placement.node]
-        del self.groups[len(free.gpus)][placement.node]
-        borrowed = self._borrowed
-        if borrowed is not None and placement.node in borrowed:
-            free = self._own(free, borrowed.pop(placement.node))
-        free.take(placement.gpus, res)
-        self.groups[len(free.gpus)][placement.node] = free
-        if free.sharers:
-            self.sharing.add(placement.node)
-
-    def _own(self, free: NodeFree, position: int) -> NodeFree:
-        """This pass's own copy of a node borrowed from a view, in every place it is listed
-        (`frees` is the list callers hold, so it is updated in place)."""
-        mine = NodeFree(free.node, set(free.gpus), free.cpus, free.mem_bytes)
-        self.frees[position] = self.by_name[free.node.name] = mine
-        return mine
-
-    def total(self) -> int:
-        """Free GPUs in all (whole ones: not those shared by fractional jobs)."""
-        return sum(count * len(group) for count, group in enumerate(self.groups))
-
-    def most(self, without: str | None = None) -> int:
-        """The most free GPUs of any node (other than `without`). Any node with a shared GPU,
-        `without` too, counts as one: a fractional job may fit there (the caller compares
-        this with a request's GPU count, 1 for a fractional job, to skip what cannot fit)."""
-        for count in range(len(self.groups) - 1, 0, -1):
-            group = self.groups[count]
-            if len(group) > (without in group):
-                return count
-        return 1 if self.sharing else 0
-
-    def place(self, res: Resources, swap: NodeFree | None = None) -> Placement | None:
-        """`place`'s choice, without reasons; `swap` stands in for its node (the reserved
-        node's spare view). The order inside a group does not matter: `place` breaks ties by
-        node name."""
-        if res.fractional:  # shared GPUs are on nodes of any group: look at every node
-            frees = [swap if swap is not None and f.node is swap.node else f for f in self.frees]
-            return place(frees, res)[0]
-        for count in range(res.gpus, len(self.groups)):
-            group = list(self.groups[count].values())
-            if swap is not None:
-                group = [f for f in group if f.node is not swap.node]
-                if len(swap.gpus) == count:
-                    group.append(swap)
-            if group and not (res.gpu_type or res.cpus or res.mem_bytes):
-                # Every node of the group fits: `place` would take the first by free CPUs,
-                # then name, so only that one need be checked.
-                group = [min(group, key=lambda f: (f.cpus or 0, f.node.name))]
-            if group:
-                placement, _ = place(group, res)
-                if placement is not None:
-                    return placement
-        return None
+    return reserve_by_count(job_id, res, index.frees, ends, releases_on, now)

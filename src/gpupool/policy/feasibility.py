@@ -1,14 +1,25 @@
-"""Submit-time check: could any node ever run this job, with everything else gone?"""
+"""Submit-time check: could any node ever run this job, with everything else gone?
+
+An answer is `Unsatisfiable` with the figures of what no node ever has enough of: the
+largest node's (or GPU's) capacity against the request (policy/reasons.py).
+"""
 
 from __future__ import annotations
 
-from gpupool.core.gpu_catalog import display_name
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
-from gpupool.core.units import format_size
+from gpupool.policy.filters.gpu_type import matching_gpus
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.placement import granted_bytes, matching_gpus
-from gpupool.policy.status import Code, Status
+from gpupool.policy.node_free import granted_bytes
+from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.request import counts_only
+from gpupool.policy.status import Code, Rule, Status
+
+
+def _never(
+    short: Insufficient, res: Resources, rule: Rule = Rule.NEVER_FITS, have: tuple[str, ...] = ()
+) -> Status:
+    return Status(Code.UNSATISFIABLE, rule, short=short, have=have, request=res)
 
 
 def check_satisfiable(
@@ -18,71 +29,57 @@ def check_satisfiable(
     `spread` (PolicyConfig.spread_wide_jobs), a whole-GPU job asking for more GPUs than any
     node has may run over several nodes instead (`_check_wide`)."""
     if not nodes:
-        return Status(Code.UNSATISFIABLE, "the pool has no nodes", "feasibility")
+        return Status(Code.UNSATISFIABLE, Rule.NO_NODES, request=res)
     if res.gpu_type and not any(matching_gpus(n, res) for n in nodes):
-        models = sorted({g.model for n in nodes for g in n.gpus})
-        have = ", ".join(models) if models else "no GPUs"
-        return Status(
-            Code.UNSATISFIABLE,
-            f"unknown GPU type {res.gpu_type!r}: this pool has {have}",
-            "gpu_type",
-        )
+        models = tuple(sorted({g.model for n in nodes for g in n.gpus}))
+        short = Insufficient(None, Dimension.GPU_TYPE, max(res.gpus, 1), 0, 0)
+        return _never(short, res, have=models)
     if res.fractional:
         return _check_shared(res, nodes)
-    if not (res.gpu_type or res.cpus or res.mem_bytes):
+    if counts_only(res):
         # The common request, checked once per pass per distinct request: only the GPU count
         # matters, and a count is cheap (the general path below sorts and lists every node).
         facts = NodeFacts.of(nodes)
         if res.gpus <= facts.most_gpus or (spread and res.gpus <= facts.total_gpus):
             return None
-    # Ties go to the first name, so the message does not depend on the order nodes came in.
+    # Ties go to the first name, so the answer does not depend on the order nodes came in.
     most = max(sorted(nodes, key=lambda n: n.name), key=lambda n: len(matching_gpus(n, res)))
     have_gpus = len(matching_gpus(most, res))
     if res.gpus > have_gpus and spread:
         return _check_wide(res, nodes)
     if res.gpus > have_gpus:
-        kind = f"{display_name(res.gpu_type)} GPUs" if res.gpu_type else "GPUs"
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {res.gpus} {kind} on one node; the largest node ({most.name}) has {have_gpus}",
-            "gpu_count",
+        return _never(
+            Insufficient(most.name, Dimension.GPU_COUNT, res.gpus, have_gpus, have_gpus), res
         )
     candidates = [n for n in nodes if len(matching_gpus(n, res)) >= res.gpus]
+    return _check_room(res, candidates)
+
+
+def _check_room(res: Resources, candidates: list[Node]) -> Status | None:
+    """CPUs, then memory on a node that also has the CPUs, among `candidates` (the nodes
+    that have the GPUs, or room on a GPU)."""
     if res.cpus and not any(n.cpus == 0 or n.cpus >= res.cpus for n in candidates):
-        top = max(n.cpus for n in candidates)
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {res.cpus} CPUs on one node; the largest node with enough GPUs has {top}",
-            "cpus",
-        )
+        top = max(candidates, key=lambda n: (n.cpus, n.name))
+        return _never(Insufficient(top.name, Dimension.CPUS, res.cpus, top.cpus, top.cpus), res)
     if res.cpus:
         # Memory must be on a node that also has the CPUs, or the job could never start.
         candidates = [n for n in candidates if n.cpus == 0 or n.cpus >= res.cpus]
     if res.mem_bytes and not any(
         n.memory_bytes == 0 or n.memory_bytes >= res.mem_bytes for n in candidates
     ):
-        top = max(n.memory_bytes for n in candidates)
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {format_size(res.mem_bytes)} memory on one node; "
-            f"the largest node with enough {'GPUs and CPUs' if res.cpus else 'GPUs'} "
-            f"has {format_size(top)}",
-            "mem",
-        )
+        top = max(candidates, key=lambda n: (n.memory_bytes, n.name))
+        mem = top.memory_bytes
+        return _never(Insufficient(top.name, Dimension.MEMORY, res.mem_bytes, mem, mem), res)
     return None
 
 
 def _check_wide(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
     """A wide job (policy/wide.py): its CPUs and memory are per node, so only the nodes that
     have them count, and their matching GPUs must add up to the request."""
-    kind = f"{display_name(res.gpu_type)} GPUs" if res.gpu_type else "GPUs"
     total = sum(len(matching_gpus(n, res)) for n in nodes)
     if total < res.gpus:
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {res.gpus} {kind}; the whole pool has {total}",
-            "gpu_count",
-        )
+        short = Insufficient(None, Dimension.GPU_COUNT, res.gpus, total, total)
+        return _never(short, res, Rule.NEVER_FITS_POOL)
     roomy = [
         n
         for n in nodes
@@ -91,19 +88,8 @@ def _check_wide(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
     ]
     have = sum(len(matching_gpus(n, res)) for n in roomy)
     if have < res.gpus:
-        each = " and ".join(
-            w
-            for w in (
-                f"{res.cpus} CPUs" if res.cpus else "",
-                f"{format_size(res.mem_bytes)} memory" if res.mem_bytes else "",
-            )
-            if w
-        )
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {res.gpus} {kind} over nodes with {each} each; those nodes have {have}",
-            "cpus" if res.cpus else "mem",
-        )
+        short = Insufficient(None, Dimension.GPU_COUNT, res.gpus, have, have)
+        return _never(short, res, Rule.NEVER_FITS_ROOMY)
     return None
 
 
@@ -111,9 +97,8 @@ def _check_shared(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
     """A fractional job: some matching GPU must have room for it on an empty pool (its
     memory less what is declared unmanaged), on a node with the CPUs and memory."""
     if res.gpu_fraction is not None and not 0 < res.gpu_fraction <= 1:
-        msg = f"asks for {res.gpu_fraction:g} of one GPU: a fraction must be more than 0, at most 1"
-        return Status(Code.UNSATISFIABLE, msg, "gpu_fraction")
-    kind = f"{display_name(res.gpu_type)} GPU" if res.gpu_type else "GPU"
+        short = Insufficient(None, Dimension.GPU_FRACTION, res.gpu_fraction, 1.0, 1.0)
+        return _never(short, res, Rule.BAD_FRACTION)
     fits = [
         n
         for n in nodes
@@ -123,34 +108,14 @@ def _check_shared(res: Resources, nodes: tuple[Node, ...]) -> Status | None:
         )
     ]
     if not fits:
-        gpus = [(n.gpu(g), n.name) for n in nodes for g in matching_gpus(n, res)]
+        gpus = [(n.gpu(g), n) for n in nodes for g in matching_gpus(n, res)]
         if not gpus:
-            return Status(Code.UNSATISFIABLE, f"needs one {kind}; this pool has none", "gpu_count")
-        gpu, name = max(gpus, key=lambda p: (p[0].memory_bytes - p[0].unmanaged_memory_bytes, p[1]))
+            return _never(Insufficient(None, Dimension.GPU_COUNT, 1, 0, 0), res)
+        gpu, node = max(
+            gpus, key=lambda p: (p[0].memory_bytes - p[0].unmanaged_memory_bytes, p[1].name)
+        )
         room = gpu.memory_bytes - gpu.unmanaged_memory_bytes
-        if res.gpu_fraction is not None:
-            need = f"{res.gpu_fraction:g} of one {kind}'s memory"
-        else:
-            need = f"{format_size(res.gpu_memory_bytes or 0)} on one {kind}"
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {need}; the largest {kind} ({gpu.model} on {name}) has {format_size(room)}"
-            + ("" if room == gpu.memory_bytes else " besides memory used outside gpupool"),
-            "gpu_memory",
-        )
-    if res.cpus and not any(n.cpus == 0 or n.cpus >= res.cpus for n in fits):
-        top = max(n.cpus for n in fits)
-        msg = f"needs {res.cpus} CPUs on one node; the largest node with room on a GPU has {top}"
-        return Status(Code.UNSATISFIABLE, msg, "cpus")
-    fits = [n for n in fits if not res.cpus or n.cpus == 0 or n.cpus >= res.cpus]
-    if res.mem_bytes and not any(
-        n.memory_bytes == 0 or n.memory_bytes >= res.mem_bytes for n in fits
-    ):
-        top = max(n.memory_bytes for n in fits)
-        return Status(
-            Code.UNSATISFIABLE,
-            f"needs {format_size(res.mem_bytes)} memory on one node; the largest node with "
-            f"room on a GPU{' and the CPUs' if res.cpus else ''} has {format_size(top)}",
-            "mem",
-        )
-    return None
+        need = granted_bytes(node, gpu.index, res)
+        short = Insufficient(node.name, Dimension.GPU_MEMORY, need, room, gpu.memory_bytes)
+        return _never(short, res, have=(gpu.model,))
+    return _check_room(res, fits)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.placement import NodeFree, with_shared_gpus
+from gpupool.policy.node_free import NodeFree, with_shared_gpus
+from gpupool.policy.request import holds_whole_gpus
 from gpupool.policy.snapshot import RunningJob, Snapshot
 
 
@@ -41,13 +42,11 @@ def free_view(snapshot: Snapshot) -> FreeView:
                 cpus_used[r.node] = cpus_used.get(r.node, 0) + res.cpus
             if res.mem_bytes:
                 mem_used[r.node] = mem_used.get(r.node, 0) + res.mem_bytes
-        if res.gpu_fraction is not None or res.gpu_memory_bytes is not None:
-            shared = True
-            partial.append(r)
-        elif r.gpu_memory_bytes is not None:
-            partial.append(r)
-        else:
+        if holds_whole_gpus(res, r.gpu_memory_bytes):
             whole[r.project] = whole.get(r.project, 0.0) + len(r.gpus)
+        else:
+            partial.append(r)
+            shared = shared or res.fractional
     views: list[NodeFree] = []
     append = views.append
     for n in facts.by_name_order:

@@ -34,6 +34,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from gpupool.core.job import Resources
+from gpupool.policy.reasons import Standing
 from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, Snapshot
 
 ORDERS = ("priority", "fifo", "sjf", "srtf", "las", "drf")  # what PolicyConfig.order may be
@@ -106,23 +107,22 @@ def sort_key(job: Job, now: float, config: PolicyConfig) -> Key:
     return key_function(config.order, now, config)(job)
 
 
-def describe(job: Job, now: float, config: PolicyConfig) -> str:
-    """What puts the job where it is under `config.order`, in words (preemption reasons)."""
+def standing(job: Job, now: float, config: PolicyConfig) -> Standing:
+    """What puts the job where it is under `config.order`, as data (preemption causes)."""
     order = config.order
+    running = isinstance(job, RunningJob)
     if order in ("sjf", "srtf"):
         hint = job.runtime_hint_s
         if hint is None:
-            return "run time unknown"
-        if order == "sjf":
-            return f"{hint:.0f}s run time"
-        return f"{max(0.0, hint - attained(job, now)):.0f}s left"
+            return Standing(order, job.priority, None, running=running)
+        figure = hint if order == "sjf" else max(0.0, hint - attained(job, now))
+        return Standing(order, job.priority, figure, running=running)
     if order == "las":
         lvl = level(job, now, tuple(sorted(config.las_thresholds_gpu_s)))
         served = attained(job, now) * gpu_amount(job.resources)
-        return f"level {lvl}, {served:.0f} GPU-s attained"
-    if isinstance(job, RunningJob):
-        return f"started at {job.start_time:.0f}"
-    return f"submitted at {job.submit_time:.0f}"
+        return Standing(order, job.priority, served, level=lvl, running=running)
+    at = job.start_time if isinstance(job, RunningJob) else job.submit_time
+    return Standing(order, job.priority, at, running=running)
 
 
 def ordered(snapshot: Snapshot, now: float) -> list[PendingJob]:

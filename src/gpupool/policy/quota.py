@@ -8,18 +8,18 @@ its GPU memory over the memory of its GPU (for a pending job, of the largest GPU
 its GPU is not chosen yet), else one whole GPU.
 
 - **Limit**: a project never goes above `limit`; a job that would waits with `Quota`.
-- **Quota**: a job that keeps its project within its quota is a *claim*: it is taken first, in
-  queue order, and when it does not fit it may reclaim borrowed GPUs (`policy/preemption.py`).
+- **Quota**: a job that keeps its project within its quota is *guaranteed*: it is taken first,
+  in queue order, and when it does not fit it may reclaim borrowed GPUs (`policy/reclaim.py`).
 - **Borrowing**: a job above its project's quota runs only on idle GPUs and only if it is
   preemptible (`PendingJob.preemptible`; interactive jobs are not, by default); a
   non-preemptible one waits with `Quota`.
 - A job one of these rules holds back for good (more than its project's limit by itself, or
   non-preemptible and more than its quota by itself) waits with `QuotaNeverFits` instead,
-  saying what to change (`policy/quota_feasibility.py`, which also refuses it at submit). Borrowers are taken after every claim, each
+  saying what to change (`policy/quota_feasibility.py`, which also refuses it at submit). Borrowers are taken after every guaranteed job, each
   priority class in turn (the class stays a hard tier), and inside a class the project with
   the least borrowed per weight, `(in use - quota) / weight`, goes next (queue order inside a
   project and between ties). As each start raises its project's figure, idle GPUs go to
-  borrowers roughly in proportion to their weights. While GPUs are being reclaimed for one
+  borrowers roughly in proportion to their weights (`policy/borrowers.py`). While GPUs are reclaimed for one
   of its jobs, a project's borrowers wait (`Quota`): started now, they would take that job's
   place within the quota by the next pass, and the victims would have been stopped for
   nothing.
@@ -30,35 +30,35 @@ nothing to reclaim for and nothing to borrow from; every job then takes the queu
 before (a fresh box with only the `default` project, quota 0, schedules as without projects,
 interactive jobs included), and only limits apply. With no projects at all, none of this runs.
 
+The book answers for one job at a time (`verdict`, `holds_back`); the pass owns the queue:
+it takes the guaranteed jobs and those quotas do not concern first, in queue order, then the
+borrowers in `BorrowerQueue` order, and tells the book what started (`add`).
+
 Cost: O(1) per job, and O(borrowers x log projects) for the borrowers' order (plus scans in C,
-at most 16 over the borrowers of a class: `QuotaBook.borrowers`).
+at most 16 over the borrowers of a class: `policy/borrowers.py`).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Callable, Iterator
 from enum import Enum
-from itertools import chain, compress
-from operator import attrgetter
 
 from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
-from gpupool.core.project import Project, fmt_gpus
+from gpupool.core.project import Project
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.quota_feasibility import EPS, never_fits
+from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.request import holds_whole_gpus
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
-from gpupool.policy.status import Code, Status
+from gpupool.policy.status import Code, Rule, Status
 
-_NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
-_priority = attrgetter("priority")
-_project = attrgetter("project")
+NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
 _EXACT = 2.0**40  # below it, `in use + GPUs` rounds by far less than a GPU: `_least_over`
 
 
 class Verdict(Enum):
-    CLAIM = "claim"  # within its project's quota: goes first, may reclaim
-    BORROW = "borrow"  # above quota, preemptible: after the claims, on idle GPUs only
+    GUARANTEED = "guaranteed"  # within its project's quota: goes first, may reclaim
+    BORROW = "borrow"  # above quota, preemptible: after the guaranteed jobs, on idle GPUs only
     FREE = "free"  # quotas are not in force (or a job without GPUs): queue order
 
 
@@ -82,12 +82,7 @@ class QuotaBook:
         if whole_in_use is None or partial is None:
             whole_in_use, partial = {}, []
             for r in snapshot.running:
-                res = r.resources
-                if (
-                    res.gpu_fraction is None
-                    and res.gpu_memory_bytes is None
-                    and r.gpu_memory_bytes is None
-                ):
+                if holds_whole_gpus(r.resources, r.gpu_memory_bytes):
                     whole_in_use[r.project] = whole_in_use.get(r.project, 0.0) + len(r.gpus)
                 else:
                     partial.append(r)
@@ -95,10 +90,16 @@ class QuotaBook:
         for r in partial:
             self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
-        self._said: dict[tuple[str, str, float], Status] = {}
+        # Statuses said already, by (rule, project, in use, GPUs asked): the same figures
+        # give the same status; a queue holds many jobs of one project held back alike.
+        self._said: dict[tuple[Rule, str, float, float], Status] = {}
         self._never_said: dict[tuple[str, float, bool, bool], Status | None] = {}
-        self.claiming = False  # a claim is being tried (admitted)
         self.reclaiming: dict[str, int] = {}  # project -> its first job reclaimed for
+        # Most of a long queue borrows (a whole-GPU, preemptible job above its project's
+        # quota): with no limits, that is `gpus >= self._least_over(project)`, which holds
+        # until a figure in use changes (`add`), instead of `admit` (`verdict`).
+        self._fast = self.guarantees and not self.limits
+        self._least: dict[str, float] = {}
 
     @staticmethod
     def of(
@@ -112,12 +113,12 @@ class QuotaBook:
         return QuotaBook(snapshot, whole_in_use, partial)
 
     def project(self, name: str) -> Project:
-        return self.projects.get(name, _NO_PROJECT)
+        return self.projects.get(name, NO_PROJECT)
 
     def held(self, r: RunningJob) -> float:
         """The GPUs a running job counts for (core.job.gpu_count, the rule every view uses)."""
         res = r.resources
-        if res.gpu_fraction is None and res.gpu_memory_bytes is None and r.gpu_memory_bytes is None:
+        if holds_whole_gpus(res, r.gpu_memory_bytes):
             return float(len(r.gpus))
         total = self._gpu_mem.get((r.node, r.gpus[0])) if r.gpus else None
         return gpu_count(res, len(r.gpus), r.gpu_memory_bytes, total)
@@ -133,8 +134,21 @@ class QuotaBook:
 
     def share(self, name: str) -> float:
         """How far above its quota a project is, per weight (below 0: under its quota)."""
-        p = self.projects.get(name, _NO_PROJECT)
+        p = self.projects.get(name, NO_PROJECT)
         return (self.in_use.get(name, 0.0) - p.quota) / p.weight
+
+    def verdict(self, job: PendingJob) -> Verdict | Status:
+        """`admit`, answered for most borrowers from `_least_over` (the fast path: the same
+        verdict, tested against `admit`)."""
+        if self._fast:
+            res = job.resources
+            if res.gpu_memory_bytes is None and res.gpu_fraction is None and job.preemptible:
+                over = self._least.get(job.project)
+                if over is None:
+                    over = self._least[job.project] = self._least_over(job.project)
+                if res.gpus >= over:
+                    return Verdict.BORROW
+        return self.admit(job)
 
     def admit(self, job: PendingJob) -> Verdict | Status:
         """Whether the job may start as far as its project goes, and how (module docstring)."""
@@ -146,16 +160,28 @@ class QuotaBook:
         if need <= 0:
             return Verdict.FREE
         name = job.project
-        p, use = self.projects.get(name, _NO_PROJECT), self.in_use.get(name, 0.0)
+        p, use = self.projects.get(name, NO_PROJECT), self.in_use.get(name, 0.0)
         if p.limit is not None and use + need > p.limit + EPS:
-            return self._never(job, need) or self._status("limit", name, use)
+            return self._never(job, need) or self._held(Rule.OVER_LIMIT, name, use, need)
         if not self.guarantees:
             return Verdict.FREE
         if use + need <= p.quota + EPS:
-            return Verdict.CLAIM
+            return Verdict.GUARANTEED
         if not job.preemptible:
-            return self._never(job, need) or self._status("borrow", name, use)
+            return self._never(job, need) or self._held(Rule.NOT_PREEMPTIBLE, name, use, need)
         return Verdict.BORROW
+
+    def holds_back(self, job: PendingJob) -> Status | None:
+        """A borrower's `Quota` status when its project holds it back now, at its turn in the
+        borrowers' order: its limit, or a reclaim under way for the project (module
+        docstring); None: it may borrow."""
+        if not (self.limits or job.project in self.reclaiming):
+            return None
+        verdict = self.admit(job) if self.limits else Verdict.BORROW
+        reclaimed_for = self.reclaiming.get(job.project)
+        if reclaimed_for is not None:
+            return self._held(Rule.RECLAIMING, job.project, float(reclaimed_for), 0.0)
+        return verdict if isinstance(verdict, Status) else None
 
     def _never(self, job: PendingJob, need: float) -> Status | None:
         """`QuotaNeverFits` for a job held back that its project can never let start
@@ -173,101 +199,30 @@ class QuotaBook:
             )
         return self._never_said[key]
 
-    def _status(self, kind: str, name: str, use: float) -> Status:
-        said = self._said.get((kind, name, use))
+    def _held(self, rule: Rule, name: str, use: float, need: float) -> Status:
+        """The `Quota` status of a job asking for `need` GPUs that its project `name` holds
+        back by `rule` with `use` GPUs in use (RECLAIMING: `use` is the job reclaimed for)."""
+        key = (rule, name, use, need)
+        said = self._said.get(key)
         if said is None:
             p = self.project(name)
-            if kind == "limit":
-                text = f"project {name}: limit {fmt_gpus(p.limit)}, in use {fmt_gpus(use)}"
-            elif kind == "reclaiming":
-                text = (
-                    f"project {name}: GPUs are being reclaimed for its job {use:.0f}, within "
-                    "its quota; its jobs borrow again once that one starts"
-                )
+            if rule is Rule.RECLAIMING:
+                said = Status(Code.QUOTA, rule, jobs=(int(use),), project=name)
             else:
-                text = (
-                    f"project {name}: quota {fmt_gpus(p.quota)}, in use {fmt_gpus(use)}; "
-                    "borrowing needs --preemptible"
-                )
-            said = self._said[(kind, name, use)] = Status(Code.QUOTA, text, "quota")
+                cap = p.quota if rule is Rule.NOT_PREEMPTIBLE else p.limit
+                assert cap is not None
+                dim = Dimension.QUOTA if rule is Rule.NOT_PREEMPTIBLE else Dimension.LIMIT
+                short = Insufficient(None, dim, need, cap - use, cap)
+                said = Status(Code.QUOTA, rule, short=short, project=name)
+            self._said[key] = said
         return said
-
-    def admitted(
-        self,
-        ordered: list[PendingJob],
-        pending: dict[int, Status],
-        now: float,
-        impossible: Callable[[PendingJob], bool],
-        reclaim: Callable[[PendingJob, Status], Status],
-        exhausted: Callable[[], bool],
-        settle: Callable[[list[PendingJob]], None],
-    ) -> Iterator[PendingJob]:
-        """The queue as the pass takes it (lazily): first, in queue order, the claims and the
-        jobs quotas do not concern; then the borrowers, in `borrowers` order. A job its project
-        holds back gets `Quota` in `pending` and is not yielded (unless the pass refuses it
-        for another reason, --begin or unsatisfiable: then it is yielded, to say so). After
-        each job: counted in use if it started; if a claim waits for resources, `reclaim`
-        says how it waits. `claiming` is true while a claim is tried: it must not take the
-        reservation before reclaim had its say. Once `exhausted()` says no borrower can start
-        any more (nothing is free), the borrowers left that quotas do not hold back get their
-        status from `settle` (which writes it in `pending`) without being tried, in queue
-        order: on a full cluster with a long queue that is most of the pass, and no decision
-        changes."""
-        deferred: list[PendingJob] = []  # the borrowers, in queue order: filled by _claims
-        # Chained, not one generator delegating to the other: each borrower (most of what a
-        # pass tries) then reaches the pass through one generator, not two.
-        return chain(
-            self._claims(ordered, deferred, pending, now, impossible, reclaim),
-            self.borrowers(deferred, pending, impossible, exhausted, settle),
-        )
-
-    def _claims(
-        self,
-        ordered: list[PendingJob],
-        deferred: list[PendingJob],
-        pending: dict[int, Status],
-        now: float,
-        impossible: Callable[[PendingJob], bool],
-        reclaim: Callable[[PendingJob, Status], Status],
-    ) -> Iterator[PendingJob]:
-        """`admitted`'s first part: the jobs that do not borrow, in queue order; the
-        borrowers go to `deferred`."""
-        # Most of a long queue borrows (a whole-GPU, preemptible job above its project's
-        # quota): with no limits, that is `gpus >= self._least_over(project)`, which holds
-        # until the next job is tried (only that changes what is in use), instead of `admit`.
-        fast = self.guarantees and not self.limits
-        least: dict[str, float] = {}
-        for job in ordered:
-            if job.begin_time is not None and job.begin_time > now:
-                yield job
-                least.clear()
-                continue
-            if fast:
-                res = job.resources
-                if res.gpu_memory_bytes is None and res.gpu_fraction is None and job.preemptible:
-                    over = least.get(job.project)
-                    if over is None:
-                        over = least[job.project] = self._least_over(job.project)
-                    if res.gpus >= over:
-                        deferred.append(job)
-                        continue
-            verdict = self.admit(job)
-            if verdict is Verdict.BORROW:
-                deferred.append(job)
-            elif isinstance(verdict, Status) and not impossible(job):
-                pending[job.id] = verdict
-            else:
-                self.claiming = verdict is Verdict.CLAIM
-                yield job
-                self._tried(job, pending, reclaim)
-                least.clear()
 
     def _least_over(self, name: str) -> float:
         """The fewest whole GPUs a job of `name` can ask for and go above its quota now: the
         least `g >= 1` for which `admit`'s test `use + float(g) <= quota + EPS` fails (the sum
         only grows with `g`, so every larger `g` fails it too). inf where there is none, or
         where the figures are too large for a few steps to find it: then `admit` decides."""
-        p, use = self.projects.get(name, _NO_PROJECT), self.in_use.get(name, 0.0)
+        p, use = self.projects.get(name, NO_PROJECT), self.in_use.get(name, 0.0)
         bound = p.quota + EPS
         if not use + 1.0 <= bound:
             return 1
@@ -281,129 +236,7 @@ class QuotaBook:
             g += 1
         return g
 
-    def _held_back(
-        self,
-        job: PendingJob,
-        limits: bool,
-        pending: dict[int, Status],
-        impossible: Callable[[PendingJob], bool],
-    ) -> bool:
-        """A borrower its project holds back gets its `Quota` status (True)."""
-        verdict = self._borrower_verdict(job, limits)
-        if isinstance(verdict, Status) and not impossible(job):
-            pending[job.id] = verdict
-            return True
-        return False
-
-    def _borrower_verdict(self, job: PendingJob, limits: bool) -> Verdict | Status:
-        verdict = self.admit(job) if limits else Verdict.BORROW
-        if job.project in self.reclaiming:
-            return self._status("reclaiming", job.project, self.reclaiming[job.project])
-        return verdict
-
-    def _tried(
-        self,
-        job: PendingJob,
-        pending: dict[int, Status],
-        reclaim: Callable[[PendingJob, Status], Status],
-    ) -> None:
-        status = pending.get(job.id)
-        if status is None:
-            self.add(job.project, self.ask(job.resources))
-        elif self.claiming and status.code is Code.RESOURCES:
-            pending[job.id] = reclaim(job, status)
-        self.claiming = False
-
     def add(self, name: str, gpus: float) -> None:
         """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0)."""
         self.in_use[name] = self.in_use.get(name, 0.0) + gpus
-
-    def borrowers(
-        self,
-        deferred: list[PendingJob],
-        pending: dict[int, Status],
-        impossible: Callable[[PendingJob], bool],
-        exhausted: Callable[[], bool],
-        settle: Callable[[list[PendingJob]], None],
-    ) -> Iterator[PendingJob]:
-        """The borrowers (`deferred`, in queue order) as `admitted` takes them, in the order
-        they get idle GPUs: class by class, then the project with the least `share` first
-        (queue order inside a project, and between ties). Lazy: each project's figure is read
-        after the previous job was tried, so a start counts at once. Once `exhausted()`, the
-        rest are settled.
-
-        A pass often takes only some of hundreds of borrowers before nothing is free, so a
-        project's next job is looked up when it is needed, not queued up front: with few
-        projects, by a scan (`list.index`, in C) from the one before; with many, where those
-        scans would add up, from a table of each job's next of its project."""
-        limits, in_use, projects = self.limits, self.in_use, self.projects
-        n = len(deferred)
-        klasses = list(map(_priority, deferred))
-        taken: list[int] = []
-        lo = 0
-        while lo < n:
-            klass, hi = klasses[lo], n
-            if lo or klasses.count(klass) != n:  # more than one class: find where it ends
-                hi = lo + 1
-                while hi < n and klasses[hi] == klass:
-                    hi += 1
-            names = list(map(_project, deferred[lo:hi]))
-            firsts = dict(zip(reversed(names), range(hi - lo - 1, -1, -1)))  # earliest wins
-            after = None if len(firsts) <= _SCANNED_PROJECTS else _next_of_project(names)
-            # (share, its next job's place, project): places differ, so names never compare
-            heap = [(self.share(name), i, name) for name, i in firsts.items()]
-            heapq.heapify(heap)
-            while heap:
-                _, i, name = heapq.heappop(heap)
-                p = projects.get(name, _NO_PROJECT)
-                while True:  # this project's jobs, while it stays first
-                    if exhausted():  # the rest, but those quotas hold back, are settled
-                        untaken = [True] * n
-                        for t in taken:
-                            untaken[t] = False
-                        rest = list(compress(deferred, untaken))  # in queue order
-                        if limits or self.reclaiming:
-                            back = self._held_back
-                            rest = [j for j in rest if not back(j, limits, pending, impossible)]
-                        settle(rest)
-                        return
-                    taken.append(lo + i)
-                    job = deferred[lo + i]
-                    # Without limits or a reclaim for the project, nothing holds a borrower back.
-                    held = (limits or name in self.reclaiming) and self._held_back(
-                        job, limits, pending, impossible
-                    )
-                    if not held:
-                        yield job
-                        # `_tried` for a job that is not a claim: counted if it started
-                        if pending.get(job.id) is None:
-                            self.add(name, self.ask(job.resources))
-                    if after is not None:
-                        i = after[i]
-                        if i < 0:
-                            break
-                    else:
-                        try:
-                            i = names.index(name, i + 1)
-                        except ValueError:
-                            break
-                    if heap:
-                        key = ((in_use.get(name, 0.0) - p.quota) / p.weight, i, name)  # share
-                        if key > heap[0]:
-                            heapq.heappush(heap, key)
-                            break
-            lo = hi
-
-
-_SCANNED_PROJECTS = 16  # up to this many projects in a class, `list.index` finds a next job
-
-
-def _next_of_project(names: list[str]) -> list[int]:
-    """For each place, the next place of the same project (-1: none)."""
-    after = [-1] * len(names)
-    last: dict[str, int] = {}
-    for i in range(len(names) - 1, -1, -1):
-        name = names[i]
-        after[i] = last.get(name, -1)
-        last[name] = i
-    return after
+        self._least.clear()  # what `_least_over` said may no longer hold

@@ -23,9 +23,10 @@ from collections.abc import Mapping
 
 from gpupool.core.hardware import Node
 from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
-from gpupool.core.project import Project, fmt_gpus
+from gpupool.core.project import Project
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.status import Code, Status
+from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.status import Code, Rule, Status
 
 EPS = 1e-9  # sums of fractions are not exact
 
@@ -51,29 +52,14 @@ def never_fits(
     are in force (some project has a quota above 0)."""
     limit, quota = (None, 0.0) if project is None else (project.limit, project.quota)
     if limit is not None and need > limit + EPS:
-        text = (
-            f"project {name} has a limit of {fmt_gpus(limit)} GPUs; this job asks for "
-            f"{fmt_gpus(need)}: ask for at most {fmt_gpus(limit)}, use another project, or "
-            f"raise the limit (gpupool project set {name} --limit {fmt_gpus(need)})"
-        )
-        return Status(Code.QUOTA_NEVER_FITS, text, "limit")
+        short = Insufficient(None, Dimension.LIMIT, need, limit, limit)
+        return Status(Code.QUOTA_NEVER_FITS, Rule.NEVER_LIMIT, short=short, project=name)
     if not guarantees or preemptible or need <= quota + EPS:
         return None
-    if quota <= 0:
-        text = (
-            f"project {name} has no guaranteed quota; a non-preemptible job runs only within "
-            "quota: ask for --preemptible or use a project with quota"
-        )
-    else:
-        text = (
-            f"project {name} has a quota of {fmt_gpus(quota)} GPUs; this non-preemptible job "
-            f"asks for {fmt_gpus(need)}, more than it could ever hold within quota: ask for "
-            f"--preemptible, for at most {fmt_gpus(quota)} GPUs, or use a project with a "
-            "larger quota"
-        )
-    if priority >= PRIORITY_CLASSES["interactive"]:
-        text += " (interactive jobs are not preemptible unless --preemptible is given)"
-    return Status(Code.QUOTA_NEVER_FITS, text, "quota")
+    interactive = priority >= PRIORITY_CLASSES["interactive"]
+    rule = Rule.NEVER_QUOTA_INTERACTIVE if interactive else Rule.NEVER_QUOTA
+    short = Insufficient(None, Dimension.QUOTA, need, quota, quota)
+    return Status(Code.QUOTA_NEVER_FITS, rule, short=short, project=name)
 
 
 def check_quota(

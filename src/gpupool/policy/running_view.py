@@ -2,12 +2,12 @@
 many of them (the trace replay), instead of counted from every running job in every pass.
 
 A pass starts from what is free on each node, each project's GPUs in use, and when each
-running job is expected to end (`free_view`, `_Pass._ends`). Counted afresh, that is one walk
+running job is expected to end (`free_view`, `NodeIndex.ends`). Counted afresh, that is one walk
 over every running job per pass; on a 352-node simulated cluster with ~800 running jobs and
 17,000 passes, it was a fifth of a replay. A `RunningView` is told each job piece that starts
 (`add`) and stops (`remove`) and keeps those figures as they change, so a pass only copies
-the containers it will write to (`FreeIndex.from_view`: nodes are copied when a start writes
-to them, not before).
+the containers it will write to (`node_index.KeptIndex`: nodes are copied when a start
+writes to them, not before).
 
 It is an optional input (`Snapshot.running_view`), not state the policy keeps: `decide` is
 still a function of the snapshot, and it uses a view only when the view `serves` the snapshot
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from gpupool.core.hardware import Node
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.placement import NodeFree
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.request import expected_end, holds_whole_gpus
 from gpupool.policy.snapshot import RunningJob, Snapshot
 
 Piece = tuple[int, str]  # (job id, node): a job spread over nodes runs as one piece per node
@@ -29,12 +30,7 @@ Piece = tuple[int, str]  # (job id, node): a job spread over nodes runs as one p
 
 def _is_partial(r: RunningJob) -> bool:
     """Holds part of a GPU (fractional), or a GPU's memory: `free_view`'s `partial`."""
-    res = r.resources
-    return (
-        res.gpu_fraction is not None
-        or res.gpu_memory_bytes is not None
-        or r.gpu_memory_bytes is not None
-    )
+    return not holds_whole_gpus(r.resources, r.gpu_memory_bytes)
 
 
 class RunningView:
@@ -82,8 +78,8 @@ class RunningView:
         key = (r.id, r.node)
         self.pieces[key] = r
         self.on_node.setdefault(r.node, {})[key] = r
-        limit = self.default_limit if r.time_limit_s is None else r.time_limit_s
-        self.ends[key] = (r.start_time + limit, r.node, len(r.gpus))
+        end = expected_end(r.start_time, r.time_limit_s, self.default_limit)
+        self.ends[key] = (end, r.node, len(r.gpus))
         if _is_partial(r):
             self.partial += 1
         else:

@@ -13,6 +13,7 @@ from gpupool.core.project import Project
 from gpupool.policy.status import Status
 
 if TYPE_CHECKING:
+    from gpupool.policy.reasons import PreemptionCause
     from gpupool.policy.running_view import RunningView
 
 
@@ -162,11 +163,18 @@ class Start:
 @dataclass(frozen=True)
 class Preemption:
     """Stop `job_id` gracefully and requeue it, so that `for_job_id` can start (the engine
-    signals; the policy only chooses)."""
+    signals; the policy only chooses). `cause`: why, as data (policy/reasons.py)."""
 
     job_id: int
     for_job_id: int
-    reason: str
+    cause: PreemptionCause
+
+    @property
+    def reason(self) -> str:
+        """The cause in words (policy/words.py), for the daemon's log and the job's story."""
+        from gpupool.policy.words import preemption_words
+
+        return preemption_words(self)
 
 
 @dataclass(frozen=True)

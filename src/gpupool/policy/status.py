@@ -1,13 +1,19 @@
-"""Why a job is (not) placed: a named code, words for humans, and which check said it.
+"""Why a job is (not) placed: a named code, the rule that said it, and its figures as data.
 
 As in Kubernetes' scheduler framework, a status is not a bool: `Resources` (waiting may help)
-differs from `Unsatisfiable` (it never will: refuse at submit).
+differs from `Unsatisfiable` (it never will: refuse at submit). The code is the short,
+Slurm-like word of the REASON column; the rule says which check of the pass gave it, and the
+fields carry its figures (policy/reasons.py). Words are rendered from them on demand
+(`message`, policy/words.py), never by the pass.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
+
+from gpupool.core.job import Resources
+from gpupool.policy.reasons import Insufficient, Reserved, Standing, WideShortfall
 
 
 class Code(str, Enum):
@@ -22,11 +28,57 @@ class Code(str, Enum):
     QUOTA_NEVER_FITS = "QuotaNeverFits"
 
 
-@dataclass(frozen=True)
+class Rule(StrEnum):
+    """Which rule of the policy said it: finer than the code, one sentence of words each."""
+
+    NO_NODES = "no_nodes"  # Unsatisfiable: the pool has no nodes
+    NEVER_FITS = "never_fits"  # Unsatisfiable: `short` names what no node ever has enough of
+    NEVER_FITS_POOL = "never_fits_pool"  # Unsatisfiable, spread over nodes: the pool's GPUs
+    # Unsatisfiable, spread over nodes: the GPUs of the nodes with its CPUs and memory each
+    NEVER_FITS_ROOMY = "never_fits_roomy"
+    BAD_FRACTION = "bad_fraction"  # Unsatisfiable: a fraction outside (0, 1]
+    BEGIN_TIME = "begin_time"  # BeginTime
+    NO_FIT = "no_fit"  # Resources: fits on no node now (`short`, `nodes`; `reserved`: its own)
+    WIDE_NO_FIT = "wide_no_fit"  # Resources: a job spread over nodes (`wide`)
+    BEHIND_RESERVATION = "behind_reservation"  # Priority: it would delay `reserved`
+    BEHIND_HEAD = "behind_head"  # Priority: no backfill; `jobs`: the first in line
+    ORDER_PREEMPTION = "order_preemption"  # Priority: `jobs` are preempted for it (srtf, las)
+    RECLAIM = "reclaim"  # Reclaim: `jobs` are preempted to give its project its quota
+    OVER_LIMIT = "over_limit"  # Quota: its project's limit (`short`)
+    NOT_PREEMPTIBLE = "not_preemptible"  # Quota: above quota, and borrowing needs it
+    RECLAIMING = "reclaiming"  # Quota: GPUs are reclaimed for `jobs[0]` of its project
+    NEVER_LIMIT = "never_limit"  # QuotaNeverFits: asks for more than its project's limit
+    NEVER_QUOTA = "never_quota"  # QuotaNeverFits: not preemptible, more than its quota
+    NEVER_QUOTA_INTERACTIVE = "never_quota_interactive"  # the same, for an interactive job
+
+
+@dataclass(frozen=True, slots=True)
 class Status:
     code: Code
-    message: str
-    source: str = ""  # the check that said it, e.g. "gpu_count", "ordering"
+    rule: Rule
+    short: Insufficient | None = None  # the binding dimension and its figures
+    nodes: tuple[Insufficient, ...] = ()  # every node's, where the pass looked at each
+    reserved: Reserved | None = None  # its own reservation, or the one it would delay
+    jobs: tuple[int, ...] = ()  # the jobs it waits for (see Rule)
+    project: str | None = None  # the project whose quota or limit says it
+    standing: Standing | None = None  # ORDER_PREEMPTION: where the order puts it
+    wide: WideShortfall | None = None  # WIDE_NO_FIT
+    # What the pool has where no figure says it: its GPU models (an unknown type), the
+    # model of the largest GPU (a fractional job that fits on none).
+    have: tuple[str, ...] = ()
+    request: Resources | None = None  # what the job asks for, where the words name it
+
+    @property
+    def message(self) -> str:
+        """The status in words (policy/words.py): for the edges, never the pass."""
+        from gpupool.policy.words import status_words  # words import this module
+
+        return status_words(self)
+
+    @property
+    def source(self) -> str:
+        """The check that said it: the binding dimension, else the rule."""
+        return self.short.dimension.value if self.short is not None else self.rule.value
 
     @property
     def unresolvable(self) -> bool:

@@ -29,7 +29,7 @@ would run such a job; everything else in the policy still puts a job on one node
   right without a special case.
 - **Reservation** (`reserve_wide`, `WideShadow`): the earliest release time at which the
   request fits across the pool by the placement rule, with what is free now plus what ends by then. The pass's
-  `Reservation` is one node's worth (its first node and GPUs there); `describe()` names the
+  `Reservation` is one node's worth (its first node and GPUs there); `reserved()` names the
   whole. It is conservative: while a wide job holds the reservation, a later job may start
   now only if it ends by the reservation time. Letting a job that outlasts it use what the
   reservation does not need would mean tracking the reserved GPUs and the spare CPUs and
@@ -42,46 +42,22 @@ would run such a job; everything else in the policy still puts a job on one node
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpupool.core.gpu_catalog import display_name
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
-from gpupool.policy.backfill import Release, Shadow
-from gpupool.policy.backfill import _give_back as give_back
+from gpupool.policy.backfill import Shadow
+from gpupool.policy.filters.gpu_count import usable_gpus
+from gpupool.policy.filters.topology import has_room, spread_count
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.policy.placement import NodeFree, Placement, choose_gpus, matching_gpus
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.placement import Placement, choose_gpus
+from gpupool.policy.reasons import Reserved
 from gpupool.policy.snapshot import Reservation, WidePlacement
+from gpupool.policy.timeline import Release, give_back
 
 SPREAD, CONSOLIDATE = WidePlacement.SPREAD, WidePlacement.CONSOLIDATE
-
-
-def _has_room(free: NodeFree, res: Resources) -> bool:
-    """Whether the node has the job's per-node CPUs and memory free (undeclared: no limit)."""
-    if res.cpus and free.cpus is not None and free.cpus < res.cpus:
-        return False
-    return not (res.mem_bytes and free.mem_bytes is not None and free.mem_bytes < res.mem_bytes)
-
-
-def _usable(free: NodeFree, res: Resources) -> list[int]:
-    """The free GPUs of the requested type on this node."""
-    if not res.gpu_type:
-        return sorted(free.gpus)
-    return [g for g in matching_gpus(free.node, res) if g in free.gpus]
-
-
-def _usable_count(free: NodeFree, res: Resources) -> int:
-    """len(_usable(...)), without building the list for an untyped request."""
-    if not res.gpu_type:
-        return len(free.gpus)
-    return sum(g in free.gpus for g in matching_gpus(free.node, res))
-
-
-def _count(free: NodeFree, res: Resources) -> int:
-    """What the node can give a wide job now: its usable GPUs, or 0 without the CPUs/memory."""
-    return _usable_count(free, res) if _has_room(free, res) else 0
 
 
 def piece(res: Resources, gpus: Sequence[int]) -> Resources:
@@ -94,13 +70,13 @@ def place_wide(
 ) -> list[Placement] | None:
     """Where a wide job goes now by `rule`, one Placement per node (module docstring); None
     when it does not fit now."""
-    if sum(_count(f, res) for f in frees) < res.gpus:
+    if sum(spread_count(f, res) for f in frees) < res.gpus:
         return None  # the common case on a busy cluster: decided without sorting anything
     options: list[tuple[int, bool, str, NodeFree, list[int]]] = []
     for free in frees:
-        if not _has_room(free, res):
+        if not has_room(free, res):
             continue
-        usable = _usable(free, res)
+        usable = sorted(usable_gpus(free, res))
         if usable:
             whole = len(free.gpus) == len(free.node.gpus)
             options.append((len(usable), whole, free.node.name, free, usable))
@@ -149,48 +125,13 @@ def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
     return not res.fractional and res.gpus > NodeFacts.of(nodes).widest(res.gpu_type)
 
 
-def shortfall(
-    frees: Sequence[NodeFree],
-    res: Resources,
-    nodes: tuple[Node, ...],
-    free_total: int,
-    rule: WidePlacement = SPREAD,
-) -> str:
-    """Why a wide job does not fit now, e.g. "needs 32 GPUs on at least 4 nodes; 20 free
-    across the pool" (at least: were all nodes as large as the largest); by the consolidate
-    rule it adds how many whole nodes are free. `free_total`: the whole free GPUs of `frees`
-    (FreeIndex.total), all a request that only counts GPUs needs."""
-    kind = "GPU" if res.gpus == 1 else "GPUs"
-    what = (
-        f"{res.gpus} {display_name(res.gpu_type)} {kind}" if res.gpu_type else f"{res.gpus} {kind}"
-    )
-    fewest = math.ceil(res.gpus / max(1, NodeFacts.of(nodes).widest(res.gpu_type)))
-    if res.gpu_type or res.cpus or res.mem_bytes:
-        total = sum(_usable_count(f, res) for f in frees)
-        usable = sum(_count(f, res) for f in frees)
-    else:
-        total = usable = free_total
-    text = f"needs {what} on at least {fewest} nodes; {total} free across the pool"
-    if usable < total:
-        text += f", {usable} of them on nodes with the CPUs and memory it needs on each"
-    if rule is CONSOLIDATE:
-        whole = sum(
-            1
-            for f in frees
-            if len(f.gpus) == len(f.node.gpus) and _has_room(f, res) and _usable_count(f, res)
-        )
-        text += (
-            f"; it takes whole free nodes only (wide placement: consolidate), "
-            f"{whole} {'is' if whole == 1 else 'are'} free"
-        )
-    return text
-
-
 class WideShadow(Shadow):
     """The pass's reservation held by a wide job. As a `Shadow` it stands for the first node
     of the reserved placement (what `Reservation` can say, what a reclaim plan keeps off);
     `placements` is all of it. The pass lets no job that would outlast it start (module
-    docstring): it checks for this class before the one-node spare rule."""
+    docstring): it checks `conservative` before the one-node spare rule."""
+
+    conservative = True
 
     def __init__(
         self,
@@ -204,16 +145,10 @@ class WideShadow(Shadow):
         self.placements = placements
         self.gpus = res.gpus
 
-    def describe(self) -> str:
-        """E.g. "reserved 32 GPUs on 4 nodes from now+1h"."""
-        return f"reserved {self.gpus} GPUs on {len(self.placements)} nodes {self.when()}"
-
-    def holds_back(self) -> str:
-        """The Priority message of a job that fits now but would outlast this reservation."""
-        return (
-            f"waiting for job {self.reservation.job_id}, which holds a reservation "
-            f"({self.describe()}): while a multi-node job holds it, only jobs that end by "
-            "then may start (a shorter --time may let this one start now)"
+    def reserved(self) -> Reserved:
+        """The reservation as a status names it: all its GPUs and nodes (policy/reasons.py)."""
+        return Reserved(
+            self.reservation, self.time - self.now, self.gpus, len(self.placements), wide=True
         )
 
 
@@ -230,7 +165,7 @@ def reserve_wide(
     never will (only when it is unsatisfiable, ruled out by the caller: once everything has
     ended, either rule places a job the pool's total covers)."""
     at = {f.node.name: f.copy() for f in frees}
-    counts = {name: _count(f, res) for name, f in at.items()}
+    counts = {name: spread_count(f, res) for name, f in at.items()}
     total = sum(counts.values())
     ordered = sorted((r for r in releases if r.node in at), key=lambda r: r.end)
     time, i = now, 0
@@ -246,7 +181,7 @@ def reserve_wide(
             name = ordered[i].node
             give_back(at[name], ordered[i])
             total -= counts[name]
-            counts[name] = _count(at[name], res)
+            counts[name] = spread_count(at[name], res)
             total += counts[name]
             i += 1
     placements = place_wide([at[f.node.name] for f in frees], res, rule)

@@ -1,8 +1,8 @@
 """Reclaim: which borrowing jobs to preempt so that a project under its quota gets it.
 
-A pending job is a *claim* (`policy/quota.py`) when its project is under its quota and the job
-keeps it within: `in use + its GPUs <= quota`. A claim that does not fit in the free GPUs may
-take victims among the running jobs of OTHER projects that are borrowing:
+A pending job is *guaranteed* (`policy/quota.py`) when its project is under its quota and the
+job keeps it within: `in use + its GPUs <= quota`. A guaranteed job that does not fit in the
+free GPUs may take victims among the running jobs of OTHER projects that are borrowing:
 
 - only preemptible jobs, and only while the victim's project stays at or above its quota once
   this plan's victims are gone: a project within its quota is never preempted by another;
@@ -10,13 +10,14 @@ take victims among the running jobs of OTHER projects that are borrowing:
   (`(in use - quota) / weight` largest), then the youngest (latest start, then highest id);
 - the job must then fit on ONE node: on each node the victims there are taken in that order
   (skipping those whose GPUs, CPUs or memory do not help) until the job fits on what is free
-  plus what they hold, with `place`'s gang and GPU type rules; then every victim the fit does
-  not need is dropped again, so no plan has a victim too many;
+  plus what they hold, with the feasibility chain's rules; then every victim the fit does not
+  need is dropped again, so no plan has a victim too many (policy/victims.py, the selector
+  order preemption shares);
 - among nodes, the plan with the lowest top victim priority wins, then the one that throws
   away the least work (GPU-seconds its victims have run: a requeued job starts over unless it
   checkpoints), then the fewest victims, the fewest GPUs preempted, the node name.
 
-The claim waits with `Reclaim`, naming its victims, and gets `Decision.preemptions`. What it
+The job waits with `Reclaim`, naming its victims, and gets `Decision.preemptions`. What it
 will use that is free now is held for it for the rest of the pass, so no later job takes it,
 and a job never takes the pass's reservation while it waits for a reclaim. With a reservation
 already made, the reserved GPUs of the reserved node are off limits to the plan.
@@ -35,33 +36,52 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 
 from gpupool.core.job import Resources
-from gpupool.core.project import fmt_gpus
-from gpupool.policy.backfill import FreeIndex, Release, Shadow
-from gpupool.policy.backfill import _give_back as give_back
-from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, why_not
+from gpupool.policy.backfill import Shadow
+from gpupool.policy.filters.gpu_type import matching_gpus
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.node_index import NodeIndex
+from gpupool.policy.placement import place
 from gpupool.policy.quota import QuotaBook
 from gpupool.policy.quota_feasibility import EPS
+from gpupool.policy.reasons import ReclaimCause
+from gpupool.policy.request import request_key
 from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
-from gpupool.policy.status import Code, Status
+from gpupool.policy.status import Code, Rule, Status
+from gpupool.policy.timeline import Release
+from gpupool.policy.victims import NodeFit, Plan, fill_back, hold, take_until_fit
 
 # A lower bound on the rank of the plans on a node, to compare with a plan's rank
-# (`Reclaimer.plan`): (top victim priority, work lost, victims, GPUs, node).
+# (`ReclaimPlanner.plan`): (top victim priority, work lost, victims, GPUs, node).
 _Key = tuple[int, float, int, int, str]
 _EXACT = 2.0**40  # whole numbers of GPU-seconds below it add up exactly in any order
+_SEARCH = 32  # sets of candidates tried per node before a reclaim gives up on it
 
 
-@dataclass(frozen=True)
-class Plan:
-    placement: Placement  # where the job will run once the victims are gone
-    victims: tuple[RunningJob, ...]
-    held: Placement  # the part of `placement` that is free now: held for it from now on
-    held_res: Resources  # with the CPUs and memory held now
+class _QuotaFloor:
+    """Reclaim's guard on victims (policy/victims.py): none whose project would go under its
+    quota once it and the victims taken before it are gone; the projects it kept a victim
+    back for (`floored`)."""
+
+    def __init__(self, planner: ReclaimPlanner) -> None:
+        self.planner = planner
+        self.gone: dict[str, float] = {}
+        self.floored: set[str] = set()
+
+    def allows(self, r: RunningJob) -> bool:
+        planner = self.planner
+        left = planner.left(r.project) - self.gone.get(r.project, 0.0) - planner.held(r)
+        if left < planner.book.project(r.project).quota - EPS:
+            self.floored.add(r.project)  # its project would go under its quota
+            return False
+        return True
+
+    def took(self, r: RunningJob) -> None:
+        self.gone[r.project] = self.gone.get(r.project, 0.0) + self.planner.held(r)
 
 
-class Reclaimer:
+class ReclaimPlanner:
     """The reclaims of one pass: victims already taken, and requests known to find none."""
 
     def __init__(self, snapshot: Snapshot, book: QuotaBook, now: float = 0.0) -> None:
@@ -69,12 +89,12 @@ class Reclaimer:
         self.now = now
         self.patience = snapshot.config.reclaim_patience_s
         self._running = snapshot.running
-        self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first claim
+        self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first ask
         self._of: dict[str, list[RunningJob]] = {}  # the same by project
         self._floors: dict[str, list[_Key]] = {}  # by project, when first asked: `_floor`
         self._spread: dict[int, list[RunningJob]] | None = None  # jobs on several nodes
         self.taken: set[int] = set()
-        self.failed: set[tuple[object, ...]] = set()
+        self.failed: set[tuple[object, ...]] = set()  # (request key, project): found none
         self.preemptions: list[Preemption] = []
         # GPUs of each project's victims: still running, so still in use (for limits and the
         # borrowers' order) until they exit, but no longer there to be reclaimed.
@@ -97,7 +117,7 @@ class Reclaimer:
             self._by_node = by_node
         return self._by_node
 
-    def _held(self, r: RunningJob) -> float:
+    def held(self, r: RunningJob) -> float:
         """The GPUs stopping `r` gives back: all of a job spread over several nodes, which
         the snapshot lists once per node (PolicyConfig.spread_wide_jobs)."""
         if self._spread is None:
@@ -112,16 +132,16 @@ class Reclaimer:
             return self.book.held(r)
         return sum(self.book.held(x) for x in spread)
 
-    def _left(self, name: str) -> float:
+    def left(self, name: str) -> float:
         """A project's in use once the victims already chosen are gone."""
         return self.book.in_use.get(name, 0.0) - self.gone.get(name, 0.0)
 
     def _share(self, name: str) -> float:
         p = self.book.project(name)
-        return (self._left(name) - p.quota) / p.weight
+        return (self.left(name) - p.quota) / p.weight
 
-    def claim(
-        self, job: PendingJob, index: FreeIndex, shadow: Shadow | None, end: float
+    def reclaim_for(
+        self, job: PendingJob, index: NodeIndex, shadow: Shadow | None, end: float
     ) -> tuple[Status, Release] | None:
         """Reclaim for `job` if some victims let it start: hold what it will use that is
         free now, record the victims; its status, and what it gives back at `end` (for the
@@ -141,8 +161,7 @@ class Reclaimer:
         """The victims that let `job` start, or None. A request that found none for a project
         finds none for the rest of the pass: what is free and who may be a victim only shrink."""
         res = job.resources
-        key = (res.gpus, res.gpu_type, res.cpus, res.mem_bytes, res.gpu_memory_bytes,
-               res.gpu_fraction, job.project)  # fmt: skip
+        key = (request_key(res), job.project)
         if key in self.failed:
             return None
         share = {name: self._share(name) for name in self.book.in_use}
@@ -150,7 +169,7 @@ class Reclaimer:
         # Branch and bound: nodes come lowest bound on their plan's rank first (`_nodes`),
         # and once a bound is worse than the best plan found no later node can win. The
         # winner is the same as trying every node: ranks end in the node name, so there are
-        # no ties. On a big cluster a claim tries a handful of nodes.
+        # no ties. On a big cluster a reclaim tries a handful of nodes.
         now, best = self.now, None
         for bound, free, mine in self._nodes(res, lenders, frees):
             if best is not None and bound > best[0]:
@@ -169,9 +188,9 @@ class Reclaimer:
             self.failed.add(key)
             return None
         _, view, victims, free = best
-        placement, _ = place([view], res)
+        placement = place([view], res)
         assert placement is not None  # it fits, by _on_node
-        return _plan(res, placement, victims, free)
+        return hold(res, placement, victims, free)
 
     def _nodes(
         self, res: Resources, lenders: set[str], frees: list[NodeFree]
@@ -182,7 +201,7 @@ class Reclaimer:
         each bound given is below the rank of every node still to come: a node's bound is
         worked out only once the least key (priority, work lost) of one of its candidates
         comes up (the projects' `_floor`s merged), since no plan ranks better than any of its
-        victims. A claim works out the bounds of a few dozen nodes, not of hundreds."""
+        victims. A reclaim works out the bounds of a few dozen nodes, not of hundreds."""
         if not lenders:
             return
         by_node, taken, now = self.by_node, self.taken, self.now
@@ -234,84 +253,52 @@ class Reclaimer:
         """The victims on this node (module docstring), and the node as they would leave it."""
         res = job.resources
         reserved: frozenset[int] = frozenset()
-        base = free.copy()
+        base = free
         if shadow is not None and shadow.node == free.node.name:
             reserved, base = frozenset(shadow.reservation.gpus), shadow.spare(free)
-        wanted = set(matching_gpus(free.node, res)) - reserved
-        left: list[RunningJob] = list(mine)
-        while True:
-            taken, fits, floored = self._greedy(res, base, reserved, wanted, left)
+        # Greedy in the candidates' order, skipping a victim that would put its project under
+        # its quota. A victim taken early may use up its project's room above quota that a
+        # later, sufficient set needed: then try again without one of the victims taken from
+        # such a project, the first first (depth first, so that where dropping the first
+        # finds a plan, that is the plan), up to `_SEARCH` tries per node.
+        stack: list[list[RunningJob]] = [list(mine)]
+        seen: set[frozenset[int]] = set()
+        tries = 0
+        while stack and tries < _SEARCH:
+            left = stack.pop()
+            ids = frozenset(r.id for r in left)
+            if ids in seen:
+                continue
+            seen.add(ids)
+            tries += 1
+            fit = NodeFit(base, res, reserved)
+            floor = _QuotaFloor(self)
+            taken, fits = take_until_fit(left, fit, floor)
             if fits:
-                break
-            # A victim taken early may have used up its project's room above quota that a
-            # later, sufficient one needed: try again without the first such victim.
-            culprit = next((r for r in taken if r.project in floored), None)
-            if culprit is None:
-                return None
-            left.remove(culprit)
-        for r in reversed(list(taken)):  # drop every victim the fit does not need
-            rest = [v for v in taken if v is not r]
-            trial = base.copy()
-            for v in rest:
-                _release(trial, v, reserved)
-            if why_not(trial, res) is None:
-                taken = rest
-        view = base.copy()
-        for v in taken:
-            _release(view, v, reserved)
-        return view, tuple(taken)
-
-    def _greedy(
-        self,
-        res: Resources,
-        base: NodeFree,
-        reserved: frozenset[int],
-        wanted: set[int],
-        mine: list[RunningJob],
-    ) -> tuple[list[RunningJob], bool, set[str]]:
-        """Victims in order until the job fits; whether it does; the projects whose quota
-        kept a victim back."""
-        view, taken, floored = base.copy(), [], set()
-        gone: dict[str, float] = {}
-        for r in mine:
-            held = self._held(r)
-            if self._left(r.project) - gone.get(r.project, 0.0) - held < (
-                self.book.project(r.project).quota - EPS
-            ):
-                floored.add(r.project)  # its project would go under its quota
-                continue
-            if not _helps(r, view, res, wanted):
-                continue
-            _release(view, r, reserved)
-            taken.append(r)
-            gone[r.project] = gone.get(r.project, 0.0) + held
-            if why_not(view, res) is None:
-                return taken, True, floored
-        return taken, False, floored
+                taken = fill_back(taken, fit)
+                return fit.view_with(taken), tuple(taken)
+            culprits = [r for r in taken if r.project in floor.floored]
+            for culprit in reversed(culprits):  # the first culprit on top
+                stack.append([r for r in left if r is not culprit])
+        return None
 
     def accept(self, job: PendingJob, plan: Plan) -> tuple[Status, list[Preemption]]:
         """Record the plan: its victims are taken, the in-use figures move. The job's status
-        and the preemptions, with reasons stated on the figures before the plan."""
+        and the preemptions, with causes stated on the figures before the plan."""
         book, name = self.book, job.project
         p, use = book.project(name), book.in_use.get(name, 0.0)
-        claim = f"project {name} (quota {fmt_gpus(p.quota)}, in use {fmt_gpus(use)})"
         out = []
         for v in plan.victims:
-            vq, vuse = book.project(v.project).quota, self._left(v.project)
-            why = (
-                f"reclaimed for {claim}: job {v.id} borrowed above project {v.project}'s quota "
-                f"({fmt_gpus(vq)}, in use {fmt_gpus(vuse)})"
-            )
-            out.append(Preemption(v.id, job.id, why))
+            vq, vuse = book.project(v.project).quota, self.left(v.project)
+            cause = ReclaimCause(name, p.quota, use, v.project, vq, vuse)
+            out.append(Preemption(v.id, job.id, cause))
         for v in plan.victims:
-            self.gone[v.project] = self.gone.get(v.project, 0.0) + self._held(v)
+            self.gone[v.project] = self.gone.get(v.project, 0.0) + self.held(v)
             self.taken.add(v.id)
         book.add(name, book.ask(job.resources))
         book.reclaiming.setdefault(name, job.id)
-        ids = sorted(v.id for v in plan.victims)
-        who = f"job {ids[0]}" if len(ids) == 1 else "jobs " + ", ".join(map(str, ids))
-        text = f"waiting for {who} to stop (preempted to give project {name} its quota)"
-        return Status(Code.RECLAIM, text, "reclaim"), out
+        ids = tuple(sorted(v.id for v in plan.victims))
+        return Status(Code.RECLAIM, Rule.RECLAIM, jobs=ids, project=name), out
 
 
 def _bound(mine: list[RunningJob], lacks: int, now: float) -> tuple[int, float, int, int] | None:
@@ -355,36 +342,3 @@ def _bound(mine: list[RunningJob], lacks: int, now: float) -> tuple[int, float, 
     if all(float(lost).is_integer() and lost < _EXACT for lost, _ in items):
         return top, found[0], found[1], found[2]
     return top, found[0] * (1 - 1e-9), 0, 0
-
-
-def _helps(r: RunningJob, view: NodeFree, res: Resources, wanted: set[int]) -> bool:
-    """Whether preempting `r` gives the job something it lacks on this node."""
-    if any(g in wanted and (res.fractional or g not in view.gpus) for g in r.gpus):
-        return True
-    short_cpus = res.cpus and view.cpus is not None and view.cpus < res.cpus
-    short_mem = res.mem_bytes and view.mem_bytes is not None and view.mem_bytes < res.mem_bytes
-    return bool((short_cpus and r.resources.cpus) or (short_mem and r.resources.mem_bytes))
-
-
-def _release(view: NodeFree, r: RunningJob, reserved: frozenset[int]) -> None:
-    gpus = tuple(g for g in r.gpus if g not in reserved)
-    give_back(view, Release(0.0, r.node, gpus, r.resources, r.gpu_memory_bytes))
-
-
-def _plan(
-    res: Resources, placement: Placement, victims: tuple[RunningJob, ...], free: NodeFree
-) -> Plan:
-    """What to hold now: the placement's GPUs that are free (or shared) now, and the CPUs and
-    memory the victims do not give back."""
-    if res.fractional:
-        held = tuple(g for g in placement.gpus if free.room(g) is not None)
-    else:
-        held = tuple(g for g in placement.gpus if g in free.gpus)
-    cpus = res.cpus
-    if cpus and free.cpus is not None:
-        cpus = min(free.cpus, max(0, cpus - sum(v.resources.cpus or 0 for v in victims)))
-    mem = res.mem_bytes
-    if mem and free.mem_bytes is not None:
-        mem = min(free.mem_bytes, max(0, mem - sum(v.resources.mem_bytes or 0 for v in victims)))
-    held_res = replace(res, cpus=cpus, mem_bytes=mem)
-    return Plan(placement, victims, Placement(placement.node, held), held_res)

@@ -11,8 +11,8 @@ the running jobs that are not kept, rank behind it, are preemptible and ran at l
 `min_runtime_s` in this attempt:
 
 - on the node where the fewest victims make it fit (lowest-ranked victims tried first, those
-  the fit does not need dropped again), then the node whose best victim ranks lowest, the
-  fewest GPUs stopped, the node name;
+  the fit does not need dropped again: policy/victims.py, the selector quota reclaim shares),
+  then the node whose best victim ranks lowest, the fewest GPUs stopped, the node name;
 - for a job wider than any node (`spread_wide_jobs`), across nodes by GPU count: the
   lowest-ranked victims until the free GPUs and theirs add up to the job's (and, by the
   `consolidate` wide placement, until it can be placed by that rule: whole free nodes).
@@ -51,28 +51,76 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from itertools import takewhile
 
 from gpupool.core.job import Resources
-from gpupool.policy.backfill import FreeIndex
-from gpupool.policy.orders import Key, describe, gpu_amount, key_function
-from gpupool.policy.placement import NodeFree, Placement, matching_gpus, place, why_not
-from gpupool.policy.preemption import _helps, _plan, _release
+from gpupool.policy.filters.gpu_type import matching_gpus
+from gpupool.policy.node_free import NodeFree
+from gpupool.policy.node_index import NodeIndex
+from gpupool.policy.orders import Key, gpu_amount, key_function, standing
+from gpupool.policy.placement import Placement, place
+from gpupool.policy.reasons import OrderCause
+from gpupool.policy.request import counts_only
 from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot, WidePlacement
-from gpupool.policy.status import Code, Status
+from gpupool.policy.status import Code, Rule, Status
+from gpupool.policy.victims import CountFit, Fit, NodeFit, fill_back, hold, release, take_until_fit
 from gpupool.policy.wide import is_wide, place_wide
 
 EPS = 1e-9
 _WAITING = (Code.RESOURCES, Code.PRIORITY)  # waits for GPUs: may be kept, may preempt
-_NONE: frozenset[int] = frozenset()
 
 Candidate = tuple[int, RunningJob]  # (place in the order: larger ranks lower, one row)
+
+
+class _Rows:
+    """A fit on rows (policy/victims.py) as a fit on candidates."""
+
+    def __init__(self, fit: Fit[RunningJob]) -> None:
+        self.fit = fit
+
+    def helps(self, c: Candidate) -> bool:
+        return self.fit.helps(c[1])
+
+    def give(self, c: Candidate) -> None:
+        self.fit.give(c[1])
+
+    def fits(self) -> bool:
+        return self.fit.fits()
+
+    def fits_with(self, cs: Sequence[Candidate]) -> bool:
+        return self.fit.fits_with([c[1] for c in cs])
+
+
+class _WideFit:
+    """A job spread over nodes as victims go: the free matching GPUs across the pool add up
+    to its count, and by the consolidate rule it can be placed (`_Chooser.places`)."""
+
+    def __init__(self, chooser: _Chooser, res: Resources, have: int) -> None:
+        self.chooser, self.res, self.have = chooser, res, have
+        self.wanted = {f.node.name: set(matching_gpus(f.node, res)) for f in chooser.index.frees}
+        self.views: dict[str, NodeFree] = {}
+        self.total = have
+
+    def helps(self, c: Candidate) -> bool:
+        return True
+
+    def give(self, c: Candidate) -> None:
+        self.total += self.chooser.release_rows(c[1], self.views, self.wanted)
+
+    def fits(self) -> bool:
+        return self.total >= self.res.gpus and self.chooser.places(self.res, self.views)
+
+    def fits_with(self, cs: Sequence[Candidate]) -> bool:
+        views: dict[str, NodeFree] = {}
+        gained = sum(self.chooser.release_rows(r, views, self.wanted) for _, r in cs)
+        return self.have + gained >= self.res.gpus and self.chooser.places(self.res, views)
 
 
 def preempt_for_order(
     snapshot: Snapshot,
     now: float,
     ranked: Sequence[PendingJob],
-    index: FreeIndex,
+    index: NodeIndex,
     waiting: Mapping[int, Status],
 ) -> tuple[list[Preemption], dict[int, Status]]:
     """The preemptions of this pass, and the new status of each job they are for.
@@ -148,7 +196,7 @@ class _Chooser:
     """The victims of one pass, job by job, with what is left free and who is left to stop."""
 
     def __init__(
-        self, snapshot: Snapshot, now: float, index: FreeIndex, by_node: dict[str, list[Candidate]]
+        self, snapshot: Snapshot, now: float, index: NodeIndex, by_node: dict[str, list[Candidate]]
     ) -> None:
         self.snapshot, self.now, self.config, self.index = snapshot, now, snapshot.config, index
         self.by_node = by_node
@@ -176,27 +224,16 @@ class _Chooser:
                 continue  # it fits now: what it will use is held
             for v in victims:
                 self._take(v)
-            out.extend(self._preemption(job, v) for v in victims)
-            ids = sorted(v.id for v in victims)
-            who = f"job {ids[0]}" if len(ids) == 1 else "jobs " + ", ".join(map(str, ids))
+            ahead = standing(job, self.now, self.config)
+            out.extend(
+                Preemption(v.id, job.id, OrderCause(ahead, standing(v, self.now, self.config)))
+                for v in victims
+            )
+            ids = tuple(sorted(v.id for v in victims))
             statuses[job.id] = Status(
-                Code.PRIORITY,
-                f"waiting for {who} to stop: preempted for this job, which ranks ahead in "
-                f"{self.config.order} order ({describe(job, self.now, self.config)})",
-                "preempt",
+                Code.PRIORITY, Rule.ORDER_PREEMPTION, jobs=ids, standing=ahead
             )
         return out, statuses
-
-    def _preemption(self, job: PendingJob, victim: RunningJob) -> Preemption:
-        config, now = self.config, self.now
-        if job.priority != victim.priority:
-            why = f"job {job.id} (class {job.priority}) ranks ahead of this job (class {victim.priority})"
-        else:
-            why = (
-                f"job {job.id} ({config.order}: {describe(job, now, config)}) ranks ahead of "
-                f"this job ({describe(victim, now, config)})"
-            )
-        return Preemption(job_id=victim.id, for_job_id=job.id, reason=why)
 
     def _take(self, victim: RunningJob) -> None:
         self.alive -= 1
@@ -235,42 +272,28 @@ class _Chooser:
         chosen = best[1]
         view = self.index.by_name[best[0][3]].copy()
         for _, r in chosen:
-            _release(view, r, _NONE)
-        placement, _ = place([view], res)
+            release(view, r)
+        placement = place([view], res)
         assert placement is not None  # it fits, by _on_node
         victims = tuple(r for _, r in chosen)
-        plan = _plan(res, placement, victims, self.index.by_name[placement.node])
+        plan = hold(res, placement, victims, self.index.by_name[placement.node])
         self.index.take(plan.held, plan.held_res)
         return list(victims)
 
     def _on_node(
         self, res: Resources, free: NodeFree, cands: list[Candidate], at: int
     ) -> list[Candidate] | None:
-        """The lowest-ranked victims here that make `res` fit, none too many."""
-        if not (res.fractional or res.gpu_type or res.cpus or res.mem_bytes or free.sharers):
-            return _by_count(res.gpus - len(free.gpus), cands, at)
-        wanted = set(matching_gpus(free.node, res))
-        view, chosen = free.copy(), []
-        for cand in cands:
-            if cand[0] < at:
-                return None  # the rest rank ahead of the job: no victims of it
-            r = cand[1]
-            if not _helps(r, view, res, wanted):
-                continue
-            _release(view, r, _NONE)
-            chosen.append(cand)
-            if why_not(view, res) is None:
-                break
+        """The lowest-ranked victims here that make `res` fit, none too many; only those that
+        rank behind the job (at place `at`) may be victims."""
+        behind = takewhile(lambda c: c[0] > at, cands)  # the rest rank ahead of the job
+        fit: Fit[RunningJob]
+        if counts_only(res) and not free.sharers:
+            fit = CountFit(res.gpus - len(free.gpus))
         else:
-            return None
-        for cand in reversed(list(chosen)):  # the highest-ranked first: drop what is not needed
-            rest = [c for c in chosen if c is not cand]
-            trial = free.copy()
-            for _, r in rest:
-                _release(trial, r, _NONE)
-            if why_not(trial, res) is None:
-                chosen = rest
-        return chosen
+            fit = NodeFit(free, res)
+        rows = _Rows(fit)
+        chosen, fits = take_until_fit(behind, rows)
+        return fill_back(chosen, rows) if fits else None
 
     def _wide(self, res: Resources, at: int) -> list[RunningJob] | None:
         """A job wider than any node: the lowest-ranked victims across nodes until the free
@@ -279,25 +302,15 @@ class _Chooser:
         wanted = {f.node.name: set(matching_gpus(f.node, res)) for f in self.index.frees}
         have = sum(len(wanted[f.node.name] & f.gpus) for f in self.index.frees)
         chosen: list[Candidate] = []
-        if have < res.gpus or not self._places(res, {}):
+        if have < res.gpus or not self.places(res, {}):
             behind = {r.id: (p, r) for c in self.by_node.values() for p, r in c if p > at}
-            views: dict[str, NodeFree] = {}
-            total = have
-            for cand in sorted(behind.values(), key=lambda c: -c[0]):
-                chosen.append(cand)
-                total += self._release_rows(cand[1], views, wanted)
-                if total >= res.gpus and self._places(res, views):
-                    break
-            else:
+            fit = _WideFit(self, res, have)
+            chosen, fits = take_until_fit(sorted(behind.values(), key=lambda c: -c[0]), fit)
+            if not fits:
                 return None
-            for cand in reversed(list(chosen)):  # the highest-ranked first: drop what is not needed
-                rest = [c for c in chosen if c is not cand]
-                views = {}
-                gained = sum(self._release_rows(r, views, wanted) for _, r in rest)
-                if have + gained >= res.gpus and self._places(res, views):
-                    chosen = rest
-            views = {}
-            need = res.gpus - sum(self._release_rows(r, views, wanted) for _, r in chosen)
+            chosen = fill_back(chosen, fit)
+            views: dict[str, NodeFree] = {}
+            need = res.gpus - sum(self.release_rows(r, views, wanted) for _, r in chosen)
         else:
             need = res.gpus
         frees = sorted(self.index.frees, key=lambda f: (-len(f.gpus), f.node.name))
@@ -310,7 +323,7 @@ class _Chooser:
                 need -= len(use)
         return [r for _, r in chosen]
 
-    def _places(self, res: Resources, views: dict[str, NodeFree]) -> bool:
+    def places(self, res: Resources, views: dict[str, NodeFree]) -> bool:
         """Whether the wide placement rule places `res` on what is free with `views` (nodes
         with victims given back) in place of the index's nodes. By count (`spread`) the
         callers' sums say it; `consolidate` needs whole free nodes, so it asks the rule."""
@@ -319,7 +332,7 @@ class _Chooser:
         frees = [views.get(f.node.name, f) for f in self.index.frees]
         return place_wide(frees, res, WidePlacement.CONSOLIDATE) is not None
 
-    def _release_rows(
+    def release_rows(
         self, victim: RunningJob, views: dict[str, NodeFree], wanted: dict[str, set[int]]
     ) -> int:
         """Give back every row of `victim` in `views` (copies of the free view, made as
@@ -330,26 +343,6 @@ class _Chooser:
             if view is None:
                 view = views[row.node] = self.index.by_name[row.node].copy()
             before = len(view.gpus & wanted[row.node])
-            _release(view, row, _NONE)
+            release(view, row)
             gained += len(view.gpus & wanted[row.node]) - before
         return gained
-
-
-def _by_count(lack: int, cands: list[Candidate], at: int) -> list[Candidate] | None:
-    """`_on_node` for plain whole-GPU jobs on a node without shared GPUs, where only counts
-    matter: the lowest-ranked victims until they hold `lack` GPUs, none too many."""
-    chosen, got = [], 0
-    for cand in cands:
-        if cand[0] < at:
-            return None
-        chosen.append(cand)
-        got += len(cand[1].gpus)
-        if got >= lack:
-            break
-    else:
-        return None
-    for cand in reversed(list(chosen)):
-        if got - len(cand[1].gpus) >= lack:
-            chosen.remove(cand)
-            got -= len(cand[1].gpus)
-    return chosen

@@ -1,0 +1,32 @@
+"""The scheduling pass (policy/scheduling_pass.py) takes a queue without quotas in line
+(`_run_plain`, the hot path); it must decide exactly as taking each job with `take`, with
+backfill and without (the strict profiles), over random pools and queues."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from test_policy_properties import NOW, SETTINGS, snapshots
+
+from gpupool.policy import Snapshot, decide
+from gpupool.policy.scheduling_pass import SchedulingPass
+from gpupool.policy.snapshot import PolicyConfig
+
+
+def _one_by_one(self: SchedulingPass, ordered: object) -> None:
+    for job in ordered:  # type: ignore[attr-defined]
+        self.take(job)
+
+
+@pytest.mark.parametrize("backfill", [True, False], ids=["backfill", "strict"])
+@SETTINGS
+@given(snapshots())
+def test_the_plain_queue_in_line_decides_as_job_by_job(backfill: bool, snap: Snapshot) -> None:
+    snap = replace(snap, config=PolicyConfig(backfill=backfill))
+    in_line = decide(snap, NOW)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SchedulingPass, "_run_plain", _one_by_one)
+        by_job = decide(snap, NOW)
+    assert in_line == by_job
