@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpupool.executor import JobStatus, LocalExecutor
+from gpupool.core.execution import RunState
+from gpupool.executor import LocalExecutor
 
 
 def _wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 20.0):  # type: ignore[no-untyped-def]
@@ -23,12 +24,10 @@ def _wait_exit(ex: LocalExecutor, job_id: int, timeout: float = 20.0):  # type: 
 def test_a_launch_leaves_a_standby_that_runs_the_next_job(tmp_path: Path) -> None:
     ex = LocalExecutor(tmp_path / "state")
     try:
-        ex.launch(1, ["true"], {}, str(tmp_path), None, 1.0)
+        ex.start(1, ["true"], {}, str(tmp_path), None, 1.0)
         standby = ex._standby
         assert standby is not None and standby.poll() is None
-        ex.launch(
-            2, [sys.executable, "-c", "import sys; sys.exit(5)"], {}, str(tmp_path), None, 1.0
-        )
+        ex.start(2, [sys.executable, "-c", "import sys; sys.exit(5)"], {}, str(tmp_path), None, 1.0)
         assert ex._standby is not standby  # taken for job 2, replaced by a fresh one
         assert _wait_exit(ex, 2).exit_code == 5
         assert standby.wait(10) == 0  # the standby became job 2's supervisor and finished
@@ -42,7 +41,7 @@ def test_time_limit_counts_from_the_handover_not_the_standby_start(tmp_path: Pat
     try:
         ex.warm()
         time.sleep(2.0)  # the standby idles longer than the job's limit
-        ex.launch(
+        ex.start(
             1, [sys.executable, "-c", "import time; time.sleep(0.5)"], {}, str(tmp_path), 1.5, 1.0
         )
         rec = _wait_exit(ex, 1)
@@ -83,9 +82,9 @@ def test_status_of_a_job_handed_to_the_standby_is_running_until_it_ends(tmp_path
     ex = LocalExecutor(tmp_path / "state")
     try:
         ex.warm()
-        ex.launch(1, ["sleep", "1"], {}, str(tmp_path), None, 1.0)
-        assert ex.status(1) == JobStatus.RUNNING
+        ex.start(1, ["sleep", "1"], {}, str(tmp_path), None, 1.0)
+        assert ex.status(1) == RunState.RUNNING
         _wait_exit(ex, 1)
-        assert ex.status(1) == JobStatus.EXITED
+        assert ex.status(1) == RunState.EXITED
     finally:
         ex.close()

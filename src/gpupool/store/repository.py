@@ -8,7 +8,7 @@ become StaleState.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,14 +105,26 @@ class Store(ProjectMethods, LeaseMethods):
         return jobs[0]
 
     def list_jobs(
-        self, *, include_finished: bool = False, user: str | None = None, limit: int | None = None
+        self,
+        *,
+        include_finished: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        states: Iterable[JobState] | None = None,
+        project: str | None = None,
     ) -> list[Job]:
-        """Jobs in id order, without events. `limit` keeps the newest `limit` of them."""
+        """Jobs in id order, without events: the active ones (with `include_finished`, all),
+        or those in `states` when given; of `user` and of `project` when given. `limit`
+        keeps the newest `limit` of them."""
         stmt = select(JobRow)
-        if not include_finished:
+        if states is not None:
+            stmt = stmt.where(JobRow.state.in_(list(states)))
+        elif not include_finished:
             stmt = stmt.where(JobRow.state.in_(_ACTIVE_STATES))
         if user is not None:
             stmt = stmt.where(JobRow.user == user)
+        if project is not None:
+            stmt = stmt.where(JobRow.project == project)
         if limit is not None:
             if limit < 0:
                 raise ValueError(f"limit must not be negative: {limit}")
@@ -193,8 +205,16 @@ class Store(ProjectMethods, LeaseMethods):
 
     # -- writing
 
-    def submit(self, spec: JobSpec, user: str, now: float, token: str | None = None) -> Job:
-        """Store a new PENDING job; with a token already used, return that job instead."""
+    def submit(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None = None,
+        cause: str | None = None,
+    ) -> Job:
+        """Store a new PENDING job; with a token already used, return that job instead.
+        `cause`: the first line of its story (default: who submitted it)."""
         try:
             with self._write() as s:
                 if token is not None:
@@ -222,7 +242,7 @@ class Store(ProjectMethods, LeaseMethods):
                         time=now,
                         from_state=None,
                         to_state=JobState.PENDING,
-                        cause=f"submitted by {user}",
+                        cause=cause or f"submitted by {user}",
                     )
                 )
                 return models.load_jobs(s, JobRow.id == row.id)[0]
@@ -410,19 +430,11 @@ class Store(ProjectMethods, LeaseMethods):
 
         return self._write_retrying(op)
 
-    def set_reasons(self, reasons: dict[int, str]) -> None:
-        """Set the reason of PENDING jobs; jobs in other states or unknown ids are skipped."""
-        if not reasons:
-            return
-        # Runs every scheduling pass: compare on a (lock-free) read first, so the usual
-        # nothing-changed case never takes the write lock or syncs the disk.
-        with self._read() as s:
-            current = dict(
-                s.execute(
-                    select(JobRow.id, JobRow.reason).where(JobRow.state == JobState.PENDING)
-                ).all()
-            )
-        changed = sorted((i, r) for i, r in reasons.items() if i in current and current[i] != r)
+    def set_reasons(self, reasons: Mapping[int, str]) -> None:
+        """Set the reason of PENDING jobs; jobs in other states, unknown ids and reasons that
+        are already stored are skipped. The engine passes only the reasons that changed
+        (it knows what is stored), so an unchanged queue costs no write."""
+        changed = sorted(reasons.items())
         if not changed:
             return
         t = JOBS.c
