@@ -38,9 +38,9 @@ class CountingStore(Store):
         self.reads += 1
         return super().list_jobs(**kw)
 
-    def active_jobs(self) -> list[Job]:
+    def active_jobs(self, **kw: Any) -> list[Job]:
         self.reads += 1
-        return super().active_jobs()
+        return super().active_jobs(**kw)
 
 
 class RacingStore(Store):

@@ -307,6 +307,16 @@ def test_the_engine_asks_only_for_what_the_store_and_executor_can_do(history: li
                 job.cancel_requested,
                 job.gpus,
             )
+        assert world.state.public == {i: t.job for i, t in world.state.jobs.items()}
+        # What a pass is given is what the view holds (kept one job at a time).
+        snapshot = world.state.snapshot(world.version, Usage())
+        waiting = [j for j in active.values() if j.state is JobState.PENDING]
+        assert [p.id for p in snapshot.pending] == sorted(
+            j.id for j in waiting if not j.cancel_requested
+        )
+        assert [r.id for r in snapshot.running] == sorted(
+            j.id for j in active.values() if j.state is JobState.RUNNING
+        )
         # No GPU is held by two running jobs.
         held = [g for j in active.values() if j.state is JobState.RUNNING for g in j.gpus]
         assert len(held) == len(set(held))

@@ -153,16 +153,14 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         query = JobQuery(states, all, user, project, limit, offset, order)
         found = service.list_jobs(query)
         decision = service.engine.view(fresh=False).decision
-        body = {
-            "jobs": [wire(j, decision) for j in found.jobs],
-            "total": found.total,
-            "counts": dict(found.counts),
-            "offset": offset,
-            "limit": limit,
-        }
-        # Serialised here: FastAPI's encoder walks every value in Python, seconds for a
-        # queue of 10,000 jobs (docs/benchmarks.md).
-        return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
+        rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
+        rest["limit"] = limit
+        # Serialised here, a job at a time: FastAPI's encoder walks every value in Python
+        # (seconds for a queue of 10,000 jobs), and a dict per job kept for them all would
+        # cost the daemon tens of megabytes (docs/benchmarks.md).
+        jobs = ",".join(_dumps(wire(j, decision)) for j in found.jobs)
+        body = f'{{"jobs":[{jobs}],{_dumps(rest)[1:]}'
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: JobId) -> dict[str, Any]:
@@ -194,6 +192,10 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return {"ok": True}
 
     return app
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def _states(text: str | None) -> frozenset[JobState] | None | JSONResponse:

@@ -13,6 +13,7 @@ from gpupool.cli.render import (
     elapsed,
     gpus_cell,
     print_json,
+    print_json_list,
     print_table,
     reason_cell,
     state_cell,
@@ -65,7 +66,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     )
     jobs = found["jobs"]
     if args.json:
-        print_json(jobs)
+        print_json_list(jobs)
         return 0
     now = time.time()
     rows = [

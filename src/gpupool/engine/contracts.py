@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import Department, Project
+from gpupool.store.submissions import NewJob
 
 # A start to commit: (job id, node, GPU indices, GPU memory granted on its one GPU or None).
 Start = tuple[int, str, tuple[int, ...], int | None]
@@ -27,7 +28,7 @@ UsageRow = tuple[str, str, float, float, float | None]
 class EngineStore(Protocol):
     """What the engine's loop reads and writes."""
 
-    def active_jobs(self) -> list[Job]: ...
+    def active_jobs(self, *, environment: bool = True) -> list[Job]: ...
 
     def get(self, job_id: int) -> Job: ...
 
@@ -84,6 +85,8 @@ class PoolStore(EngineStore, Protocol):
         token: str | None = None,
         cause: str | None = None,
     ) -> Job: ...
+
+    def submit_many(self, batch: Sequence[NewJob]) -> list[Job]: ...
 
     def list_jobs(
         self,

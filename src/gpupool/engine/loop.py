@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 
@@ -70,6 +71,8 @@ _PASSES_PER_ROUND = 3
 _VIEW_WAIT_S = 2.0
 # The wait between rounds while a run is being released (its supervisor is finishing).
 _SOON_S = 0.02
+# After a pass that took t, the next waits t * _PACE (state.py, `paced_until`).
+_PACE = 1.0
 
 
 class Engine:
@@ -166,7 +169,7 @@ class Engine:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(_SOON_S if self.state.poll_soon else self.poll_interval)
+            self._wake.wait(self._wait_s())
             self._wake.clear()
             if self._stop.is_set():
                 break
@@ -175,6 +178,15 @@ class Engine:
             except Exception:  # the pool goes on; the next round retries
                 log.exception("engine round failed")
                 self.state.resync_needed = True
+
+    def _wait_s(self) -> float:
+        """How long to sleep before the next round if nothing wakes the engine: the poll
+        interval, less when a run is being released or a paced pass is due sooner."""
+        state = self.state
+        wait = _SOON_S if state.poll_soon else self.poll_interval
+        if state.dirty:
+            wait = min(wait, max(state.paced_until - self.clock.now(), 0.0))
+        return wait
 
     def may_act(self) -> bool:
         """Whether this daemon may start, stop and finish jobs now (LeasedEngine says no
@@ -189,7 +201,7 @@ class Engine:
         launched: the daemon died in between), requeued, or taken off GPUs the inventory no
         longer has (engine/react.py, `_recovered`)."""
         with self._round_lock:
-            jobs = self.store.active_jobs()
+            jobs = self.store.active_jobs(environment=False)
             projects = self.store.projects()
             handles = {handle_of(j): j.id for j in jobs if j.state is JobState.RUNNING}
             found = self.executor.adopt(list(handles)) if handles else {}
@@ -204,7 +216,7 @@ class Engine:
 
     def run_pass(self) -> Decision:
         """One round with a pass whether or not one is due; the decision it left."""
-        self.state.dirty = True
+        self.state.pass_now = True
         self._round()
         return self.state.decision
 
@@ -229,7 +241,7 @@ class Engine:
                 if not due:
                     break
                 self._carry_out(due)
-                if not self.state.dirty:  # dirty again: the commit was refused
+                if not self.state.pass_now:  # set again: the commit was refused
                     break
             self._publish(taken)
 
@@ -246,9 +258,12 @@ class Engine:
     def _publish(self, taken: int) -> None:
         state = self.state
         if state.generation != self._view.generation:
-            jobs = {job_id: t.job for job_id, t in state.jobs.items()}
             self._view = JobsView(
-                jobs, state.decision, state.decided, state.decided_at, state.generation
+                state.public.copy(),
+                state.decision,
+                state.decided,
+                state.decided_at,
+                state.generation,
             )
         with self._published:
             self._taken = taken
@@ -284,8 +299,12 @@ class Engine:
         match ins:
             case RunPass(now):
                 self.passes += 1
+                began = time.perf_counter()
                 snapshot = self.state.snapshot(store.allocation_version(), self.usage())
-                return [PassDecided(decide(snapshot, now), snapshot, now)], True
+                decision = decide(snapshot, now)
+                took = time.perf_counter() - began
+                self.state.paced_until = now + took * (1.0 + _PACE)
+                return [PassDecided(decision, snapshot, now)], True
             case CommitStarts(starts, version, now):
                 plan = [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in starts]
                 try:
@@ -334,7 +353,7 @@ class Engine:
                 store.set_reasons(reasons)
                 return [], True
             case Resync(now):
-                jobs, projects = store.active_jobs(), store.projects()
+                jobs, projects = store.active_jobs(environment=False), store.projects()
                 return [Resynced(tuple(jobs), tuple(projects))], True
             case Log():
                 return [], True

@@ -61,9 +61,10 @@ from gpupool.engine.faults import (
 from gpupool.engine.outcome import outcome_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked
-from gpupool.policy import Decision
+from gpupool.policy import Code, Decision
 
 _WARN = logging.WARNING
+_NEVER = Code.QUOTA_NEVER_FITS
 
 
 def handle_of(job: Job) -> Handle:
@@ -96,7 +97,7 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             return [RunPass(now)] if state.wants_pass(now) else []
         case PassDecided(decision, snapshot, now):
             state.decision, state.decided, state.decided_at = decision, snapshot, now
-            state.dirty = False
+            state.dirty = state.pass_now = False
             state.generation += 1
             if decision.starts:
                 state.committing = decision
@@ -108,7 +109,7 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             # Another writer changed what the pass decided on (a cancel, a project): read
             # the store again and decide afresh; the refused pass's starts never happened.
             state.committing = None
-            state.dirty = True
+            state.dirty = state.pass_now = True
             return [Resync(now)]
         case Signalled(job_id, kind, delivered, why):
             tracked = state.jobs.get(job_id)
@@ -288,19 +289,24 @@ def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Inst
         said = Said(f"job {p.job_id}: preempting it for job {p.for_job_id} ({p.reason})")
         out.append(Signal(handle_of(tracked.job), StopKind.PREEMPT, p.reason, said))
     changed: dict[int, str] = {}
-    for job_id, status in decision.pending.items():
-        tracked = state.jobs.get(job_id)
-        if tracked is None or tracked.job.state is not JobState.PENDING:
+    jobs, pending = state.jobs, JobState.PENDING
+    for job_id, status in decision.pending.items():  # every waiting job: kept lean
+        tracked = jobs.get(job_id)
+        if tracked is None or tracked.job.state is not pending:
             continue
-        stored = tracked.job.reason
-        note = quota_note(status, stored)
-        if note is not None:
-            said = Said(f"job {job_id} {note}")
-            out.append(Note(job_id, note, now, only_if=JobState.PENDING, said=said))
-        if status.code.value != stored:
-            changed[job_id] = status.code.value
+        stored, code = tracked.job.reason, status.code
+        if code == stored:  # a str enum: the same code as the stored one
+            if code is not _NEVER:
+                continue
+        else:
+            changed[job_id] = code.value
+        if code is _NEVER or stored == _NEVER:
+            note = quota_note(status, stored)
+            if note is not None:
+                said = Said(f"job {job_id} {note}")
+                out.append(Note(job_id, note, now, only_if=JobState.PENDING, said=said))
     if changed:
         out.append(SetReasons(changed))
-        for job_id, code in changed.items():
-            state.set_reason(job_id, code)
+        for job_id, reason in changed.items():
+            state.set_reason(job_id, reason)
     return out

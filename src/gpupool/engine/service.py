@@ -22,12 +22,14 @@ from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import DEFAULT_PROJECT, Project
 from gpupool.engine.contracts import PoolStore
 from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.group_commit import GroupCommit
 from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
 from gpupool.engine.projects import quota_warnings
 from gpupool.engine.view import JobPage, JobQuery, JobsView, page
 from gpupool.policy import Decision, check_quota, check_satisfiable
 from gpupool.policy.snapshot import PolicyConfig
+from gpupool.store.submissions import NewJob
 
 MAX_LOG_CHUNK = 1 << 20
 log = logging.getLogger("gpupool.projects")
@@ -75,6 +77,8 @@ class PoolService:
         self.engine = engine
         self.inventory = inventory
         self.gpus = GpuCounter(inventory)
+        # Submissions arriving together are stored together: one sync of the disk per batch.
+        self._submits: GroupCommit[NewJob, Job] = GroupCommit(store.submit_many)
         # Projects as the store has them: read by every submission, changed only here.
         self._projects: dict[str, Project] | None = None
         self._projects_lock = threading.Lock()
@@ -123,7 +127,7 @@ class PoolService:
         if limit.source is not LimitSource.JOB:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
             cause = f"submitted by {user}; {limit.words(project)}"
-        job = self.store.submit(spec, user, now, token, cause)
+        job = self._submits.write(NewJob(spec, user, now, token, cause))
         self.engine.stored(job)
         log.info(
             "job %d submitted by %s to project %s: %s",

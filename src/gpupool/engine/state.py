@@ -13,14 +13,15 @@ A pass that cannot change anything is left out (`wants_pass`): one runs when som
 changed since the last (`dirty`), when a job's `--begin` time comes, every `refresh_s`
 (start estimates and fair share move with time), and, every `quiet_s`, when some waiting
 job could start or preempt by the count of free GPUs alone (`Outlook`, the simulator's test
-in sim/engine.py: when it says no, a pass starts and preempts nothing).
+in sim/engine.py: when it says no, a pass starts and preempts nothing). Passes are paced
+(`paced_until`): a pass that took t is followed by the next no sooner than t later.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from gpupool.core.hardware import Inventory
@@ -28,7 +29,8 @@ from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.limits import TimeLimit, effective_time_limit
-from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot
+from gpupool.engine.policy_inputs import PolicyInputs
+from gpupool.policy import Decision, Snapshot
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 # Removed jobs remembered (by the version they left at), so that a stale copy arriving late
@@ -101,12 +103,19 @@ class EngineState:
         self.quiet_s = quiet_s
         self.refresh_s = refresh_s
         self.jobs: dict[int, Tracked] = {}
+        # The same jobs as `jobs`, by id, for readers: a copy is what the view publishes.
+        self.public: dict[int, Job] = {}
         self.projects: dict[str, Project] = {}
         self.decision = Decision()  # of the last pass: what `why` and `queue` tell
         self.decided: Snapshot | None = None  # what that pass decided on
         self.decided_at = -math.inf
         self.committing: Decision | None = None  # a pass whose starts are being committed
         self.dirty = True  # something changed that a pass could decide differently on
+        self.pass_now = False  # a pass at once, paced or not (a refused commit, run_pass)
+        # No pass before this time unless `pass_now`: after a long pass the next one waits
+        # as long as it took, so under a stream of submissions passes take about half of
+        # the engine's time and the API's threads keep theirs (engine/loop.py sets it).
+        self.paced_until = -math.inf
         self.poll_soon = False  # a run is being released: look again soon, not in a tick
         self.resync_needed = False  # an instruction failed: the view may be behind the store
         self.generation = 0  # bumped by every change a reader of the view could see
@@ -117,9 +126,8 @@ class EngineState:
             if g.unmanaged_memory_bytes
         }
         self._removed: OrderedDict[int, int] = OrderedDict()
-        self._pending: dict[int, tuple[Job, float, PendingJob]] = {}
-        self._pending_tuple: tuple[PendingJob, ...] | None = None
-        self._running_tuple: tuple[RunningJob, ...] | None = None
+        self._running_ids: set[int] = set()  # of `jobs`, those RUNNING
+        self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
         self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
         self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
         self._counter = GpuCounter(inventory)
@@ -142,18 +150,17 @@ class EngineState:
                 self._tombstone(job.id, job.version)
             return old, None
         new = slim(job)
-        if old is None:
+        self.public[job.id] = new
+        if old is None or old.job.state is not new.state:  # new, or a new run: start afresh
             tracked = Tracked(new)
-            self.jobs[job.id] = tracked
-            self._changed(True)
-            return None, tracked
-        if old.job.state is not new.state:  # a new run, or back to the queue: start afresh
-            tracked = Tracked(new)
-            self.jobs[job.id] = tracked
         else:
             tracked = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
-            self.jobs[job.id] = tracked
-        self._changed(_matters(old.job, new))
+        self.jobs[job.id] = tracked
+        self._track_running(new)
+        matters = old is None or _matters(old.job, new)
+        if matters:
+            self._inputs.update(job.id, new)
+        self._changed(matters)
         return old, tracked
 
     def set_reason(self, job_id: int, reason: str) -> None:
@@ -162,7 +169,7 @@ class EngineState:
         tracked = self.jobs.get(job_id)
         if tracked is not None and tracked.job.reason != reason:
             job = tracked.job
-            tracked.job = replace(job, reason=reason, version=job.version + 1)
+            tracked.job = self.public[job_id] = replace(job, reason=reason, version=job.version + 1)
             self.generation += 1
 
     def replace_all(self, jobs: Iterable[Job], projects: Iterable[Project]) -> None:
@@ -170,29 +177,38 @@ class EngineState:
         job still active is kept."""
         before = self.jobs
         self.jobs = {}
+        self.public = {}
+        self._running_ids = set()
         for job in jobs:
             if job.state.terminal:
                 continue
             old = before.get(job.id)
-            new = slim(job)
+            new = self.public[job.id] = slim(job)
             if old is not None and old.job.state is new.state:
                 self.jobs[job.id] = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
             else:
                 self.jobs[job.id] = Tracked(new)
+            self._track_running(new)
         self.set_projects(projects)
-        self._pending.clear()
-        self._changed(True)
 
     def set_projects(self, projects: Iterable[Project]) -> None:
         self.projects = {p.name: p for p in projects}
-        self._pending.clear()  # their default time limits feed every PendingJob
+        self._inputs.rebuild(self.public.values())  # default limits feed every PendingJob
         self._changed(True)
 
     def _remove(self, job_id: int, version: int) -> None:
         del self.jobs[job_id]
-        self._pending.pop(job_id, None)
+        del self.public[job_id]
+        self._running_ids.discard(job_id)
+        self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
         self._changed(True)
+
+    def _track_running(self, job: Job) -> None:
+        if job.state is JobState.RUNNING:
+            self._running_ids.add(job.id)
+        else:
+            self._running_ids.discard(job.id)
 
     def _tombstone(self, job_id: int, version: int) -> None:
         self._removed[job_id] = version
@@ -201,33 +217,26 @@ class EngineState:
 
     def _changed(self, matters: bool) -> None:
         self.generation += 1
-        self._pending_tuple = self._running_tuple = None
         if matters:
             self.dirty = True
 
     # -- reading ----------------------------------------------------------------------------
 
     def running(self) -> Iterator[Tracked]:
-        return (t for t in self.jobs.values() if t.job.state is JobState.RUNNING)
+        """The RUNNING jobs, in id order."""
+        return (self.jobs[i] for i in sorted(self._running_ids))
 
     def limit_of(self, job: Job) -> TimeLimit:
         return effective_time_limit(job.spec, self.projects, self.config.default_time_limit_s)
 
     def snapshot(self, version: int, usage: Usage) -> Snapshot:
         """What a pass decides on: the view's pending and running jobs in id order (as the
-        store lists them), each with the time limit it runs under."""
-        if self._pending_tuple is None:
-            self._pending_tuple = tuple(self._pending_job(i) for i in sorted(self._pending_ids()))
-        if self._running_tuple is None:
-            self._running_tuple = tuple(
-                self._running_job(t.job)
-                for _, t in sorted(self.jobs.items())
-                if t.job.state is JobState.RUNNING and t.job.node is not None
-            )
+        store lists them), each with the time limit it runs under (engine/policy_inputs.py
+        keeps them)."""
         return Snapshot(
             self.inventory.nodes,
-            self._pending_tuple,
-            self._running_tuple,
+            self._inputs.pending(),
+            self._inputs.running(),
             version,
             config=self.config,
             usage=usage,
@@ -235,53 +244,14 @@ class EngineState:
             unmanaged_memory=self.unmanaged,
         )
 
-    def _pending_ids(self) -> Iterator[int]:
-        for job_id, t in self.jobs.items():
-            if t.job.state is JobState.PENDING and not t.job.cancel_requested:
-                yield job_id
-
-    def _pending_job(self, job_id: int) -> PendingJob:
-        job = self.jobs[job_id].job
-        cached = self._pending.get(job_id)
-        if cached is not None and cached[0] is job:
-            return cached[2]
-        spec = job.spec
-        limit = self.limit_of(job).seconds
-        made = PendingJob(
-            job.id,
-            spec.resources,
-            spec.priority,
-            job.submit_time,
-            job.user,
-            spec.project,
-            limit,
-            spec.begin_time,
-            spec.is_preemptible,
-        )
-        self._pending[job_id] = (job, limit, made)
-        return made
-
-    def _running_job(self, job: Job) -> RunningJob:
-        spec = job.spec
-        assert job.node is not None
-        return RunningJob(
-            job.id,
-            job.node,
-            job.gpus,
-            spec.resources,
-            job.start_time or 0.0,
-            spec.priority,
-            job.user,
-            spec.project,
-            self.limit_of(job).seconds,
-            spec.is_preemptible,
-            job.gpu_memory_bytes,
-        )
-
     # -- when a pass is worth running -------------------------------------------------------
 
     def wants_pass(self, now: float) -> bool:
         """Whether a pass now could decide anything the last one did not (module docstring)."""
+        if self.pass_now:
+            return True
+        if now < self.paced_until:
+            return False
         if self.dirty:
             return True
         since = now - self.decided_at
@@ -307,17 +277,17 @@ class EngineState:
         next_begin = math.inf
         sizes: dict[str, int] = {}  # project -> fewest GPUs a startable job of it asks for
         fractional = False
-        for job_id in self._pending_ids():
-            spec = self.jobs[job_id].job.spec
-            begin = spec.begin_time
+        for waiting in self._inputs.pending():
+            begin = waiting.begin_time
             if begin is not None and begin > now:
-                next_begin = min(next_begin, begin)
+                if begin < next_begin:
+                    next_begin = begin
                 continue
-            res = spec.resources
+            res = waiting.resources
             fractional = fractional or res.fractional
-            gpus = sizes.get(spec.project)
+            gpus = sizes.get(waiting.project)
             if gpus is None or res.gpus < gpus:
-                sizes[spec.project] = res.gpus
+                sizes[waiting.project] = res.gpus
         if config.preempt_for_order or fractional:
             return Outlook(bool(sizes) or fractional, next_begin)
         free = {n.name: len(n.gpus) for n in self.inventory.nodes}
@@ -343,12 +313,3 @@ class EngineState:
                 if p is not None and p.quota > 0 and used.get(name, 0.0) + gpus <= p.quota:
                     return Outlook(True, next_begin)  # within its quota: it may reclaim
         return Outlook(False, next_begin)
-
-    def reasons_changed(self, statuses: Mapping[int, str]) -> dict[int, str]:
-        """Of pending jobs' reason codes, those that differ from what is stored."""
-        out: dict[int, str] = {}
-        for job_id, code in statuses.items():
-            t = self.jobs.get(job_id)
-            if t is not None and t.job.state is JobState.PENDING and t.job.reason != code:
-                out[job_id] = code
-        return out

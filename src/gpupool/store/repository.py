@@ -13,19 +13,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState, Resources, gpu_count
+from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
 from gpupool.store import models
-from gpupool.store.codec import decode_spec, encode_spec, job_from_row
+from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
-from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
+from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
+from gpupool.store.submissions import SubmitMethods
 
 T = TypeVar("T")
 
@@ -36,6 +37,8 @@ StartTuple = tuple[int, str, tuple[int, ...]] | tuple[int, str, tuple[int, ...],
 _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 # Optimistic-concurrency retries; only PostgreSQL ever needs them (SQLite writers are serial).
 _RETRIES = 5
+# Rows converted at a time when many jobs are read (`_jobs`).
+_BATCH = 500
 
 
 class StaleState(Exception):
@@ -51,7 +54,7 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store(ProjectMethods, LeaseMethods):
+class Store(SubmitMethods, ProjectMethods, LeaseMethods):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine
@@ -131,14 +134,24 @@ class Store(ProjectMethods, LeaseMethods):
             stmt = stmt.order_by(JobRow.id.desc()).limit(limit)
         else:
             stmt = stmt.order_by(JobRow.id)
-        with self._read() as s:
-            rows = list(s.scalars(stmt))
-        rows.sort(key=lambda r: r.id)
-        return [job_from_row(r) for r in rows]
+        return self._jobs(stmt)
 
-    def active_jobs(self) -> list[Job]:
-        """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order."""
-        return self.list_jobs()
+    def active_jobs(self, *, environment: bool = True) -> list[Job]:
+        """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order.
+        `environment` False: without the submitters' environments (`JobSpec.base_env`),
+        which a long queue would hold by the megabyte (the engine reads them at launch)."""
+        stmt = select(JobRow).where(JobRow.state.in_(_ACTIVE_STATES)).order_by(JobRow.id)
+        return self._jobs(stmt, environment)
+
+    def _jobs(self, stmt: Select[JobRow], environment: bool = True) -> list[Job]:
+        """The jobs `stmt` selects, in id order, converted a batch of rows at a time: the
+        rows (and their decoded specs) of a long queue are never all in memory at once."""
+        out: list[Job] = []
+        with self._read() as s:
+            for row in s.scalars(stmt.execution_options(yield_per=_BATCH)):
+                out.append(job_from_row(row, environment=environment))
+        out.sort(key=lambda j: j.id)
+        return out
 
     def usage_history(
         self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
@@ -204,57 +217,6 @@ class Store(ProjectMethods, LeaseMethods):
         return (row.cancel_requested_at, row.cancel_cause or "")
 
     # -- writing
-
-    def submit(
-        self,
-        spec: JobSpec,
-        user: str,
-        now: float,
-        token: str | None = None,
-        cause: str | None = None,
-    ) -> Job:
-        """Store a new PENDING job; with a token already used, return that job instead.
-        `cause`: the first line of its story (default: who submitted it)."""
-        try:
-            with self._write() as s:
-                if token is not None:
-                    existing = models.load_jobs(s, JobRow.token == token)
-                    if existing:
-                        return existing[0]
-                # Job.name's own rule, so a filter on the column matches what users see.
-                name = Job(id=0, spec=spec, user=user, state=JobState.PENDING, submit_time=now).name
-                row = JobRow(
-                    token=token,
-                    user=user,
-                    name=name,
-                    project=spec.project,
-                    priority=spec.priority,
-                    state=JobState.PENDING,
-                    submit_time=now,
-                    spec=encode_spec(spec),
-                )
-                s.add(row)
-                s.flush()  # assigns row.id
-                # Creation is not an edge of the transition table: there is no state before it.
-                s.add(
-                    TransitionRow(
-                        job_id=row.id,
-                        time=now,
-                        from_state=None,
-                        to_state=JobState.PENDING,
-                        cause=cause or f"submitted by {user}",
-                    )
-                )
-                return models.load_jobs(s, JobRow.id == row.id)[0]
-        except IntegrityError:
-            # Another submission with the same token committed between our check and insert.
-            if token is None:
-                raise
-            with self._read() as s:
-                existing = models.load_jobs(s, JobRow.token == token)
-            if not existing:
-                raise
-            return existing[0]
 
     def commit_starts(
         self,
