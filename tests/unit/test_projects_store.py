@@ -170,7 +170,7 @@ def test_member_project_then_user_default_win_over_default(
     store.upsert_project(Project("open"))
     assert submit(service, "alice") == "beta"  # the first, by name, that lists her
     assert submit(service, "carol") == "default"  # open projects do not "list" anyone
-    store.set_default_project("alice", "zeta")
+    service.set_default_project("alice", "zeta")  # through the service, as the API does
     assert submit(service, "alice") == "zeta"
     assert submit(service, "alice", project="open") == "open"  # a given project wins
 

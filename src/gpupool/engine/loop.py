@@ -73,6 +73,8 @@ _VIEW_WAIT_S = 2.0
 _SOON_S = 0.02
 # After a pass that took t, the next waits t * _PACE (state.py, `paced_until`).
 _PACE = 1.0
+# Under a stream of submissions, the passes' reason codes are stored at most this often.
+_REASONS_EVERY_S = 1.0
 
 
 class Engine:
@@ -117,6 +119,8 @@ class Engine:
         # they are launched: the view keeps jobs without it.
         self._full: dict[int, Job] = {}
         self._round_lock = threading.Lock()  # rounds run one at a time, in one thread or not
+        self._reasons_due: dict[int, str] = {}  # reason codes given, not stored yet
+        self._reasons_at = 0.0
 
     # -- what other threads call -----------------------------------------------------------
 
@@ -166,6 +170,8 @@ class Engine:
         self._wake.set()
         if self._thread:
             self._thread.join(timeout=10)
+        with self._round_lock:
+            self._write_reasons(force=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -243,7 +249,25 @@ class Engine:
                 self._carry_out(due)
                 if not self.state.pass_now:  # set again: the commit was refused
                     break
+            self._write_reasons(force=not self.state.dirty)
             self._publish(taken)
+
+    def _write_reasons(self, force: bool = False) -> None:
+        """Store the reason codes passes gave (the view has them at once; `show` reads them
+        from it): at the end of a quiet round, else at most every _REASONS_EVERY_S, so that
+        under a stream of submissions the passes' writes do not queue with theirs for the
+        database's write lock. A crash before they are written loses nothing: the next
+        pass gives them again."""
+        now = time.monotonic()
+        if not self._reasons_due or not (force or now - self._reasons_at >= _REASONS_EVERY_S):
+            return
+        due, self._reasons_due = self._reasons_due, {}
+        self._reasons_at = now
+        try:
+            self.store.set_reasons(due)
+        except Exception:
+            log.exception("engine: could not store the pending jobs' reasons")
+            self.state.resync_needed = True
 
     def _poll(self) -> None:
         self.state.poll_soon = False
@@ -350,7 +374,7 @@ class Engine:
                 noted = store.note(ins.job_id, ins.now, ins.cause, ins.reason, only_if=ins.only_if)
                 return ([JobsStored((noted,))] if noted is not None else []), noted is not None
             case SetReasons(reasons):
-                store.set_reasons(reasons)
+                self._reasons_due.update(reasons)  # written by `_write_reasons`
                 return [], True
             case Resync(now):
                 jobs, projects = store.active_jobs(environment=False), store.projects()

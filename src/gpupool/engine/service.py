@@ -79,8 +79,11 @@ class PoolService:
         self.gpus = GpuCounter(inventory)
         # Submissions arriving together are stored together: one sync of the disk per batch.
         self._submits: GroupCommit[NewJob, Job] = GroupCommit(store.submit_many)
-        # Projects as the store has them: read by every submission, changed only here.
+        # Projects and users' default projects as the store has them: read by every
+        # submission, changed only here (and by gpupool.toml, before the daemon serves).
         self._projects: dict[str, Project] | None = None
+        self._defaults: dict[str, str | None] = {}
+        self._defaults_generation = 0
         self._projects_lock = threading.Lock()
 
     # -- jobs ------------------------------------------------------------------------------
@@ -147,7 +150,7 @@ class PoolService:
         by_name = self.projects_by_name() if projects is None else projects
         name, hint = requested, ""
         if name is None:
-            name = self.store.default_project(user)
+            name = self.default_project(user)
             hint = (
                 "; it is your default project: use --project, or change it with "
                 "`gpupool project default`"
@@ -170,7 +173,13 @@ class PoolService:
         return name
 
     def get(self, job_id: int) -> Job:
-        return self.store.get(job_id)
+        """The job as the store has it, with the reason the last pass gave it (the engine
+        stores reasons in batches: engine/loop.py, `_write_reasons`)."""
+        job = self.store.get(job_id)
+        seen = self.engine.view(fresh=False).jobs.get(job_id)
+        if seen is not None and seen.version >= job.version and seen.reason != job.reason:
+            job = dataclasses.replace(job, reason=seen.reason)
+        return job
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         """The jobs `query` asks for: the active ones from the engine's view (with what
@@ -280,12 +289,26 @@ class PoolService:
                 self._projects = {p.name: p for p in self.store.projects()}
             return self._projects
 
+    def default_project(self, user: str) -> str | None:
+        """The project `user` chose as their default (`gpupool project default`), if any."""
+        with self._projects_lock:
+            if user in self._defaults:
+                return self._defaults[user]
+            generation = self._defaults_generation
+        found = self.store.default_project(user)
+        with self._projects_lock:
+            if generation == self._defaults_generation:  # no change was written meanwhile
+                self._defaults[user] = found
+        return found
+
     def _projects_changed(self) -> None:
         """After a project write: read them again, and tell the engine (its next pass and
         the time limits of jobs submitted next use them)."""
         with self._projects_lock:
             projects = self.store.projects()
             self._projects = {p.name: p for p in projects}
+            self._defaults.clear()  # a deleted project is nobody's default any more
+            self._defaults_generation += 1
         self.engine.projects_changed(projects)
 
     def create_project(self, project: Project, by: str) -> Project:
@@ -325,3 +348,6 @@ class PoolService:
                     f"{user} is not a member of project {p.name} (members: {', '.join(p.members)})",
                 )
         self.store.set_default_project(user, project)
+        with self._projects_lock:
+            self._defaults.pop(user, None)
+            self._defaults_generation += 1
