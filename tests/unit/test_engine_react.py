@@ -293,7 +293,7 @@ CASES = [
             Note(
                 1,
                 "its supervisor died without recording an exit; its processes 42 still run: "
-                "its GPUs stay held until they are gone (tried again every pass)",
+                "its GPUs stay held until they are gone (tried again at every poll)",
                 NOW,
                 reason=HeldReason.SUPERVISOR_LOST,
             )

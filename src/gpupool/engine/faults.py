@@ -54,7 +54,7 @@ def held_cause(left: Leftovers) -> str:
         why += f" and may not be killed by the pool's user ({_pids(left.denied)})"
     return (
         f"its supervisor died without recording an exit; {why}: its GPUs stay held until "
-        "they are gone (tried again every pass)"
+        "they are gone (tried again at every poll)"
     )
 
 
