@@ -112,9 +112,7 @@ def mixed_node(name: str, model: str) -> Node:
 def mixed_snapshot(n_pending: int, seed: int, busy: float = 0.6) -> Snapshot:
     """GPU types, CPUs, memory and fractional GPUs, with quotas (module docstring)."""
     rng = random.Random(seed)
-    nodes = tuple(
-        mixed_node(f"m{i:03d}", "A100-80GB" if i % 2 else "H100-80GB") for i in range(64)
-    )
+    nodes = tuple(mixed_node(f"m{i:03d}", "A100-80GB" if i % 2 else "H100-80GB") for i in range(64))
     now = 1_000_000.0
     projects = ["vision", "nlp", "speech", "rl"]
     users = [f"u{i}" for i in range(40)]

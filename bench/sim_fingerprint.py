@@ -55,7 +55,9 @@ def main() -> None:
     runs = []
     for load in args.loads.split(","):
         replayed = trace if load == "recorded" else scale_to_load(trace, cluster.gpus, float(load))
-        plan = SimPlan(replayed, {"": cluster}, (args.policy,), SimOptions(interval_s=args.interval))
+        plan = SimPlan(
+            replayed, {"": cluster}, (args.policy,), SimOptions(interval_s=args.interval)
+        )
         began = time.perf_counter()
         result = replay_policy(plan, args.policy)
         done = [r.jct_s for r in result.records if r.jct_s is not None]

@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpupool.executor import ExitRecord, JobStatus, LocalExecutor
+from gpupool.core.execution import ExitRecord, RunState
+from gpupool.executor import LocalExecutor
 from gpupool.executor.files import process_alive, read_json
 
 # Deadlines are generous: they only matter when a test fails, and a busy 2-core machine
@@ -43,7 +44,7 @@ def stop_everything(executor: LocalExecutor) -> None:
             os.killpg(child["pgid"], signal.SIGKILL)
     for d in jobs.iterdir() if jobs.exists() else []:
         end = time.monotonic() + DEADLINE_S
-        while executor.status(int(d.name)) == JobStatus.RUNNING and time.monotonic() < end:
+        while executor.status(int(d.name)) == RunState.RUNNING and time.monotonic() < end:
             time.sleep(0.01)
     executor.close()
     executor.reap()

@@ -1,5 +1,7 @@
-"""The engine's handling of faults (engine/faults.py): what it decides, and a lost job whose
-processes cannot be killed keeping its GPUs, with a real store, executor and processes."""
+"""The engine's handling of faults (engine/faults.py): the facts it reads and the words it
+writes, and a lost job whose processes cannot be killed keeping its GPUs, with a real
+store, executor, engine and processes (what the engine decides about each fault is tested
+without them in test_engine_react.py)."""
 
 from __future__ import annotations
 
@@ -15,17 +17,17 @@ from pathlib import Path
 import pytest
 from executor_helpers import wait_for
 
+from gpupool.core.execution import ExitRecord, Leftovers, RunState
 from gpupool.core.hardware import Gpu, Inventory, Node
-from gpupool.core.job import Job, JobSpec, JobState, Resources
+from gpupool.core.job import HeldReason, Job, JobSpec, JobState, Resources
+from gpupool.engine import Engine
 from gpupool.engine.faults import (
-    HeldReason,
-    LostJobs,
     end_time_of,
     gpus_outside,
     lost_cause,
     outside_cause,
 )
-from gpupool.executor import ExitRecord, JobStatus, Leftovers, LocalExecutor
+from gpupool.executor import LocalExecutor
 from gpupool.executor.files import process_alive, read_json
 from gpupool.store import Store
 
@@ -97,11 +99,11 @@ def test_a_lost_job_whose_processes_cannot_be_killed_keeps_its_gpus() -> None:
     ex = LocalExecutor(state)
     child: dict[str, int] = {}
     try:
-        ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
         child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         claim = wait_for(lambda: read_json(ex.job_dir(1) / "claim.json"), what="claim.json")
         os.kill(claim["supervisor_pid"], signal.SIGKILL)
-        wait_for(lambda: ex.status(1) is JobStatus.LOST, what="LOST")
+        wait_for(lambda: ex.status(1) is RunState.LOST, what="LOST")
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - reports through the pipe
@@ -111,15 +113,15 @@ def test_a_lost_job_whose_processes_cannot_be_killed_keeps_its_gpus() -> None:
                 store = Store.open(url)
                 job = store.submit(JobSpec(command=("sleep", "60")), "alice", 10.0)
                 store.commit_starts([(job.id, "box", (0,))], store.allocation_version(), 20.0)
-                lost = LostJobs(store, LocalExecutor(state))
-                first = lost.settle(store.get(job.id), 30.0)
-                again = lost.settle(store.get(job.id), 31.0)  # each pass tries again
-                os.write(w, json.dumps([first, again]).encode())
+                engine = Engine(store, LocalExecutor(state), _inventory(("box", 1)))
+                engine.recover()  # the job is LOST: its processes cannot be killed
+                engine.run_pass()  # each poll tries again
+                os.write(w, json.dumps([store.get(job.id).state.value] * 2).encode())
             finally:
                 os._exit(0)
         os.close(w)
         with os.fdopen(r) as f:
-            assert json.loads(f.read() or "null") == [False, False]
+            assert json.loads(f.read() or "null") == ["RUNNING", "RUNNING"]
         os.waitpid(pid, 0)
         store = Store.open(url)
         held = store.get(1)
@@ -134,7 +136,7 @@ def test_a_lost_job_whose_processes_cannot_be_killed_keeps_its_gpus() -> None:
         assert "may not be killed" in notes[0].cause
         assert process_alive(child["pid"], child["start_ticks"])
         # The pool's user can kill them (here: root): then the GPUs are freed.
-        assert LostJobs(store, ex).settle(held, 40.0)
+        Engine(store, ex, _inventory(("box", 1))).recover()
         done = store.get(1)
         assert (done.state, done.reason) == (JobState.FAILED, "NodeFail")
         assert f"killed its process {child['pid']}" in done.events[-1].cause

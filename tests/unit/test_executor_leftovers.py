@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from executor_helpers import wait_for
 
-from gpupool.executor import JobBusyError, JobStatus, LocalExecutor
+from gpupool.core.execution import Leftovers, RunState
+from gpupool.executor import JobBusyError, LocalExecutor
 from gpupool.executor.files import boot_id, proc_stat, process_alive, read_json
-from gpupool.executor.leftovers import Leftovers, kill_leftovers
+from gpupool.executor.leftovers import kill_leftovers
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -40,7 +41,7 @@ while True:
 def lose_supervisor(ex: LocalExecutor, job_id: int) -> None:
     claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), what="claim.json")
     os.kill(claim["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: ex.status(job_id) is JobStatus.LOST, what="LOST")
+    wait_for(lambda: ex.status(job_id) is RunState.LOST, what="LOST")
 
 
 def gone(pid: int) -> bool:
@@ -50,7 +51,7 @@ def gone(pid: int) -> bool:
 
 def test_a_lost_jobs_processes_are_all_killed(ex: LocalExecutor, tmp_path: Path) -> None:
     pidfile = tmp_path / "orphan.pid"
-    ex.launch(1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
+    ex.start(1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
@@ -62,7 +63,7 @@ def test_a_lost_jobs_processes_are_all_killed(ex: LocalExecutor, tmp_path: Path)
     assert left.gone and gone(child["pid"]) and gone(orphan)
     # Safe to repeat: nothing is left to kill.
     assert ex.kill_leftovers(1, wait_s=0.0) == Leftovers(main_pid=child["pid"])
-    assert ex.status(1) is JobStatus.LOST
+    assert ex.status(1) is RunState.LOST
 
 
 def test_orphans_of_a_main_process_that_already_ended_are_killed(
@@ -77,7 +78,7 @@ while not os.path.exists({str(stop)!r}):
     time.sleep(0.02)
 os._exit(0)  # leaves its child behind, in the job's session
 """
-    ex.launch(1, [PY, "-c", code], ENV, "/", None, 1.0)
+    ex.start(1, [PY, "-c", code], ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
@@ -92,7 +93,7 @@ os._exit(0)  # leaves its child behind, in the job's session
 
 
 def test_a_job_with_a_live_supervisor_is_never_killed(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
     child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     with pytest.raises(JobBusyError, match="not lost"):
         ex.kill_leftovers(1)
@@ -119,7 +120,7 @@ def test_a_reused_pid_and_its_session_are_never_hit(tmp_path: Path) -> None:
         assert st is not None and st.session == stranger.pid
         d = _lost_job_dir(tmp_path, {"pid": stranger.pid, "start_ticks": st.start_ticks - 1})
         ex = LocalExecutor(tmp_path)
-        assert ex.status(1) is JobStatus.LOST
+        assert ex.status(1) is RunState.LOST
         assert kill_leftovers(d, 0.5) == Leftovers(main_pid=stranger.pid)
         assert process_alive(stranger.pid, st.start_ticks)
         # Of another boot: no process of it can run now.
@@ -147,7 +148,7 @@ def test_processes_we_may_not_kill_keep_the_job_unfinished(tmp_path: Path) -> No
     state.chmod(0o755)
     ex = LocalExecutor(state)
     try:
-        ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
         child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         lose_supervisor(ex, 1)
         r, w = os.pipe()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from executor_helpers import wait_exit, wait_for
 
-from gpupool.executor import JobBusyError, JobStatus, LocalExecutor, attempts
+from gpupool.core.execution import RunState
+from gpupool.executor import JobBusyError, LocalExecutor, attempts
 from gpupool.executor.files import atomic_write_json, process_alive, read_json
 from gpupool.executor.local import SUPERVISOR
 
@@ -49,7 +50,7 @@ while True:
 
 def test_preempt_runs_the_jobs_sigterm_handler(ex: LocalExecutor, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    ex.start(1, trapping_job(ready), ENV, "/", None, 5.0)
     wait_for(ready.exists, what="job ready")
     assert ex.preempt(1) and ex.preempt(1)  # idempotent: the second changes nothing
     rec = wait_exit(ex, 1)
@@ -58,14 +59,14 @@ def test_preempt_runs_the_jobs_sigterm_handler(ex: LocalExecutor, tmp_path: Path
     log = log_of(ex, 1)
     assert "gpupool: preempted, sending SIGTERM (grace 5 s)\n" in log
     assert "SIGKILL" not in log
-    assert ex.status(1) == JobStatus.EXITED
+    assert ex.status(1) == RunState.EXITED
 
 
 def test_preempted_job_ignoring_sigterm_is_killed_after_grace(
     ex: LocalExecutor, tmp_path: Path
 ) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready, ignore=True), ENV, "/", None, 0.5)
+    ex.start(1, trapping_job(ready, ignore=True), ENV, "/", None, 0.5)
     wait_for(ready.exists, what="job ready")
     t0 = time.monotonic()
     assert ex.preempt(1)
@@ -79,7 +80,7 @@ def test_preempted_job_ignoring_sigterm_is_killed_after_grace(
 
 def test_cancel_during_the_preemption_grace_wins(ex: LocalExecutor, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready, ignore=True), ENV, "/", None, 1.0)
+    ex.start(1, trapping_job(ready, ignore=True), ENV, "/", None, 1.0)
     wait_for(ready.exists, what="job ready")
     assert ex.preempt(1)
     wait_for(lambda: "preempted, sending SIGTERM" in log_of(ex, 1), what="preemption begun")
@@ -93,7 +94,7 @@ def test_cancel_during_the_preemption_grace_wins(ex: LocalExecutor, tmp_path: Pa
 
 def test_preempt_after_cancel_stays_cancelled(ex: LocalExecutor, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready, on_term="time.sleep(0.3); sys.exit(0)"), ENV, "/", None, 5)
+    ex.start(1, trapping_job(ready, on_term="time.sleep(0.3); sys.exit(0)"), ENV, "/", None, 5)
     wait_for(ready.exists, what="job ready")
     assert ex.cancel(1) and ex.preempt(1)
     assert wait_exit(ex, 1).reason == "cancelled"
@@ -102,31 +103,31 @@ def test_preempt_after_cancel_stays_cancelled(ex: LocalExecutor, tmp_path: Path)
 
 def test_preempt_with_nothing_running_is_false(ex: LocalExecutor) -> None:
     assert ex.preempt(99) is False
-    ex.launch(1, ["/bin/true"], ENV, "/", None, 1.0)
+    ex.start(1, ["/bin/true"], ENV, "/", None, 1.0)
     assert wait_exit(ex, 1).reason == "exited"
     assert ex.preempt(1) is False
 
 
 def test_preempt_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    ex.launch(1, ["touch", str(marker)], ENV, "/", None, 1.0)
+    ex.start(1, ["touch", str(marker)], ENV, "/", None, 1.0)
     assert ex.preempt(1)  # the supervisor is still starting: we take the claim
     rec = ex.read_exit(1)
     assert rec is not None and (rec.reason, rec.exit_code) == ("preempted", 143)
     assert ex.preempt(1) is False and ex.cancel(1) is False
     # The stepped-aside supervisor is waited for; then the job can run as attempt 1.
     assert ex.archive(1) == 0
-    ex.launch(1, ["touch", str(marker)], ENV, "/", None, 1.0)
+    ex.start(1, ["touch", str(marker)], ENV, "/", None, 1.0)
     assert wait_exit(ex, 1).reason == "exited"
     assert marker.exists()
 
 
 def test_a_restarted_executor_can_preempt(ex: LocalExecutor, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    ex.start(1, trapping_job(ready), ENV, "/", None, 5.0)
     wait_for(ready.exists, what="job ready")
     fresh = LocalExecutor(ex.state_dir)  # knows nothing but the job directory
-    assert fresh.status(1) == JobStatus.RUNNING
+    assert fresh.status(1) == RunState.RUNNING
     assert fresh.preempt(1)
     assert LocalExecutor(ex.state_dir).preempt(1)  # and again, by yet another restart
     rec = wait_exit(fresh, 1)
@@ -137,7 +138,7 @@ def test_a_supervisor_without_preemption_is_cancelled_instead(
     ex: LocalExecutor, tmp_path: Path
 ) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready), ENV, "/", None, 5.0)
+    ex.start(1, trapping_job(ready), ENV, "/", None, 5.0)
     wait_for(ready.exists, what="job ready")
     claim_path = ex.job_dir(1) / "claim.json"
     claim = read_json(claim_path)
@@ -153,7 +154,7 @@ def test_a_supervisor_without_preemption_is_cancelled_instead(
 
 def test_preempt_archive_and_run_again(ex: LocalExecutor, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    ex.launch(1, trapping_job(ready), {**ENV, "GPUPOOL_RESTART_COUNT": "0"}, "/", None, 5.0)
+    ex.start(1, trapping_job(ready), {**ENV, "GPUPOOL_RESTART_COUNT": "0"}, "/", None, 5.0)
     wait_for(ready.exists, what="first run ready")
     assert ex.preempt(1)
     first = wait_exit(ex, 1)
@@ -167,15 +168,15 @@ def test_preempt_archive_and_run_again(ex: LocalExecutor, tmp_path: Path) -> Non
         "exit.json",
         "launch.json",
     ]
-    assert ex.status(1) == JobStatus.UNLAUNCHED and ex.read_exit(1) is None
+    assert ex.status(1) == RunState.UNLAUNCHED and ex.read_exit(1) is None
     assert ex.attempt_count(1) == 1
 
     ready.unlink()
     cmd = trapping_job(ready)
-    ex.launch(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)
-    ex.launch(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)  # a retry
+    ex.start(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)
+    ex.start(1, cmd, {**ENV, "GPUPOOL_RESTART_COUNT": "1"}, "/", None, 5.0)  # a retry
     wait_for(ready.exists, what="second run ready")
-    assert ex.status(1) == JobStatus.RUNNING
+    assert ex.status(1) == RunState.RUNNING
     assert ex.cancel(1)
     second = wait_exit(ex, 1)
     assert (second.reason, second.exit_code) == ("cancelled", 3)
@@ -190,7 +191,7 @@ def test_preempt_archive_and_run_again(ex: LocalExecutor, tmp_path: Path) -> Non
 
 
 def test_archive_refuses_while_the_job_runs(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
+    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     with pytest.raises(JobBusyError):
         ex.archive(1)  # still starting, or running: either way refused at once
     wait_for(lambda: (ex.job_dir(1) / "child.json").exists(), what="job started")
@@ -199,27 +200,27 @@ def test_archive_refuses_while_the_job_runs(ex: LocalExecutor) -> None:
         ex.archive(1, wait_s=120.0)
     assert time.monotonic() - t0 < 60  # no exit recorded: it does not wait the 120 s
     assert (ex.job_dir(1) / "claim.json").exists() and not (ex.job_dir(1) / "attempt-0").exists()
-    assert ex.status(1) == JobStatus.RUNNING
+    assert ex.status(1) == RunState.RUNNING
 
 
 def test_archive_refuses_a_lost_job_whose_process_lives(ex: LocalExecutor) -> None:
-    ex.launch(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
+    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     claim = read_json(ex.job_dir(1) / "claim.json")
     assert claim is not None
     os.kill(claim["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: ex.status(1) == JobStatus.LOST, what="LOST")
+    wait_for(lambda: ex.status(1) == RunState.LOST, what="LOST")
     with pytest.raises(JobBusyError, match="its process"):
         ex.archive(1)  # a relaunch would run the job twice
     os.killpg(child["pgid"], signal.SIGKILL)
     wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), what="job gone")
     assert ex.archive(1) == 0  # a LOST run can be archived and requeued once it is gone
-    assert ex.status(1) == JobStatus.UNLAUNCHED
+    assert ex.status(1) == RunState.UNLAUNCHED
 
 
 def test_archive_with_nothing_to_move(ex: LocalExecutor) -> None:
     assert ex.archive(5) == -1
-    ex.launch(1, ["/bin/true"], ENV, "/", None, 1.0)
+    ex.start(1, ["/bin/true"], ENV, "/", None, 1.0)
     wait_exit(ex, 1)
     assert ex.archive(1) == 0
     assert ex.archive(1) == -1  # a retry, e.g. by a restarted daemon: nothing left to move
@@ -229,7 +230,7 @@ def test_archive_with_nothing_to_move(ex: LocalExecutor) -> None:
 def test_an_interrupted_archive_is_finished_by_the_next_launch(
     ex: LocalExecutor, tmp_path: Path
 ) -> None:
-    ex.launch(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
+    ex.start(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
     first = wait_exit(ex, 1)
     wait_for(lambda: not ex._starting(1), what="supervisor gone")
     jd = ex.job_dir(1)
@@ -237,7 +238,7 @@ def test_an_interrupted_archive_is_finished_by_the_next_launch(
     partial.mkdir()
     for name in ("launch.json", "child.json"):
         os.rename(jd / name, partial / name)
-    ex.launch(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
+    ex.start(1, ["sh", "-c", "echo run"], ENV, "/", None, 1.0)
     assert ex.read_exit(1, attempt=0) == first
     assert sorted(p.name for p in (jd / "attempt-0").iterdir()) == [
         "child.json",

@@ -8,8 +8,10 @@ import pytest
 import sqlalchemy as sa
 from test_store import spec, start, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
+from gpupool.core.job import Job
 from gpupool.core.project import Department, InvalidProject, Project
-from gpupool.engine import PoolService, RequestRefused
+from gpupool.engine import Engine, PoolService, RequestRefused
+from gpupool.engine.view import JobsView
 from gpupool.inventory import resolve_inventory
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store import ProjectExists, ProjectInUse, Store, UnknownProject
@@ -127,10 +129,23 @@ def test_migration_keeps_projects_that_jobs_already_name(tmp_path) -> None:
 
 
 class _Engine:
+    """The engine as the pool service sees it (engine/service.py, EngineLink), idle."""
+
     config = PolicyConfig()
+    passes = 0
+    polls = 0
+
+    def stored(self, *jobs: Job) -> None:
+        pass
 
     def wake(self) -> None:
         pass
+
+    def projects_changed(self, projects: list[Project]) -> None:
+        pass
+
+    def view(self, fresh: bool = True) -> JobsView:
+        return JobsView.empty()
 
 
 @pytest.fixture
@@ -155,7 +170,7 @@ def test_member_project_then_user_default_win_over_default(
     store.upsert_project(Project("open"))
     assert submit(service, "alice") == "beta"  # the first, by name, that lists her
     assert submit(service, "carol") == "default"  # open projects do not "list" anyone
-    store.set_default_project("alice", "zeta")
+    service.set_default_project("alice", "zeta")  # through the service, as the API does
     assert submit(service, "alice") == "zeta"
     assert submit(service, "alice", project="open") == "open"  # a given project wins
 
@@ -189,12 +204,15 @@ def test_a_default_project_the_user_left_is_refused_with_a_hint(
         service.set_default_project("alice", "vision")
 
 
-def test_project_usage_counts_running_gpus_and_pending_jobs(
-    service: PoolService, store: Store
-) -> None:
+def test_project_usage_counts_running_gpus_and_pending_jobs(store: Store) -> None:
+    # Served from the engine's view, which learns of every write as the store returns it.
+    inventory = resolve_inventory(gpus="4xA100-80GB")
+    engine = Engine(store, None, inventory)  # type: ignore[arg-type]  # no thread: acts on nothing
+    service = PoolService(store, None, engine, inventory)  # type: ignore[arg-type]
     a = service.submit(spec(gpus=2), "alice", 1.0)
     service.submit(spec(gpus=3), "alice", 1.0)
     start(store, a.id, gpus=(0, 1))
+    engine.stored(store.get(a.id))
     assert service.project_usage() == {
         "default": {"in_use_gpus": 2, "running_jobs": 1, "pending_jobs": 1, "pending_gpus": 3}
     }

@@ -5,6 +5,7 @@ Handlers are plain `def`: FastAPI runs them in its thread pool, and the store is
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Annotated, Any
 
@@ -19,6 +20,8 @@ from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.job import Job, JobState
 from gpupool.core.units import format_size
 from gpupool.engine import PoolService, RequestRefused
+from gpupool.engine.view import JobQuery, Order
+from gpupool.policy import Decision
 from gpupool.store.space import StorageFull, storage_full
 
 logger = logging.getLogger("gpupool.api")  # not `log`: a route of that name
@@ -91,7 +94,7 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
     def _disk_full(_: Request, exc: Exception) -> JSONResponse:
         # A write refused for lack of space changed nothing: 507, with the figures.
         store_error = isinstance(exc, DBAPIError)
-        where = service.store.data_dir if store_error else service.executor.state_dir
+        where = service.store.data_dir if store_error else service.executor.data_dir
         full = storage_full(exc, where)
         if full is None:
             raise exc  # any other storage error stays a 500
@@ -106,9 +109,9 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
             needed_bytes=full.needed_bytes,
         )
 
-    def wire(job: Job) -> dict[str, Any]:
-        explain = service.explain(job.id) if job.state is JobState.PENDING else None
-        log_path = str(service.executor.log_path(job.id))
+    def wire(job: Job, decision: Decision | None = None) -> dict[str, Any]:
+        explain = service.explain(job.id, decision) if job.state is JobState.PENDING else None
+        log_path = service.log_location(job.id)
         return job_to_wire(job, explain, log_path, service.gpu_count(job))
 
     @app.get("/healthz")
@@ -117,7 +120,8 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
 
     @app.get("/v1/info")
     def get_info() -> dict[str, Any]:
-        return {**info, "version": __version__, "passes": service.engine.passes}
+        engine = service.engine
+        return {**info, "version": __version__, "passes": engine.passes, "polls": engine.polls}
 
     @app.post("/v1/jobs", status_code=201)
     def submit(
@@ -131,8 +135,32 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return wire(job)
 
     @app.get("/v1/jobs")
-    def list_jobs(all: bool = False, user: str | None = None) -> dict[str, Any]:
-        return {"jobs": [wire(j) for j in service.list(include_finished=all, user=user)]}
+    def list_jobs(
+        all: bool = False,
+        user: str | None = None,
+        project: str | None = None,
+        state: str | None = Query(None, description="states, comma-separated: PENDING,RUNNING"),
+        limit: int | None = Query(None, ge=0, le=MAX_INT64),
+        offset: int = Query(0, ge=0, le=MAX_INT64),
+        order: Order = Order.ID,
+    ) -> Response:
+        """Jobs, active ones by default (`all`: finished ones too; `state`: those states),
+        a page of them with `limit` and `offset`; `order` queue: running, then pending as
+        the last pass ranked them. `total` and `counts` (by state) count every match."""
+        states = _states(state)
+        if isinstance(states, JSONResponse):
+            return states
+        query = JobQuery(states, all, user, project, limit, offset, order)
+        found = service.list_jobs(query)
+        decision = service.engine.view(fresh=False).decision
+        rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
+        rest["limit"] = limit
+        # Serialised here, a job at a time: FastAPI's encoder walks every value in Python
+        # (seconds for a queue of 10,000 jobs), and a dict per job kept for them all would
+        # cost the daemon tens of megabytes (docs/benchmarks.md).
+        jobs = ",".join(_dumps(wire(j, decision)) for j in found.jobs)
+        body = f'{{"jobs":[{jobs}],{_dumps(rest)[1:]}'
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
     def show(job_id: JobId) -> dict[str, Any]:
@@ -164,3 +192,24 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return {"ok": True}
 
     return app
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _states(text: str | None) -> frozenset[JobState] | None | JSONResponse:
+    """The states a `state` query names (any case), or the 422 answer that says which is not."""
+    if text is None:
+        return None
+    states = set()
+    for word in filter(None, (w.strip().upper() for w in text.split(","))):
+        try:
+            states.add(JobState(word))
+        except ValueError:
+            names = ", ".join(s.value for s in JobState)
+            message = f"state: no state {word}; the states are {names}"
+            return _error(
+                422, "invalid_request", message, errors=[{"field": "state", "message": message}]
+            )
+    return frozenset(states)

@@ -134,6 +134,11 @@ def _describe_start(config: DaemonConfig, sock_path: Path, url: str | None) -> l
     ]
     if inv.note:
         lines.append(inv.note)
+    limit = format_duration(config.policy.default_time_limit_s)
+    lines.append(
+        f"a job without --time is stopped after {limit} (--default-time-limit; a project's "
+        "default_time_limit comes first)"
+    )
     return lines
 
 

@@ -13,6 +13,7 @@ from gpupool.cli.render import (
     elapsed,
     gpus_cell,
     print_json,
+    print_json_list,
     print_table,
     reason_cell,
     state_cell,
@@ -20,6 +21,7 @@ from gpupool.cli.render import (
 from gpupool.client import Client
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"}
+QUEUE_PAGE = 50  # jobs in `gpupool queue`'s table unless --limit or -a says otherwise
 # Names are cut to this many columns (with an ellipsis), so one long name cannot widen
 # every row; figures and states are never cut.
 QUEUE_LIMITS = {"NAME": 32, "USER": 16, "PROJECT": 20}
@@ -39,17 +41,32 @@ QUEUE_COLUMNS = (
 
 
 def cmd_queue(client: Client, args: argparse.Namespace) -> int:
-    jobs = client.jobs(include_finished=args.all, user=args.user)
     if args.priority:  # the same jobs, in the same order, as a table or as JSON
         from gpupool.cli.explain import print_priorities, queue_order
 
+        pending = client.job_page(
+            user=args.user, project=args.project, states=["PENDING"], order="queue"
+        )["jobs"]
         if args.json:
-            print_json(queue_order(jobs))
+            print_json(queue_order(pending))
         else:
-            print_priorities(jobs)
+            print_priorities(pending)
         return 0
+    states = [s.strip().upper() for s in args.state.split(",") if s.strip()] if args.state else None
+    limit = args.limit
+    if limit is None and not args.all and not args.json:
+        limit = QUEUE_PAGE  # the table's first page: running, then the head of the queue
+    found = client.job_page(
+        include_finished=args.all,
+        user=args.user,
+        project=args.project,
+        states=states,
+        limit=limit,
+        order="queue",
+    )
+    jobs = found["jobs"]
     if args.json:
-        print_json(jobs)
+        print_json_list(jobs)
         return 0
     now = time.time()
     rows = [
@@ -69,10 +86,31 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
         for j in jobs
     ]
     if not rows:
-        print("No jobs." if args.all else "No active jobs (gpupool queue -a shows finished ones).")
+        if states or args.user or args.project:
+            print("No jobs match.")
+        else:
+            print(
+                "No jobs." if args.all else "No active jobs (gpupool queue -a shows finished ones)."
+            )
         return 0
     print_table(QUEUE_COLUMNS, rows, limits=QUEUE_LIMITS)
+    rest = found["total"] - len(jobs)
+    if rest > 0:
+        print(more_line(found["counts"], jobs, rest))
     return 0
+
+
+def more_line(counts: dict[str, int], shown: list[dict[str, Any]], rest: int) -> str:
+    """'... and 9,950 more (9,948 PENDING, 2 RUNNING): gpupool queue --limit N, or -a for
+    every job' under a table that shows the first page only."""
+    left = dict(counts)
+    for job in shown:
+        left[job["state"]] = left.get(job["state"], 0) - 1
+    parts = [f"{n:,} {state}" for state, n in sorted(left.items()) if n > 0]
+    return (
+        f"... and {rest:,} more ({', '.join(parts)}): "
+        "gpupool queue --limit N, --state, or -a for every job"
+    )
 
 
 def cmd_show(client: Client, args: argparse.Namespace) -> int:

@@ -82,8 +82,22 @@ def _parser() -> argparse.ArgumentParser:
             parents=[common, listing],
             help="list active jobs (-a: finished too)",
         )
-        p.add_argument("-a", "--all", action="store_true", help="include finished jobs")
+        p.add_argument(
+            "-a", "--all", action="store_true", help="every job, finished ones too (no page)"
+        )
         p.add_argument("-u", "--user", help="only this user's jobs")
+        p.add_argument("--project", help="only this project's jobs")
+        p.add_argument(
+            "--state",
+            metavar="STATES",
+            help="only jobs in these states, comma-separated (e.g. pending,running)",
+        )
+        p.add_argument(
+            "--limit",
+            type=int,
+            metavar="N",
+            help="list at most N jobs (default: 50 in the table, every one with --json)",
+        )
         p.add_argument(
             "--priority",
             action="store_true",

@@ -17,6 +17,14 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_json_list(items: Sequence[Any]) -> None:
+    """A JSON array with one item per line (keys sorted): as readable as `print_json` for
+    a list of records, and written in one go by the C encoder, where an indented dump of
+    10,000 jobs goes through Python's encoder value by value (seconds)."""
+    lines = ",\n".join(json.dumps(item, sort_keys=True) for item in items)
+    sys.stdout.write(f"[\n{lines}\n]\n" if items else "[]\n")
+
+
 def print_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Any]],

@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--default-time-limit",
         default="24h",
         metavar="DURATION",
-        help="assumed run time of jobs without --time, for backfill (default 24h)",
+        help="time limit of jobs without --time whose project sets no default_time_limit: "
+        "they are stopped after it, as Slurm's DefaultTime (default 24h)",
     )
     p.add_argument(
         "--fairshare-half-life",

@@ -246,8 +246,32 @@ class Client:
             time.sleep(delay)
 
     def jobs(self, include_finished: bool = False, user: str | None = None) -> list[dict[str, Any]]:
-        query = {"all": "true" if include_finished else None, "user": user}
-        return self.request("GET", "/v1/jobs", query=query)["jobs"]  # type: ignore[no-any-return]
+        """Every active job (`include_finished`: every job), of `user` when given, by id."""
+        return self.job_page(include_finished, user)["jobs"]  # type: ignore[no-any-return]
+
+    def job_page(
+        self,
+        include_finished: bool = False,
+        user: str | None = None,
+        *,
+        project: str | None = None,
+        states: list[str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        order: str = "id",
+    ) -> dict[str, Any]:
+        """A page of jobs: {"jobs", "total" (every match), "counts" (by state), "offset",
+        "limit"}; `order` "queue": running, then pending in queue order."""
+        query = {
+            "all": "true" if include_finished else None,
+            "user": user,
+            "project": project,
+            "state": ",".join(states) if states else None,
+            "limit": limit,
+            "offset": offset or None,
+            "order": order,
+        }
+        return self.request("GET", "/v1/jobs", query=query)  # type: ignore[no-any-return]
 
     def job(self, job_id: int) -> dict[str, Any]:
         return self.request("GET", f"/v1/jobs/{int(job_id)}")  # type: ignore[no-any-return]

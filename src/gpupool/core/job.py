@@ -7,7 +7,7 @@ cause, so `gpupool show` can tell a job's whole story (as Dask's worker state ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 
 
 class JobState(str, Enum):
@@ -50,6 +50,26 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
 
 class InvalidTransition(ValueError):
     pass
+
+
+class EndReason(StrEnum):
+    """Why a job ended, the short code of the REASON column (`Job.reason` of a finished
+    job; "" for a success). Its cause in words goes into the job's story."""
+
+    NONE = ""  # exited with code 0
+    NON_ZERO_EXIT = "NonZeroExit"
+    SIGNAL = "Signal"  # killed by a signal it did not ask for
+    TIME_LIMIT = "TimeLimit"
+    CANCELLED = "Cancelled"
+    SPAWN_FAILED = "SpawnFailed"  # its command could not be started
+    NODE_FAIL = "NodeFail"  # its supervisor died without recording an exit
+
+
+class HeldReason(StrEnum):
+    """Reasons of RUNNING jobs the pool is dealing with (`Job.reason` while it runs)."""
+
+    SUPERVISOR_LOST = "SupervisorLost"  # supervisor dead, processes still alive: GPUs held
+    GPUS_GONE = "GpusGone"  # its GPUs left the inventory: being stopped to requeue
 
 
 def check_transition(frm: JobState, to: JobState) -> str:

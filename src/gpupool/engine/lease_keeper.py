@@ -7,9 +7,10 @@ clock), so the margin covers a renewal that is slow, and clocks that disagree by
 third of the ttl. When a renewal finds the lease taken over (its generation is gone), the
 keeper calls `on_lost` once, with the lease as it now stands; the daemon stops.
 
-LeasedEngine is the Engine that skips its passes while the keeper says no: a daemon frozen
-past its ttl (SIGSTOP, a suspended VM) wakes up without scheduling, and learns at its next
-renewal whether it still holds the lease.
+LeasedEngine is the Engine that does nothing to jobs while the keeper says no (it still
+takes in what the API posts, so `queue` stays current): a daemon frozen past its ttl
+(SIGSTOP, a suspended VM) wakes up without scheduling, and learns at its next renewal
+whether it still holds the lease.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
+from gpupool.core.execution import Executor
+from gpupool.core.hardware import Inventory
 from gpupool.core.units import format_duration
+from gpupool.engine.contracts import EngineStore
 from gpupool.engine.loop import Engine
-from gpupool.policy import Decision
+from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store import Lease
 
 log = logging.getLogger("gpupool.daemon")
@@ -121,20 +125,29 @@ class LeaseKeeper:
 
 
 class LeasedEngine(Engine):
-    """An Engine that runs a pass only while `lease.valid()`."""
+    """An Engine that acts on jobs only while `lease.valid()`."""
 
-    def __init__(self, *args: Any, lease: LeaseKeeper, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        store: EngineStore,
+        executor: Executor,
+        inventory: Inventory,
+        *,
+        lease: LeaseKeeper,
+        poll_interval: float = 0.5,
+        config: PolicyConfig | None = None,
+    ) -> None:
+        super().__init__(store, executor, inventory, poll_interval=poll_interval, config=config)
         self.lease = lease
         self._paused = False
 
-    def run_pass(self) -> Decision:
+    def may_act(self) -> bool:
         if not self.lease.valid():
             if not self._paused:
                 log.warning("not scheduling: the database lease is not renewed")
                 self._paused = True
-            return self.last_decision
+            return False
         if self._paused:
             log.info("scheduling again: the database lease is renewed")
             self._paused = False
-        return super().run_pass()
+        return True

@@ -1,42 +1,94 @@
-"""The scheduling loop: one thread, woken by events (submit, exit, cancel) or a timer.
+"""The engine's thread: it feeds the reaction table (engine/react.py) events and carries out
+its instructions (store writes, launches, signals, scheduling passes).
 
-Only this thread starts, finishes and signals jobs, so the store's compare-and-swap only ever
-races with submissions and cancellations from API threads, and a lost race just means one
-more pass.
+One thread, woken by API threads (a submission, a cancel, a project change: each posts the
+job or projects as the store now holds them, `post`), by a supervisor that recorded an exit
+(through the API's wake call), or by its poll interval. Each round: take the posted events
+into the view, publish the view (`view`: what `queue` reads), poll the executor for the
+running jobs (one call for all), and run a scheduling pass if one is due (`wants_pass`).
+Only this thread starts, finishes and signals jobs, so the store's compare-and-swap only
+ever races with submissions and cancellations, and a lost race means reading the store
+again and one more pass.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+import time
+from collections import deque
+from collections.abc import Iterable
 
 from gpupool.core.clock import Clock, SystemClock
+from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
-from gpupool.engine import log_lines
+from gpupool.core.project import Project
+from gpupool.engine.contracts import EngineStore
 from gpupool.engine.environment import job_environment
-from gpupool.engine.faults import LostJobs, end_time_of, gpus_outside, take_off_gone_gpus
-from gpupool.engine.outcome import outcome_of
-from gpupool.engine.preemption import Reclaimer
-from gpupool.engine.quota_notes import note_quota_changes
-from gpupool.policy import Decision, PendingJob, RunningJob, Snapshot, decide
+from gpupool.engine.events import (
+    CommitRefused,
+    CommitStarts,
+    Event,
+    Finish,
+    Instruction,
+    JobsStored,
+    Launch,
+    Log,
+    LostSettled,
+    Note,
+    PassDecided,
+    Polled,
+    ProjectsRead,
+    Recovered,
+    Release,
+    Released,
+    Requeue,
+    RequeueRefused,
+    Resync,
+    Resynced,
+    RunPass,
+    Said,
+    SetReasons,
+    SettleLost,
+    Signal,
+    Signalled,
+    StartsCommitted,
+    Tick,
+)
+from gpupool.engine.react import handle_of, react
+from gpupool.engine.state import EngineState
+from gpupool.engine.view import JobsView
+from gpupool.policy import Decision, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 log = logging.getLogger("gpupool.engine")
 
+# Passes one round may run: a refused commit is followed at once by a pass on fresh state.
+_PASSES_PER_ROUND = 3
+# How long a reader waits for the engine to take in what was posted before it asked.
+_VIEW_WAIT_S = 2.0
+# The wait between rounds while a run is being released (its supervisor is finishing).
+_SOON_S = 0.02
+# After a pass that took t, the next waits t * _PACE (state.py, `paced_until`).
+_PACE = 1.0
+# Under a stream of submissions, the passes' reason codes are stored at most this often.
+_REASONS_EVERY_S = 1.0
+
 
 class Engine:
     def __init__(
         self,
-        store: Any,
-        executor: Any,
+        store: EngineStore,
+        executor: Executor,
         inventory: Inventory,
         clock: Clock | None = None,
         poll_interval: float = 0.5,
         config: PolicyConfig | None = None,
         usage_refresh_s: float = 10.0,
+        quiet_pass_s: float = 2.0,
+        refresh_pass_s: float = 60.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -44,28 +96,70 @@ class Engine:
         self.clock = clock or SystemClock()
         self.poll_interval = poll_interval
         self.config = config or PolicyConfig()
-        self.last_decision = Decision()
+        self.state = EngineState(
+            inventory, self.config, quiet_s=quiet_pass_s, refresh_s=refresh_pass_s
+        )
+        self.usage_refresh_s = usage_refresh_s
+        self.passes = 0  # scheduling passes run
+        self.polls = 0  # rounds that asked the executor about the running jobs
         self._usage = Usage()
         self._usage_at: float | None = None
-        self.usage_refresh_s = usage_refresh_s
+        self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._signalled: set[int] = set()  # running jobs whose cancel was delivered
-        self.reclaimer = Reclaimer(store, executor)
-        self.lost = LostJobs(store, executor)
-        self._active: list[Job] = []  # active jobs as the last snapshot read them
-        # Declared now; a GPU monitor will report live values later.
-        self._unmanaged = {
-            (n.name, g.index): g.unmanaged_memory_bytes
-            for n in inventory.nodes
-            for g in n.gpus
-            if g.unmanaged_memory_bytes
-        }
-        self.passes = 0
-        self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
+        # Events posted by other threads, and how many were ever posted and taken in.
+        self._inbox: list[Event] = []
+        self._inbox_lock = threading.Lock()
+        self._posted = 0
+        self._taken = 0
+        self._published = threading.Condition()
+        self._view = JobsView.empty()
+        # Jobs just committed, as the store returned them (with their environment), until
+        # they are launched: the view keeps jobs without it.
+        self._full: dict[int, Job] = {}
+        self._round_lock = threading.Lock()  # rounds run one at a time, in one thread or not
+        self._reasons_due: dict[int, str] = {}  # reason codes given, not stored yet
+        self._reasons_at = 0.0
+
+    # -- what other threads call -----------------------------------------------------------
+
+    def post(self, *events: Event) -> None:
+        """Hand events to the engine's thread and wake it."""
+        with self._inbox_lock:
+            self._inbox.extend(events)
+            self._posted += len(events)
+        self._wake.set()
+
+    def stored(self, *jobs: Job) -> None:
+        """The store now holds these versions of these jobs (a submission, a cancel)."""
+        self.post(JobsStored(tuple(jobs)))
+
+    def projects_changed(self, projects: Iterable[Project]) -> None:
+        self.post(ProjectsRead(tuple(projects)))
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def view(self, fresh: bool = True) -> JobsView:
+        """The published view. `fresh`: once it includes what was posted before this call
+        (a reader sees its own submission), waiting up to a few seconds for the engine."""
+        if fresh:
+            with self._inbox_lock:
+                target = self._posted
+            if self._thread is None or not self._thread.is_alive():
+                self._round(act=False)  # no engine thread (tests, offline): take it in here
+            else:
+                with self._published:
+                    self._published.wait_for(lambda: self._taken >= target, _VIEW_WAIT_S)
+        return self._view
+
+    @property
+    def last_decision(self) -> Decision:
+        return self._view.decision
 
     # -- lifecycle -------------------------------------------------------------------------
+
     def start(self) -> None:
         self.recover()
         self._thread = threading.Thread(target=self._run, name="gpupool-engine", daemon=True)
@@ -76,147 +170,233 @@ class Engine:
         self._wake.set()
         if self._thread:
             self._thread.join(timeout=10)
-
-    def wake(self) -> None:
-        self._wake.set()
+        with self._round_lock:
+            self._write_reasons(force=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.poll_interval)
+            self._wake.wait(self._wait_s())
             self._wake.clear()
             if self._stop.is_set():
                 break
             try:
-                self.run_pass()
-            except Exception:  # the pool goes on; the next pass retries
-                log.exception("scheduling pass failed")
+                self._round()
+            except Exception:  # the pool goes on; the next round retries
+                log.exception("engine round failed")
+                self.state.resync_needed = True
+
+    def _wait_s(self) -> float:
+        """How long to sleep before the next round if nothing wakes the engine: the poll
+        interval, less when a run is being released or a paced pass is due sooner."""
+        state = self.state
+        wait = _SOON_S if state.poll_soon else self.poll_interval
+        if state.dirty:
+            wait = min(wait, max(state.paced_until - self.clock.now(), 0.0))
+        return wait
+
+    def may_act(self) -> bool:
+        """Whether this daemon may start, stop and finish jobs now (LeasedEngine says no
+        while it is not sure it holds the database lease)."""
+        return True
 
     # -- recovery after a restart ----------------------------------------------------------
+
     def recover(self) -> None:
-        """Re-adopt jobs the store says are RUNNING: each either still runs under its
-        supervisor, has finished (its exit record says how), lost its supervisor, or was
-        committed but never launched (the daemon died in between): launch that one now.
-        A job on GPUs the inventory no longer has is taken off them (`take_off_gone_gpus`)."""
-        for job in self.store.active_jobs():
-            if job.state is not JobState.RUNNING:
-                continue
-            status = self.executor.adopt(job.id)
-            name = getattr(status, "value", str(status))
-            if name != "exited" and gpus_outside(job, self.inventory):
-                now = self.clock.now()
-                take_off_gone_gpus(self.store, self.reclaimer, self.inventory, job, status, now)
-            elif name == "unlaunched" and self.reclaimer.archived_not_requeued(job):
-                self.store.requeue(job.id, self.clock.now(), "preempted; requeued")
-            elif name == "unlaunched":
-                log.info("job %d was scheduled but never launched: launching it now", job.id)
-                self._launch(job)
-            elif name == "running":
-                log.info("job %d is still running under its supervisor: re-adopted", job.id)
-        self._check_running()
+        """Read every active job from the store and ask the executor about the running
+        ones: each is re-adopted, finished, settled as lost, launched (committed but never
+        launched: the daemon died in between), requeued, or taken off GPUs the inventory no
+        longer has (engine/react.py, `_recovered`)."""
+        with self._round_lock:
+            jobs = self.store.active_jobs(environment=False)
+            projects = self.store.projects()
+            handles = {handle_of(j): j.id for j in jobs if j.state is JobState.RUNNING}
+            found = self.executor.adopt(list(handles)) if handles else {}
+            observations = {handles[h]: obs for h, obs in found.items() if h in handles}
+            now = self.clock.now()
+            self._carry_out(
+                react(self.state, Recovered(tuple(jobs), tuple(projects), observations, now))
+            )
+            self._publish(self._taken)
 
-    # -- one pass --------------------------------------------------------------------------
+    # -- one round -------------------------------------------------------------------------
+
     def run_pass(self) -> Decision:
-        self.passes += 1
-        self.executor.reap()
-        self._check_running()
-        decision = self._schedule()
-        self._deliver_cancels()
-        return decision
+        """One round with a pass whether or not one is due; the decision it left."""
+        self.state.pass_now = True
+        self._round()
+        return self.state.decision
 
-    def _check_running(self) -> None:
-        """Finish jobs whose process ended; fail jobs whose supervisor vanished."""
-        now = self.clock.now()
-        for job in self.store.list_jobs():
-            if job.state is not JobState.RUNNING:
-                continue
-            record = self.executor.read_exit(job.id)
-            if record is not None and getattr(record, "reason", "") == "preempted":
-                self.reclaimer.requeue(job, now)
-                continue
-            if record is not None:
-                result = outcome_of(record, job.spec.time_limit_s)
-                end = end_time_of(record, job, now)
-                self.store.finish(
-                    job.id,
-                    result.state,
-                    result.exit_code,
-                    now,
-                    result.cause,
-                    result.reason,
-                    end_time=end,
-                )
-                self._signalled.discard(job.id)
-                log.info(
-                    "%s",
-                    log_lines.job_ended(job, result.state, result.exit_code, end, result.cause),
-                )
-                continue
-            status = getattr(self.executor.status(job.id), "value", "")
-            if status == "lost":
-                # Its processes may still run on its GPUs: killed before they are freed.
-                self.lost.settle(job, now)
-            elif status == "unlaunched":
-                if self.reclaimer.archived_not_requeued(job):
-                    self.store.requeue(job.id, now, "preempted; requeued")
-                else:
-                    self._launch(job)
+    def _round(self, act: bool = True) -> None:
+        with self._round_lock:
+            with self._inbox_lock:
+                events, self._inbox = self._inbox, []
+                taken = self._taken + len(events)
+            instructions: list[Instruction] = []
+            for event in events:
+                instructions += react(self.state, event)
+            self._publish(taken)
+            if not act or not self.may_act():
+                return  # what the instructions were for is found again by the next poll
+            if self.state.resync_needed:
+                self.state.resync_needed = False
+                instructions.append(Resync(self.clock.now()))
+            self._carry_out(instructions)
+            self._poll()
+            for _ in range(_PASSES_PER_ROUND):
+                due = react(self.state, Tick(self.clock.now()))
+                if not due:
+                    break
+                self._carry_out(due)
+                if not self.state.pass_now:  # set again: the commit was refused
+                    break
+            self._write_reasons(force=not self.state.dirty)
+            self._publish(taken)
 
-    def snapshot(self) -> Snapshot:
-        # Read the version first: if anything changes after, the commit's CAS refuses.
-        version = self.store.allocation_version()
-        pending: list[PendingJob] = []
-        running: list[RunningJob] = []
-        # For backfill estimates only: a project's default limit stands in for a missing
-        # --time (the supervisor enforces only the job's own limit).
-        projects = {p.name: p for p in self.store.projects()}
-        limits = {
-            name: p.default_time_limit_s
-            for name, p in projects.items()
-            if p.default_time_limit_s is not None
-        }
-        self._active = self.store.active_jobs()
-        for job in self._active:
-            spec = job.spec
-            if job.state is JobState.PENDING and not job.cancel_requested:
-                pending.append(
-                    PendingJob(
-                        job.id,
-                        spec.resources,
-                        spec.priority,
-                        job.submit_time,
-                        job.user,
-                        spec.project,
-                        spec.time_limit_s or limits.get(spec.project),
-                        spec.begin_time,
-                        spec.is_preemptible,
-                    )
+    def _write_reasons(self, force: bool = False) -> None:
+        """Store the reason codes passes gave (the view has them at once; `show` reads them
+        from it): at the end of a quiet round, else at most every _REASONS_EVERY_S, so that
+        under a stream of submissions the passes' writes do not queue with theirs for the
+        database's write lock. A crash before they are written loses nothing: the next
+        pass gives them again."""
+        now = time.monotonic()
+        if not self._reasons_due or not (force or now - self._reasons_at >= _REASONS_EVERY_S):
+            return
+        due, self._reasons_due = self._reasons_due, {}
+        self._reasons_at = now
+        try:
+            self.store.set_reasons(due)
+        except Exception:
+            log.exception("engine: could not store the pending jobs' reasons")
+            self.state.resync_needed = True
+
+    def _poll(self) -> None:
+        self.state.poll_soon = False
+        handles = {handle_of(t.job): t.job.id for t in self.state.running()}
+        if not handles:
+            return
+        self.polls += 1
+        found = self.executor.poll(list(handles))
+        observations = {handles[h]: obs for h, obs in found.items() if h in handles}
+        self._carry_out(react(self.state, Polled(observations, self.clock.now())))
+
+    def _publish(self, taken: int) -> None:
+        state = self.state
+        if state.generation != self._view.generation:
+            self._view = JobsView(
+                state.public.copy(),
+                state.decision,
+                state.decided,
+                state.decided_at,
+                state.generation,
+            )
+        with self._published:
+            self._taken = taken
+            self._published.notify_all()
+
+    # -- carrying out instructions ---------------------------------------------------------
+
+    def _carry_out(self, instructions: Iterable[Instruction]) -> None:
+        """Carry out each instruction, and react to each result before the next one (a
+        start's launch before the next pass's instructions)."""
+        todo = deque(instructions)
+        while todo:
+            ins = todo.popleft()
+            try:
+                events, took_effect = self._do(ins)
+            except Exception:  # the view may now be behind the store: read it again
+                log.exception("engine: could not carry out %s", type(ins).__name__)
+                self.state.resync_needed = True
+                continue
+            said = _said_of(ins)
+            if said is not None and took_effect:
+                log.log(said.level, "%s", said.text)
+            follow: list[Instruction] = []
+            for event in events:
+                follow += react(self.state, event)
+            todo.extendleft(reversed(follow))
+
+    def _do(self, ins: Instruction) -> tuple[list[Event], bool]:
+        """Carry out one instruction: (the events it produced, whether it took effect)."""
+        from gpupool.store import StaleState
+
+        store, executor = self.store, self.executor
+        match ins:
+            case RunPass(now):
+                self.passes += 1
+                began = time.perf_counter()
+                snapshot = self.state.snapshot(store.allocation_version(), self.usage())
+                decision = decide(snapshot, now)
+                took = time.perf_counter() - began
+                self.state.paced_until = now + took * (1.0 + _PACE)
+                return [PassDecided(decision, snapshot, now)], True
+            case CommitStarts(starts, version, now):
+                plan = [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in starts]
+                try:
+                    started = store.commit_starts(plan, version, now)
+                except StaleState as exc:
+                    log.debug("decision refused as stale (%s); deciding again", exc)
+                    return [CommitRefused(str(exc), now)], False
+                self._full.update((job.id, job) for job in started)
+                return [StartsCommitted(tuple(started), now)], True
+            case Launch(job_id, time_limit_s):
+                job = self._full.pop(job_id, None) or store.get(job_id)
+                if job.state is not JobState.RUNNING or job.node is None:
+                    return [], False
+                executor.launch(self._launch_request(job, time_limit_s))
+                return [], True
+            case Finish():
+                job = store.finish(
+                    ins.job_id,
+                    ins.state,
+                    ins.exit_code,
+                    ins.now,
+                    ins.cause,
+                    ins.reason,
+                    end_time=ins.end_time,
                 )
-            elif job.state is JobState.RUNNING and job.node is not None:
-                running.append(
-                    RunningJob(
-                        job.id,
-                        job.node,
-                        job.gpus,
-                        spec.resources,
-                        job.start_time or 0.0,
-                        spec.priority,
-                        job.user,
-                        spec.project,
-                        spec.time_limit_s or limits.get(spec.project),
-                        spec.is_preemptible,
-                        job.gpu_memory_bytes,
-                    )
-                )
-        return Snapshot(
-            self.inventory.nodes,
-            tuple(pending),
-            tuple(running),
-            version,
-            config=self.config,
-            usage=self.usage(),
-            projects=projects,
-            unmanaged_memory=self._unmanaged,
+                return [JobsStored((job,))], True
+            case Requeue(job_id, cause, now):
+                try:
+                    job = store.requeue(job_id, now, cause)
+                except StaleState:  # cancelled meanwhile: cancel wins
+                    return [RequeueRefused(job_id, now)], False
+                return [JobsStored((job,))], True
+            case Release(handle, now):
+                released = executor.release(handle)
+                return [Released(handle.job_id, released, now)], released
+            case Signal(handle, kind, why):
+                delivered = executor.signal(handle, kind)
+                return [Signalled(handle.job_id, kind, delivered, why)], delivered
+            case SettleLost(handle, wait_s, now):
+                left = executor.settle_lost(handle, wait_s)
+                return [LostSettled(handle.job_id, left, now)], True
+            case Note():
+                noted = store.note(ins.job_id, ins.now, ins.cause, ins.reason, only_if=ins.only_if)
+                return ([JobsStored((noted,))] if noted is not None else []), noted is not None
+            case SetReasons(reasons):
+                self._reasons_due.update(reasons)  # written by `_write_reasons`
+                return [], True
+            case Resync(now):
+                jobs, projects = store.active_jobs(environment=False), store.projects()
+                return [Resynced(tuple(jobs), tuple(projects))], True
+            case Log():
+                return [], True
+        raise TypeError(f"not an engine instruction: {ins!r}")
+
+    def _launch_request(self, job: Job, time_limit_s: float) -> LaunchRequest:
+        spec = job.spec
+        assert job.node is not None
+        return LaunchRequest(
+            handle=Handle(job.id, job.restart_count),
+            command=spec.command,
+            env=job_environment(job),
+            workdir=spec.workdir,
+            time_limit_s=time_limit_s,
+            grace_s=spec.grace_s,
+            allocation=Allocation(job.node, job.gpus, job.gpu_memory_bytes),
         )
+
+    # -- fair share ------------------------------------------------------------------------
 
     def usage(self) -> Usage:
         """Decayed GPU-seconds per project and user, recomputed every usage_refresh_s: it
@@ -232,47 +412,11 @@ class Engine:
             self._usage_at = now
         return self._usage
 
-    def _schedule(self) -> Decision:
-        snapshot = self.snapshot()
-        now = self.clock.now()
-        decision = decide(snapshot, now)
-        if decision.starts:
-            from gpupool.store import StaleState
 
-            try:
-                started = self.store.commit_starts(
-                    [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in decision.starts],
-                    snapshot.version,
-                    now,
-                )
-            except StaleState as exc:
-                log.debug("decision refused as stale (%s); another pass follows", exc)
-                self.wake()
-                return decision
-            for job in started:
-                log.info("%s", log_lines.job_started(job))
-                self._launch(job)
-        self.last_decision = decision
-        self.reclaimer.apply(decision)
-        note_quota_changes(self.store, self._active, decision, now)  # before the new reasons
-        self.store.set_reasons({jid: st.code.value for jid, st in decision.pending.items()})
-        return decision
-
-    def _launch(self, job: Job) -> None:
-        spec = job.spec
-        self.executor.launch(
-            job.id,
-            list(spec.command),
-            job_environment(job),
-            spec.workdir,
-            spec.time_limit_s,
-            spec.grace_s,
-        )
-
-    def _deliver_cancels(self) -> None:
-        # The jobs the snapshot read: a cancel recorded after it wakes the next pass.
-        for job in self._active:
-            if job.state is JobState.RUNNING and job.cancel_requested:
-                if job.id not in self._signalled and self.executor.cancel(job.id):
-                    self._signalled.add(job.id)
-                    log.info("job %d: stopping it (cancelled; %gs grace)", job.id, job.spec.grace_s)
+def _said_of(ins: Instruction) -> Said | None:
+    match ins:
+        case Launch() | Finish() | Requeue() | Signal() | Note():
+            return ins.said
+        case Log(said):
+            return said
+    return None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from gpupool.core.job import JobState
+from gpupool.core.execution import ExitReason, ExitRecord
+from gpupool.core.job import EndReason, JobState
 from gpupool.core.units import format_duration
 
 
@@ -13,7 +14,7 @@ from gpupool.core.units import format_duration
 class Outcome:
     state: JobState
     exit_code: int | None
-    reason: str  # short code for the REASON column
+    reason: EndReason  # for the REASON column
     cause: str  # words for the job's story
 
 
@@ -24,27 +25,26 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def outcome_of(record: object, time_limit_s: float | None) -> Outcome:
-    """Map an executor ExitRecord (exit_code, signal, reason, message) to a job outcome."""
-    code: int = record.exit_code
-    sig: int | None = record.signal
-    why: str = record.reason
-    message: str = getattr(record, "message", "") or ""
-    if why == "timeout":
+def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
+    """The outcome of a run that ended as `record` says (not one PREEMPTED: that one is
+    requeued). `time_limit_s`: the limit it ran under, for the story of a TIMEOUT."""
+    code, sig, why = record.exit_code, record.signal, record.reason
+    if why is ExitReason.TIMEOUT:
         limit = format_duration(time_limit_s) if time_limit_s else "its"
-        return Outcome(JobState.TIMEOUT, code, "TimeLimit", f"time limit {limit} reached")
-    if why == "cancelled":
+        return Outcome(JobState.TIMEOUT, code, EndReason.TIME_LIMIT, f"time limit {limit} reached")
+    if why is ExitReason.CANCELLED:
         # The store appends who asked for the cancel.
-        return Outcome(JobState.CANCELLED, code, "Cancelled", f"stopped (exit {code})")
-    if why == "spawn_failed":
-        detail = message or f"could not start (exit {code})"
-        return Outcome(JobState.FAILED, code, "SpawnFailed", f"{detail} (exit {code})")
+        return Outcome(JobState.CANCELLED, code, EndReason.CANCELLED, f"stopped (exit {code})")
+    if why is ExitReason.SPAWN_FAILED:
+        detail = record.message or f"could not start (exit {code})"
+        return Outcome(JobState.FAILED, code, EndReason.SPAWN_FAILED, f"{detail} (exit {code})")
     if sig:
-        return Outcome(
-            JobState.FAILED, code, "Signal", f"killed by {_signal_name(sig)} (exit {code})"
-        )
+        words = f"killed by {_signal_name(sig)} (exit {code})"
+        return Outcome(JobState.FAILED, code, EndReason.SIGNAL, words)
     if code == 0:
-        return Outcome(JobState.SUCCEEDED, 0, "", "exited with code 0")
+        return Outcome(JobState.SUCCEEDED, 0, EndReason.NONE, "exited with code 0")
     if code == 127:
-        return Outcome(JobState.FAILED, code, "NonZeroExit", "command not found (exit 127)")
-    return Outcome(JobState.FAILED, code, "NonZeroExit", f"exited with code {code}")
+        return Outcome(
+            JobState.FAILED, code, EndReason.NON_ZERO_EXIT, "command not found (exit 127)"
+        )
+    return Outcome(JobState.FAILED, code, EndReason.NON_ZERO_EXIT, f"exited with code {code}")

@@ -1,6 +1,9 @@
-"""What the API can ask of the pool: submit, list, show, cancel, read logs, list GPUs.
+"""What the API can ask of the pool: submit, list, show, cancel, read logs, list GPUs,
+manage projects.
 
-The API layer only translates HTTP to these calls and back.
+The API layer only translates HTTP to these calls and back. Every write goes to the store
+first (an acknowledged submission is durable), then to the engine as the job the store now
+holds (`Engine.stored`), so the engine's view, from which `queue` is served, follows it.
 """
 
 from __future__ import annotations
@@ -8,20 +11,29 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from gpupool.core.execution import Executor, Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import DEFAULT_PROJECT, Project
+from gpupool.engine.contracts import PoolStore
 from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.group_commit import GroupCommit
+from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
-from gpupool.engine.loop import Engine
 from gpupool.engine.projects import quota_warnings
-from gpupool.policy import check_quota, check_satisfiable
+from gpupool.engine.view import JobPage, JobQuery, JobsView, page
+from gpupool.policy import Decision, check_quota, check_satisfiable
+from gpupool.policy.snapshot import PolicyConfig
+from gpupool.store.submissions import NewJob
 
 MAX_LOG_CHUNK = 1 << 20
 log = logging.getLogger("gpupool.projects")
+_TERMINAL = frozenset(s for s in JobState if s.terminal)
 
 
 class RequestRefused(ValueError):
@@ -40,13 +52,41 @@ class LogChunk:
     state: JobState
 
 
+class EngineLink(Protocol):
+    """What the service needs of the engine (engine/loop.py's Engine)."""
+
+    config: PolicyConfig
+    passes: int
+    polls: int
+
+    def stored(self, *jobs: Job) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def projects_changed(self, projects: list[Project]) -> None: ...
+
+    def view(self, fresh: bool = True) -> JobsView: ...
+
+
 class PoolService:
-    def __init__(self, store: Any, executor: Any, engine: Engine, inventory: Inventory) -> None:
+    def __init__(
+        self, store: PoolStore, executor: Executor, engine: EngineLink, inventory: Inventory
+    ) -> None:
         self.store = store
         self.executor = executor
         self.engine = engine
         self.inventory = inventory
         self.gpus = GpuCounter(inventory)
+        # Submissions arriving together are stored together: one sync of the disk per batch.
+        self._submits: GroupCommit[NewJob, Job] = GroupCommit(store.submit_many)
+        # Projects and users' default projects as the store has them: read by every
+        # submission, changed only here (and by gpupool.toml, before the daemon serves).
+        self._projects: dict[str, Project] | None = None
+        self._defaults: dict[str, str | None] = {}
+        self._defaults_generation = 0
+        self._projects_lock = threading.Lock()
+
+    # -- jobs ------------------------------------------------------------------------------
 
     def submit(
         self,
@@ -58,9 +98,11 @@ class PoolService:
         project_given: bool | None = None,
     ) -> Job:
         """Queue a job. Its project is `spec.project` when one was given (`project_given`;
-        by default, when it is not ""), else the user's (see `choose_project`)."""
+        by default, when it is not ""), else the user's (see `choose_project`). A job
+        without a time limit gets its project's default, else the pool's (engine/limits.py)."""
         given = bool(spec.project) if project_given is None else project_given
-        project = self.choose_project(user, spec.project if given else None)
+        projects = self.projects_by_name()
+        project = self.choose_project(user, spec.project if given else None, projects)
         if project != spec.project:
             spec = dataclasses.replace(spec, project=project)
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
@@ -68,7 +110,6 @@ class PoolService:
             raise RequestRefused("unsatisfiable", impossible.message)
         if self.engine.config.use_quotas:
             # Its project's quota or limit could never let it start (policy/quota_feasibility).
-            projects = {p.name: p for p in self.store.projects()}
             never = check_quota(
                 spec.resources,
                 spec.is_preemptible,
@@ -84,7 +125,13 @@ class PoolService:
                 "bad_workdir",
                 f"working directory {spec.workdir} does not exist on the pool's machine",
             )
-        job: Job = self.store.submit(spec, user, now, token)
+        cause = None
+        limit = effective_time_limit(spec, projects, self.engine.config.default_time_limit_s)
+        if limit.source is not LimitSource.JOB:
+            spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
+            cause = f"submitted by {user}; {limit.words(project)}"
+        job = self._submits.write(NewJob(spec, user, now, token, cause))
+        self.engine.stored(job)
         log.info(
             "job %d submitted by %s to project %s: %s",
             job.id,
@@ -92,25 +139,25 @@ class PoolService:
             job.spec.project,
             gpu_words(self.gpus.asked(job)),
         )
-        self.engine.wake()
         return job
 
-    def choose_project(self, user: str, requested: str | None) -> str:
+    def choose_project(
+        self, user: str, requested: str | None, projects: Mapping[str, Project] | None = None
+    ) -> str:
         """The project a job of `user` goes to: `requested`, else the user's default project,
         else the first project (by name) that lists the user as a member, else `default`.
         RequestRefused if it does not exist or does not admit the user."""
-        projects: list[Project] = self.store.projects()
-        by_name = {p.name: p for p in projects}
+        by_name = self.projects_by_name() if projects is None else projects
         name, hint = requested, ""
         if name is None:
-            name = self.store.default_project(user)
+            name = self.default_project(user)
             hint = (
                 "; it is your default project: use --project, or change it with "
                 "`gpupool project default`"
             )
             if name is None:
                 hint = ""
-                member_of = [p.name for p in projects if user in p.members]
+                member_of = sorted(p.name for p in by_name.values() if user in p.members)
                 name = member_of[0] if member_of else DEFAULT_PROJECT
         project = by_name.get(name)
         if project is None:
@@ -126,18 +173,32 @@ class PoolService:
         return name
 
     def get(self, job_id: int) -> Job:
-        job: Job = self.store.get(job_id)
+        """The job as the store has it, with the reason the last pass gave it (the engine
+        stores reasons in batches: engine/loop.py, `_write_reasons`)."""
+        job = self.store.get(job_id)
+        seen = self.engine.view(fresh=False).jobs.get(job_id)
+        if seen is not None and seen.version >= job.version and seen.reason != job.reason:
+            job = dataclasses.replace(job, reason=seen.reason)
         return job
 
-    def list(self, include_finished: bool = False, user: str | None = None) -> list[Job]:
-        jobs: list[Job] = self.store.list_jobs(include_finished=include_finished, user=user)
-        return jobs
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        """The jobs `query` asks for: the active ones from the engine's view (with what
+        this caller posted before), the finished ones from the store."""
+        active = self.engine.view().select(query)
+        finished: list[Job] = []
+        wanted_finished = query.wanted() & _TERMINAL
+        if wanted_finished:
+            finished = self.store.list_jobs(
+                states=wanted_finished, user=query.user, project=query.project
+            )
+        return page(query, active, finished)
 
-    def explain(self, job_id: int) -> dict[str, Any]:
+    def explain(self, job_id: int, decision: Decision | None = None) -> dict[str, Any]:
         """What the last scheduling pass said about a pending job: its status as data (the
         API renders it: api/wire.py), when it is expected to start (None: unknown), its
-        reservation and priority factors."""
-        decision = self.engine.last_decision
+        reservation and priority factors. `decision`: the pass to read (default: the last
+        one)."""
+        decision = decision if decision is not None else self.engine.view(fresh=False).decision
         status = decision.pending.get(job_id)
         reservation = next((r for r in decision.reservations if r.job_id == job_id), None)
         factors = decision.priorities.get(job_id)
@@ -170,33 +231,29 @@ class PoolService:
         job = self.store.cancel_pending(job_id, now, cause)
         if job is not None:
             log.info("job %d CANCELLED before it started, by %s", job_id, user or "?")
-            self.engine.wake()
+            self.engine.stored(job)
             return job
-        current: Job = self.store.get(job_id)
+        current = self.store.get(job_id)
         if current.state is JobState.RUNNING and not current.cancel_requested:
             current = self.store.request_cancel(job_id, now, cause)
             log.info("job %d: cancel requested by %s", job_id, user or "?")
-            self.engine.wake()
+            self.engine.stored(current)
         return current
 
     def read_log(self, job_id: int, offset: int, limit: int = MAX_LOG_CHUNK) -> LogChunk:
         job = self.store.get(job_id)
-        path = self.executor.log_path(job_id)
-        data = b""
-        try:
-            with open(path, "rb") as f:
-                # An offset at or past the end reads nothing (seeking far past it is EINVAL).
-                if offset < os.fstat(f.fileno()).st_size:
-                    f.seek(max(offset, 0))
-                    data = f.read(min(limit, MAX_LOG_CHUNK))
-        except FileNotFoundError:
-            pass
-        return LogChunk(data, max(offset, 0) + len(data), job.state)
+        chunk = self.executor.logs(
+            Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK)
+        )
+        return LogChunk(chunk.data, chunk.offset, job.state)
+
+    def log_location(self, job_id: int) -> str:
+        return self.executor.log_location(job_id)
 
     def gpu_holders(self) -> dict[tuple[str, int], list[Job]]:
         """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers."""
         holders: dict[tuple[str, int], list[Job]] = {}
-        for job in self.store.active_jobs():
+        for job in sorted(self.engine.view().jobs.values(), key=lambda j: j.id):
             if job.state is JobState.RUNNING and job.node:
                 for g in job.gpus:
                     holders.setdefault((job.node, g), []).append(job)
@@ -210,7 +267,7 @@ class PoolService:
         """Per project: GPUs held by its running jobs and asked for by its pending ones (a
         shared GPU counts its fraction: `GpuCounter`), and its running and pending jobs."""
         usage: dict[str, dict[str, float]] = {}
-        for job in self.store.active_jobs():
+        for job in self.engine.view().jobs.values():
             u = usage.setdefault(
                 job.spec.project,
                 {"in_use_gpus": 0, "running_jobs": 0, "pending_jobs": 0, "pending_gpus": 0},
@@ -223,39 +280,73 @@ class PoolService:
                 u["pending_gpus"] += self.gpus.asked(job)
         return usage
 
+    # -- projects --------------------------------------------------------------------------
+
+    def projects_by_name(self) -> dict[str, Project]:
+        with self._projects_lock:
+            if self._projects is None:
+                self._projects = {p.name: p for p in self.store.projects()}
+            return self._projects
+
+    def default_project(self, user: str) -> str | None:
+        """The project `user` chose as their default (`gpupool project default`), if any."""
+        with self._projects_lock:
+            if user in self._defaults:
+                return self._defaults[user]
+            generation = self._defaults_generation
+        found = self.store.default_project(user)
+        with self._projects_lock:
+            if generation == self._defaults_generation:  # no change was written meanwhile
+                self._defaults[user] = found
+        return found
+
+    def _projects_changed(self) -> None:
+        """After a project write: read them again, and tell the engine (its next pass and
+        the time limits of jobs submitted next use them)."""
+        with self._projects_lock:
+            projects = self.store.projects()
+            self._projects = {p.name: p for p in projects}
+            self._defaults.clear()  # a deleted project is nobody's default any more
+            self._defaults_generation += 1
+        self.engine.projects_changed(projects)
+
     def create_project(self, project: Project, by: str) -> Project:
-        created: Project = self.store.create_project(project)
+        created = self.store.create_project(project)
         log.info("project %s created by %s: %s", project.name, by or "?", project_fields(created))
+        self._projects_changed()  # a first quota puts quotas in force: pending jobs re-checked
         self._warn_about_quotas()
-        self.engine.wake()  # a first quota puts quotas in force: pending jobs are re-checked
         return created
 
     def set_project(self, name: str, changes: dict[str, Any], by: str) -> Project:
         """Change a project: any Project field, plus add_members / remove_members."""
-        before: Project = self.store.project(name)  # UnknownProject
-        changed: Project = self.store.set_project(name, **changes)
+        before = self.store.project(name)  # UnknownProject
+        changed = self.store.set_project(name, **changes)
         log.info("project %s changed by %s: %s", name, by or "?", project_changes(before, changed))
+        self._projects_changed()  # quotas, limits and weights feed the next scheduling pass
         self._warn_about_quotas()
-        self.engine.wake()  # quotas, limits and weights feed the next scheduling pass
         return changed
 
     def _warn_about_quotas(self) -> None:
-        for warning in quota_warnings(self.store.projects(), self.inventory.total_gpus):
+        projects = list(self.projects_by_name().values())
+        for warning in quota_warnings(projects, self.inventory.total_gpus):
             log.warning("%s", warning)
 
     def delete_project(self, name: str, by: str) -> None:
         self.store.delete_project(name)
         log.info("project %s deleted by %s", name, by or "?")
-        self.engine.wake()  # its quota gone: pending jobs are re-checked
+        self._projects_changed()  # its quota gone: pending jobs are re-checked
 
     def set_default_project(self, user: str, project: str | None) -> None:
         """Make `project` the default of `user` (None: forget it); refused if the project
         would not take the user's jobs."""
         if project is not None:
-            p: Project = self.store.project(project)  # UnknownProject
+            p = self.store.project(project)  # UnknownProject
             if not p.admits(user):
                 raise RequestRefused(
                     "not_a_member",
                     f"{user} is not a member of project {p.name} (members: {', '.join(p.members)})",
                 )
         self.store.set_default_project(user, project)
+        with self._projects_lock:
+            self._defaults.pop(user, None)
+            self._defaults_generation += 1

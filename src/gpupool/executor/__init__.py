@@ -1,7 +1,7 @@
-"""Starting jobs as processes on this machine, each under a supervisor that outlives the daemon."""
+"""Starting jobs as processes on this machine, each under a supervisor that outlives the daemon:
+the first implementation of the executor contract (core/execution.py)."""
 
-from gpupool.executor.leftovers import Leftovers
 from gpupool.executor.local import LocalExecutor
-from gpupool.executor.records import ExitRecord, JobBusyError, JobStatus
+from gpupool.executor.records import JobBusyError
 
-__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "Leftovers", "LocalExecutor"]
+__all__ = ["JobBusyError", "LocalExecutor"]

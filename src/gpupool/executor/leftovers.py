@@ -22,27 +22,11 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from gpupool.core.execution import Leftovers
 from gpupool.executor.files import boot_id, proc_stat, read_json, session_members
-
-
-@dataclass(frozen=True)
-class Leftovers:
-    """What ``kill_leftovers`` found and did; the engine renders it into the job's story."""
-
-    main_pid: int | None  # the job's command, from child.json; None: never recorded
-    other_boot: bool = False  # the machine restarted since: nothing of the job can run
-    killed: tuple[int, ...] = ()  # pids sent SIGKILL now
-    alive: tuple[int, ...] = ()  # pids still running after the wait: dying, or not ours
-    denied: tuple[int, ...] = ()  # of ``alive``, those we may not signal (another user's)
-
-    @property
-    def gone(self) -> bool:
-        """Nothing of the job runs any more: its GPUs may be given again."""
-        return not self.alive
 
 
 class Sent(Enum):

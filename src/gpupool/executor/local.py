@@ -7,6 +7,11 @@ supervisors this process started, kept to reap them and to know a job is "starti
 
 A requeued (e.g. preempted) job runs again under the same id: ``archive`` moves the
 finished run's files into JOBDIR/attempt-<n>/ first, see attempts.py.
+
+``LocalExecutor`` is the first implementation of the executor contract
+(core/execution.py: launch, poll, adopt, signal, release, settle_lost, logs); the
+job-id methods below them (start, status, cancel, preempt, archive, kill_leftovers) are
+the mechanics those are made of, and what the executor's own tests drive.
 """
 
 from __future__ import annotations
@@ -18,10 +23,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from gpupool.core.execution import (
+    Capabilities,
+    ExitReason,
+    ExitRecord,
+    Handle,
+    LaunchRequest,
+    Leftovers,
+    LogChunk,
+    Observation,
+    RunState,
+    StopKind,
+)
 from gpupool.executor import attempts
 from gpupool.executor.files import (
     atomic_write_json,
@@ -30,15 +47,18 @@ from gpupool.executor.files import (
     process_alive,
     read_json,
 )
-from gpupool.executor.leftovers import Leftovers, kill_leftovers
-from gpupool.executor.records import ExitRecord, JobBusyError, JobStatus, read_exit_record
+from gpupool.executor.leftovers import kill_leftovers
+from gpupool.executor.records import JobBusyError, read_exit_record
 
-__all__ = ["ExitRecord", "JobBusyError", "JobStatus", "Leftovers", "LocalExecutor"]
+__all__ = ["LocalExecutor"]
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 
 
 class LocalExecutor:
+    # Jobs outlive the daemon and are found again; SIGUSR1 tells a preemption from a cancel.
+    capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True)
+
     def __init__(self, state_dir: Path, notify_socket: Path | None = None) -> None:
         # Absolute: supervisors run with cwd "/" and get these paths as text.
         self.state_dir = Path(state_dir).absolute()
@@ -53,7 +73,91 @@ class LocalExecutor:
     def log_path(self, job_id: int) -> Path:
         return self.job_dir(job_id) / "output.log"
 
-    def launch(
+    @property
+    def data_dir(self) -> Path:
+        return self.state_dir
+
+    # -- the executor contract (core/execution.py) ------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> None:
+        """Start the run at once (`start`); a supervisor of it already running steps aside."""
+        self.start(
+            request.handle.job_id,
+            request.command,
+            request.env,
+            request.workdir,
+            request.time_limit_s,
+            request.grace_s,
+            request.uid,
+            request.gid,
+        )
+
+    def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        """Each run's state from its files: a few reads per run, no process of its own."""
+        self.reap()
+        return {h: self._observe(h) for h in handles}
+
+    def adopt(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        """Everything about a run is in its directory, so taking it back is reading it."""
+        return self.poll(handles)
+
+    def signal(self, handle: Handle, kind: StopKind) -> bool:
+        if kind is StopKind.PREEMPT:
+            return self.preempt(handle.job_id)
+        return self.cancel(handle.job_id)
+
+    def release(self, handle: Handle) -> bool:
+        """Archive the run's files (`archive`) without waiting: False while its supervisor
+        or command is still alive (a supervisor lingers a moment after recording the exit,
+        to tell the daemon)."""
+        if attempts.count(self.job_dir(handle.job_id)) > handle.attempt:
+            return True  # archived already
+        try:
+            self.archive(handle.job_id, wait_s=0.0)
+        except JobBusyError:
+            return False
+        return True
+
+    def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
+        return self.kill_leftovers(handle.job_id, wait_s)
+
+    def logs(self, handle: Handle, offset: int, limit: int) -> LogChunk:
+        data = b""
+        try:
+            with open(self.log_path(handle.job_id), "rb") as f:
+                # An offset at or past the end reads nothing (seeking far past it is EINVAL).
+                if offset < os.fstat(f.fileno()).st_size:
+                    f.seek(max(offset, 0))
+                    data = f.read(max(limit, 0))
+        except FileNotFoundError:
+            pass
+        return LogChunk(data, max(offset, 0) + len(data))
+
+    def log_location(self, job_id: int) -> str:
+        # Text, not a Path: `queue --json` names every job's log (str(self.log_path(i))).
+        return f"{self.state_dir}/jobs/{int(job_id)}/output.log"
+
+    def _observe(self, handle: Handle) -> Observation:
+        d = self.job_dir(handle.job_id)
+        try:
+            archived = attempts.count(d)
+            if archived > handle.attempt:
+                # This run was archived (released) and the job not requeued yet: the daemon
+                # died in between. Its record moved with it.
+                return Observation(RunState.RELEASED, self.read_exit(handle.job_id, handle.attempt))
+            state = self.status(handle.job_id)
+            if state is RunState.EXITED:
+                record = self.read_exit(handle.job_id)
+                if record is not None:
+                    return Observation(state, record)
+                state = self.status(handle.job_id)  # archived since: look again
+            return Observation(state)
+        except OSError:  # an unreadable state dir: say so, ask again later
+            return Observation(RunState.UNKNOWN)
+
+    # -- the mechanics, by job id -----------------------------------------------------------
+
+    def start(
         self,
         job_id: int,
         command: Sequence[str],
@@ -171,21 +275,24 @@ class LocalExecutor:
             return True, None, claim
         return True, pid if process_alive(pid, ticks, boot or None) else None, claim
 
-    def status(self, job_id: int) -> JobStatus:
+    def status(self, job_id: int) -> RunState:
+        """RUNNING, EXITED, LOST or UNLAUNCHED (the current run's). UNLAUNCHED means no
+        supervisor ever claimed it: launching again is safe, and even if an old supervisor
+        claims in between, the new one steps aside."""
         # Poll our handles FIRST: a supervisor of ours that is gone has already linked
         # any claim it made, so the files read below cannot miss it.
         starting = bool(self._starting(job_id))
         if self.read_exit(job_id) is not None:
-            return JobStatus.EXITED
+            return RunState.EXITED
         claimed, owner, _ = self._owner(job_id)
         if claimed:
             if owner is not None:
-                return JobStatus.RUNNING
+                return RunState.RUNNING
             # It may have written exit.json and exited since we looked.
             if self.read_exit(job_id) is not None:
-                return JobStatus.EXITED
-            return JobStatus.LOST
-        return JobStatus.RUNNING if starting else JobStatus.UNLAUNCHED
+                return RunState.EXITED
+            return RunState.LOST
+        return RunState.RUNNING if starting else RunState.UNLAUNCHED
 
     def cancel(self, job_id: int) -> bool:
         """Stop the job: its supervisor sends SIGTERM, waits grace_s, then SIGKILL.
@@ -215,7 +322,8 @@ class LocalExecutor:
             # Launched by us but not claimed yet: we took the claim, so no supervisor will
             # ever start the command (they all step aside). Record the outcome for them.
             now = time.time()
-            rec = ExitRecord(128 + signal.SIGTERM, None, reason, now, now, f"{reason} before start")
+            why = ExitReason(reason)
+            rec = ExitRecord(128 + signal.SIGTERM, None, why, now, now, f"{reason} before start")
             atomic_write_json(d / "exit.json", asdict(rec), durable=True)
             return True
         _, owner, claim = self._owner(job_id)
@@ -278,14 +386,6 @@ class LocalExecutor:
         leftovers.py). Until the result says ``gone``, something of the job may still use
         its GPUs. Refuses (JobBusyError) while the job has a live supervisor."""
         status = self.status(job_id)
-        if status is not JobStatus.LOST:
+        if status is not RunState.LOST:
             raise JobBusyError(f"job {job_id} is {status.value}, not lost: not killing it")
         return kill_leftovers(self.job_dir(job_id), wait_s)
-
-    def adopt(self, job_id: int) -> JobStatus:
-        """For a restarted daemon: what became of a job the store says is running.
-
-        UNLAUNCHED means no supervisor ever claimed it: launching again is safe, and
-        even if an old supervisor claims in between, the new one steps aside.
-        """
-        return self.status(job_id)

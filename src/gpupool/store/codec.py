@@ -81,10 +81,13 @@ def _pair(item: Any, key: str) -> tuple[str, str]:
     return (item[0], item[1])
 
 
-def job_from_row(row: JobRow, events: Iterable[Transition] = ()) -> Job:
+def job_from_row(row: JobRow, events: Iterable[Transition] = (), environment: bool = True) -> Job:
+    """The Job of `row`; without the submitter's environment (`JobSpec.base_env`) when
+    `environment` is False."""
+    spec = row.spec if environment else {k: v for k, v in row.spec.items() if k != "base_env"}
     return Job(
         id=row.id,
-        spec=decode_spec(row.spec),
+        spec=decode_spec(spec),
         user=row.user,
         state=row.state,
         submit_time=row.submit_time,

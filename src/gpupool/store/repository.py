@@ -8,24 +8,25 @@ become StaleState.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from gpupool.core.job import InvalidTransition, Job, JobSpec, JobState, Resources, gpu_count
+from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
 from gpupool.store import models
-from gpupool.store.codec import decode_spec, encode_spec, job_from_row
+from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
-from gpupool.store.models import JOBS, AllocationRow, JobRow, TransitionRow
+from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
+from gpupool.store.submissions import SubmitMethods
 
 T = TypeVar("T")
 
@@ -36,6 +37,8 @@ StartTuple = tuple[int, str, tuple[int, ...]] | tuple[int, str, tuple[int, ...],
 _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 # Optimistic-concurrency retries; only PostgreSQL ever needs them (SQLite writers are serial).
 _RETRIES = 5
+# Rows converted at a time when many jobs are read (`_jobs`).
+_BATCH = 500
 
 
 class StaleState(Exception):
@@ -51,7 +54,7 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store(ProjectMethods, LeaseMethods):
+class Store(SubmitMethods, ProjectMethods, LeaseMethods):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine
@@ -105,28 +108,50 @@ class Store(ProjectMethods, LeaseMethods):
         return jobs[0]
 
     def list_jobs(
-        self, *, include_finished: bool = False, user: str | None = None, limit: int | None = None
+        self,
+        *,
+        include_finished: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        states: Iterable[JobState] | None = None,
+        project: str | None = None,
     ) -> list[Job]:
-        """Jobs in id order, without events. `limit` keeps the newest `limit` of them."""
+        """Jobs in id order, without events: the active ones (with `include_finished`, all),
+        or those in `states` when given; of `user` and of `project` when given. `limit`
+        keeps the newest `limit` of them."""
         stmt = select(JobRow)
-        if not include_finished:
+        if states is not None:
+            stmt = stmt.where(JobRow.state.in_(list(states)))
+        elif not include_finished:
             stmt = stmt.where(JobRow.state.in_(_ACTIVE_STATES))
         if user is not None:
             stmt = stmt.where(JobRow.user == user)
+        if project is not None:
+            stmt = stmt.where(JobRow.project == project)
         if limit is not None:
             if limit < 0:
                 raise ValueError(f"limit must not be negative: {limit}")
             stmt = stmt.order_by(JobRow.id.desc()).limit(limit)
         else:
             stmt = stmt.order_by(JobRow.id)
-        with self._read() as s:
-            rows = list(s.scalars(stmt))
-        rows.sort(key=lambda r: r.id)
-        return [job_from_row(r) for r in rows]
+        return self._jobs(stmt)
 
-    def active_jobs(self) -> list[Job]:
-        """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order."""
-        return self.list_jobs()
+    def active_jobs(self, *, environment: bool = True) -> list[Job]:
+        """Every PENDING, RUNNING or PREEMPTED job (all non-terminal states), in id order.
+        `environment` False: without the submitters' environments (`JobSpec.base_env`),
+        which a long queue would hold by the megabyte (the engine reads them at launch)."""
+        stmt = select(JobRow).where(JobRow.state.in_(_ACTIVE_STATES)).order_by(JobRow.id)
+        return self._jobs(stmt, environment)
+
+    def _jobs(self, stmt: Select[JobRow], environment: bool = True) -> list[Job]:
+        """The jobs `stmt` selects, in id order, converted a batch of rows at a time: the
+        rows (and their decoded specs) of a long queue are never all in memory at once."""
+        out: list[Job] = []
+        with self._read() as s:
+            for row in s.scalars(stmt.execution_options(yield_per=_BATCH)):
+                out.append(job_from_row(row, environment=environment))
+        out.sort(key=lambda j: j.id)
+        return out
 
     def usage_history(
         self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
@@ -192,49 +217,6 @@ class Store(ProjectMethods, LeaseMethods):
         return (row.cancel_requested_at, row.cancel_cause or "")
 
     # -- writing
-
-    def submit(self, spec: JobSpec, user: str, now: float, token: str | None = None) -> Job:
-        """Store a new PENDING job; with a token already used, return that job instead."""
-        try:
-            with self._write() as s:
-                if token is not None:
-                    existing = models.load_jobs(s, JobRow.token == token)
-                    if existing:
-                        return existing[0]
-                # Job.name's own rule, so a filter on the column matches what users see.
-                name = Job(id=0, spec=spec, user=user, state=JobState.PENDING, submit_time=now).name
-                row = JobRow(
-                    token=token,
-                    user=user,
-                    name=name,
-                    project=spec.project,
-                    priority=spec.priority,
-                    state=JobState.PENDING,
-                    submit_time=now,
-                    spec=encode_spec(spec),
-                )
-                s.add(row)
-                s.flush()  # assigns row.id
-                # Creation is not an edge of the transition table: there is no state before it.
-                s.add(
-                    TransitionRow(
-                        job_id=row.id,
-                        time=now,
-                        from_state=None,
-                        to_state=JobState.PENDING,
-                        cause=f"submitted by {user}",
-                    )
-                )
-                return models.load_jobs(s, JobRow.id == row.id)[0]
-        except IntegrityError:
-            # Another submission with the same token committed between our check and insert.
-            if token is None:
-                raise
-            with self._read() as s:
-                existing = models.load_jobs(s, JobRow.token == token)
-            if not existing:
-                raise
-            return existing[0]
 
     def commit_starts(
         self,
@@ -410,19 +392,11 @@ class Store(ProjectMethods, LeaseMethods):
 
         return self._write_retrying(op)
 
-    def set_reasons(self, reasons: dict[int, str]) -> None:
-        """Set the reason of PENDING jobs; jobs in other states or unknown ids are skipped."""
-        if not reasons:
-            return
-        # Runs every scheduling pass: compare on a (lock-free) read first, so the usual
-        # nothing-changed case never takes the write lock or syncs the disk.
-        with self._read() as s:
-            current = dict(
-                s.execute(
-                    select(JobRow.id, JobRow.reason).where(JobRow.state == JobState.PENDING)
-                ).all()
-            )
-        changed = sorted((i, r) for i, r in reasons.items() if i in current and current[i] != r)
+    def set_reasons(self, reasons: Mapping[int, str]) -> None:
+        """Set the reason of PENDING jobs; jobs in other states, unknown ids and reasons that
+        are already stored are skipped. The engine passes only the reasons that changed
+        (it knows what is stored), so an unchanged queue costs no write."""
+        changed = sorted(reasons.items())
         if not changed:
             return
         t = JOBS.c

@@ -1,0 +1,204 @@
+"""The executor contract: what the engine asks of whatever runs its jobs.
+
+The local executor (executor/local.py: a supervisor process per job on this machine) is its
+first implementation; the Slurm, Ray and Kubernetes backends are to implement the same
+contract, so it is written for them too (after dstack's `core/backends/base/compute.py`:
+capabilities declared, not discovered by trying; stopping idempotent):
+
+- **The engine names each run.** A `Handle` is (job id, attempt): attempt n is the job's
+  run after n requeues (`Job.restart_count`). A backend derives its own names from it
+  (a Slurm job name, a pod name), so a `launch` repeated after a crash finds the run it
+  already started instead of starting a second one, and `adopt` can find runs the engine
+  never learnt the backend's id of.
+- **Nothing blocks the engine.** Every call returns at once: `launch` hands the job over
+  and returns, `signal` asks and returns, `release` answers False while the run still
+  holds on. A backend that cannot be reached answers `RunState.UNKNOWN` for the runs it
+  was asked about, and the engine asks again at its next poll; calls do not raise for it.
+- **Everything is idempotent.** Launching, signalling, releasing and polling twice is the
+  same as once; a signal to a run that is over is a no-op (False).
+- **Status of many runs in one call** (`poll`): one `squeue`, one pod list per poll, never
+  one call per job.
+- **The grace period is the run's** (`LaunchRequest.grace_s`), fixed at launch, as Slurm's
+  KillWait and Kubernetes' terminationGracePeriodSeconds are: a stop is SIGTERM, the
+  grace, SIGKILL, whoever asks for it.
+
+Standard library only: a backend imports this module and `core.job`, nothing of the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True, order=True)
+class Handle:
+    """One run of a job: its `attempt` is the job's restart count when it was launched."""
+
+    job_id: int
+    attempt: int = 0
+
+
+class RunState(StrEnum):
+    """What an executor knows about one run."""
+
+    RUNNING = "running"  # started (or starting) and not over
+    EXITED = "exited"  # over; the Observation carries its ExitRecord
+    LOST = "lost"  # started, but whatever watched it died without recording an end
+    UNLAUNCHED = "unlaunched"  # never started: launching it (again) is safe
+    RELEASED = "released"  # over, and released: its files were archived for the next run
+    UNKNOWN = "unknown"  # the executor cannot tell now (a backend that is down): ask later
+
+
+class ExitReason(StrEnum):
+    """Why a run ended, as its executor recorded it (the supervisor writes these values)."""
+
+    EXITED = "exited"  # the command ended by itself
+    TIMEOUT = "timeout"  # stopped at its time limit
+    CANCELLED = "cancelled"  # stopped by a cancel
+    PREEMPTED = "preempted"  # stopped to give its GPUs back: the job is requeued
+    SPAWN_FAILED = "spawn_failed"  # the command could not be started
+
+    @classmethod
+    def parse(cls, text: str) -> ExitReason:
+        """The reason `text` names; one this version does not know (a newer supervisor's)
+        counts as EXITED, so the exit code decides the outcome."""
+        try:
+            return cls(text)
+        except ValueError:
+            return cls.EXITED
+
+
+class StopKind(StrEnum):
+    """How a run is asked to stop. Both are SIGTERM, grace, SIGKILL; they differ in what
+    is recorded, and a cancel wins over a preemption that is under way."""
+
+    CANCEL = "cancel"
+    PREEMPT = "preempt"
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    exit_code: int  # 128+N when killed by signal N, as shells report it
+    signal: int | None
+    reason: ExitReason
+    start_time: float
+    end_time: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A run's state as its executor reports it; `exit` when it has EXITED (and, for a
+    RELEASED run, when its archived record could be read)."""
+
+    state: RunState
+    exit: ExitRecord | None = None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Where a run goes: a node and GPU indices on it; a fractional job's GPU memory on its
+    one GPU (None: the GPUs are held whole)."""
+
+    node: str
+    gpus: tuple[int, ...]
+    gpu_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything an executor needs to run a job: the engine builds it from the job and
+    its allocation (`launch(job, allocation)` in DESIGN.md), environment included."""
+
+    handle: Handle
+    command: tuple[str, ...]
+    env: Mapping[str, str]  # the whole environment of the job's command
+    workdir: str
+    time_limit_s: float | None  # enforced by the executor: stopped as TIMEOUT after it
+    grace_s: float  # SIGTERM -> SIGKILL at a stop or the time limit
+    allocation: Allocation
+    uid: int | None = None  # run as this user (None: the executor's own)
+    gid: int | None = None
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    data: bytes
+    offset: int  # where the next read starts
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What cleaning up after a LOST run found and did (`Executor.settle_lost`); the
+    engine renders it into the job's story."""
+
+    main_pid: int | None  # the job's command; None: never recorded
+    other_boot: bool = False  # the machine restarted since: nothing of the job can run
+    killed: tuple[int, ...] = ()  # pids sent SIGKILL now
+    alive: tuple[int, ...] = ()  # pids still running after the wait: dying, or not ours
+    denied: tuple[int, ...] = ()  # of `alive`, those the pool may not signal (another user's)
+
+    @property
+    def gone(self) -> bool:
+        """Nothing of the job runs any more: its GPUs may be given again."""
+        return not self.alive
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an executor can do, declared: the engine never finds out by trying."""
+
+    multi_node: bool = False  # one job over several nodes (MASTER_ADDR, WORLD_SIZE, ...)
+    containers: bool = False  # runs a job in a container image
+    preemption_signal: bool = False  # tells a job it is preempted apart from a cancel
+    arrays: bool = False  # job arrays as one submission
+    adopts_after_restart: bool = False  # runs outlive the daemon and are found again
+
+
+class Executor(Protocol):
+    """What runs jobs (module docstring): the engine's only way to start, watch and stop
+    them."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def launch(self, request: LaunchRequest) -> None:
+        """Start the run and return at once; a run already started under the handle is
+        left as it is."""
+
+    def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        """The state of each run, in one call; a handle never launched is UNLAUNCHED."""
+
+    def adopt(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        """After a restart of the daemon: take back the runs an earlier daemon launched
+        (watch them again) and report them as `poll` does."""
+
+    def signal(self, handle: Handle, kind: StopKind) -> bool:
+        """Ask the run to stop (SIGTERM, its grace, SIGKILL). False when there is nothing
+        to stop (never started, or over): read the outcome with `poll`."""
+
+    def release(self, handle: Handle) -> bool:
+        """The run is over and the job goes back to the queue: free what the run keeps
+        (the local executor archives its files) so that the next attempt can start. False
+        while something of the run still holds on: ask again at a later poll."""
+
+    def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
+        """For a LOST run: stop what it left running, waiting up to `wait_s` for it to go."""
+
+    def logs(self, handle: Handle, offset: int, limit: int) -> LogChunk:
+        """The job's output from byte `offset` (every attempt's, in order), at most
+        `limit` bytes."""
+
+    def log_location(self, job_id: int) -> str:
+        """Where a user finds the job's output outside the pool (a path; "" when none)."""
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The directory whose disk holds what the executor records (None: not here)."""
+
+    def close(self) -> None:
+        """Let go of what the executor holds for itself; runs keep running."""

@@ -1,0 +1,124 @@
+"""What the engine and the pool service need of the store: the calls they make, as
+Protocols, so that the engine names its dependency instead of taking `Any` (the executor's
+contract is core/execution.py).
+
+`store.Store` (SQLite or PostgreSQL) is the implementation; the simulator needs none (it
+drives `policy.decide` directly), and tests may pass anything with these methods.
+Compare-and-swap is part of the contract: `commit_starts` raises `store.StaleState`, with
+nothing written, when the allocation version is not the one the pass read or a job to
+start is no longer startable; `requeue` raises it for a job with a cancel request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpupool.core.job import Job, JobSpec, JobState
+from gpupool.core.project import Department, Project
+from gpupool.store.submissions import NewJob
+
+# A start to commit: (job id, node, GPU indices, GPU memory granted on its one GPU or None).
+Start = tuple[int, str, tuple[int, ...], int | None]
+# Fair-share raw material: (project, user, GPUs, start, end or None) of a job that ran.
+UsageRow = tuple[str, str, float, float, float | None]
+
+
+class EngineStore(Protocol):
+    """What the engine's loop reads and writes."""
+
+    def active_jobs(self, *, environment: bool = True) -> list[Job]: ...
+
+    def get(self, job_id: int) -> Job: ...
+
+    def projects(self) -> list[Project]: ...
+
+    def allocation_version(self) -> int: ...
+
+    def usage_history(
+        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+    ) -> list[UsageRow]: ...
+
+    def commit_starts(
+        self, starts: Sequence[Start], expected_version: int, now: float, cause: str = ...
+    ) -> list[Job]: ...
+
+    def finish(
+        self,
+        job_id: int,
+        to: JobState,
+        exit_code: int | None,
+        now: float,
+        cause: str,
+        reason: str = ...,
+        *,
+        end_time: float | None = None,
+    ) -> Job: ...
+
+    def requeue(self, job_id: int, now: float, cause: str) -> Job: ...
+
+    def note(
+        self,
+        job_id: int,
+        now: float,
+        cause: str,
+        reason: str | None = None,
+        *,
+        only_if: JobState | None = None,
+    ) -> Job | None: ...
+
+    def set_reasons(self, reasons: Mapping[int, str]) -> None: ...
+
+
+class PoolStore(EngineStore, Protocol):
+    """What the pool service (the API's calls) reads and writes, besides the engine's."""
+
+    @property
+    def data_dir(self) -> Path | None: ...
+
+    def submit(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None = None,
+        cause: str | None = None,
+    ) -> Job: ...
+
+    def submit_many(self, batch: Sequence[NewJob]) -> list[Job]: ...
+
+    def list_jobs(
+        self,
+        *,
+        include_finished: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        states: Iterable[JobState] | None = None,
+        project: str | None = None,
+    ) -> list[Job]: ...
+
+    def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None: ...
+
+    def request_cancel(self, job_id: int, now: float, cause: str) -> Job: ...
+
+    def project(self, name: str) -> Project: ...
+
+    def departments(self) -> list[Department]: ...
+
+    def default_project(self, user: str) -> str | None: ...
+
+    def create_project(self, project: Project) -> Project: ...
+
+    def set_project(
+        self,
+        name: str,
+        *,
+        add_members: Iterable[str] = (),
+        remove_members: Iterable[str] = (),
+        **changes: Any,
+    ) -> Project: ...
+
+    def delete_project(self, name: str) -> None: ...
+
+    def set_default_project(self, user: str, project: str | None) -> None: ...

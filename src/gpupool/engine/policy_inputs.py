@@ -1,0 +1,104 @@
+"""The engine's jobs as `policy.decide` takes them, kept in step one job at a time.
+
+A pass is given every waiting job as a `PendingJob` and every running one as a `RunningJob`,
+in id order (as the store lists them). Rebuilding those from 10,000 waiting jobs cost more
+than the policy's pass itself; here each is made when its job changes, kept in id order
+(a new job has the highest id: an append), and the snapshot's tuples are copies of lists.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+
+from gpupool.core.job import Job, JobState
+from gpupool.policy import PendingJob, RunningJob
+
+
+def pending_job(job: Job, limit_s: float) -> PendingJob:
+    spec = job.spec
+    return PendingJob(
+        job.id,
+        spec.resources,
+        spec.priority,
+        job.submit_time,
+        job.user,
+        spec.project,
+        limit_s,
+        spec.begin_time,
+        spec.is_preemptible,
+    )
+
+
+def running_job(job: Job, limit_s: float) -> RunningJob:
+    spec = job.spec
+    assert job.node is not None
+    return RunningJob(
+        job.id,
+        job.node,
+        job.gpus,
+        spec.resources,
+        job.start_time or 0.0,
+        spec.priority,
+        job.user,
+        spec.project,
+        limit_s,
+        spec.is_preemptible,
+        job.gpu_memory_bytes,
+    )
+
+
+class PolicyInputs:
+    def __init__(self, limit_of: Callable[[Job], float]) -> None:
+        """`limit_of(job)`: the time limit it runs under (engine/limits.py)."""
+        self._limit_of = limit_of
+        self._ids: list[int] = []  # the waiting jobs' ids, ascending
+        self._pending: list[PendingJob] = []  # theirs, in the same order
+        self._running: dict[int, RunningJob] = {}
+        self._pending_tuple: tuple[PendingJob, ...] | None = ()
+        self._running_tuple: tuple[RunningJob, ...] | None = ()
+
+    def update(self, job_id: int, job: Job | None) -> None:
+        """`job` (None: it left the view) as it now is."""
+        waiting = job is not None and job.state is JobState.PENDING and not job.cancel_requested
+        i = bisect_left(self._ids, job_id)
+        present = i < len(self._ids) and self._ids[i] == job_id
+        if waiting:
+            assert job is not None
+            made = pending_job(job, self._limit_of(job))
+            if present:
+                if self._pending[i] != made:
+                    self._pending[i] = made
+                    self._pending_tuple = None
+            else:
+                self._ids.insert(i, job_id)
+                self._pending.insert(i, made)
+                self._pending_tuple = None
+        elif present:
+            del self._ids[i], self._pending[i]
+            self._pending_tuple = None
+        if job is not None and job.state is JobState.RUNNING and job.node is not None:
+            self._running[job_id] = running_job(job, self._limit_of(job))
+            self._running_tuple = None
+        elif self._running.pop(job_id, None) is not None:
+            self._running_tuple = None
+
+    def rebuild(self, jobs: Iterable[Job]) -> None:
+        """Every job afresh (the projects changed: their default limits feed every one)."""
+        self._ids, self._pending, self._running = [], [], {}
+        for job in sorted(jobs, key=lambda j: j.id):
+            self.update(job.id, job)
+        self._pending_tuple = self._running_tuple = None
+
+    def pending(self) -> tuple[PendingJob, ...]:
+        if self._pending_tuple is None:
+            self._pending_tuple = tuple(self._pending)
+        return self._pending_tuple
+
+    def running(self) -> tuple[RunningJob, ...]:
+        if self._running_tuple is None:
+            self._running_tuple = tuple(self._running[i] for i in sorted(self._running))
+        return self._running_tuple
+
+    def running_ids(self) -> Iterable[int]:
+        return self._running.keys()

@@ -1,0 +1,312 @@
+"""The engine's reaction table: `react(state, event) -> instructions`.
+
+Every decision the engine makes about a job outside the scheduling policy is here: what an
+exit means, when a preempted job is requeued, what is done about a lost supervisor or GPUs
+gone from the inventory, which cancel or preemption to deliver, which notes and reason
+codes a pass leaves, when a pass is due. No I/O, no clock (the time comes in the event), no
+randomness: given the same state and event it returns the same instructions and leaves the
+same state, so it is tested without processes or a database
+(tests/unit/test_engine_react.py). The engine's loop (engine/loop.py) feeds it events and
+carries the instructions out, and each result comes back as an event.
+
+As in Dask's worker state machine (`handle_stimulus`), `state` is changed in place rather
+than copied: it holds every active job, and an event touches one or a few of them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gpupool.core.execution import ExitReason, Handle, Observation, RunState, StopKind
+from gpupool.core.job import EndReason, HeldReason, Job, JobState
+from gpupool.engine import log_lines
+from gpupool.engine.events import (
+    CommitRefused,
+    CommitStarts,
+    Event,
+    Finish,
+    Instruction,
+    JobsStored,
+    Launch,
+    Log,
+    LostSettled,
+    Note,
+    PassDecided,
+    Polled,
+    ProjectsRead,
+    Recovered,
+    Release,
+    Released,
+    Requeue,
+    RequeueRefused,
+    Resync,
+    Resynced,
+    RunPass,
+    Said,
+    SetReasons,
+    SettleLost,
+    Signal,
+    Signalled,
+    StartsCommitted,
+    Tick,
+)
+from gpupool.engine.faults import (
+    FIRST_KILL_WAIT_S,
+    end_time_of,
+    gpus_outside,
+    held_cause,
+    lost_cause,
+    outside_cause,
+)
+from gpupool.engine.outcome import outcome_of
+from gpupool.engine.quota_notes import quota_note
+from gpupool.engine.state import EngineState, Tracked
+from gpupool.policy import Code, Decision
+
+_WARN = logging.WARNING
+_NEVER = Code.QUOTA_NEVER_FITS
+
+
+def handle_of(job: Job) -> Handle:
+    """A job's current run: attempt n after n requeues."""
+    return Handle(job.id, job.restart_count)
+
+
+def react(state: EngineState, event: Event) -> list[Instruction]:
+    """What to do about `event` (module docstring); `state` is brought up to date."""
+    match event:
+        case JobsStored(jobs):
+            return _stored(state, jobs)
+        case ProjectsRead(projects):
+            state.set_projects(projects)
+            return []
+        case Resynced(jobs, projects):
+            state.replace_all(jobs, projects)
+            return []
+        case Recovered():
+            state.replace_all(event.jobs, event.projects)
+            return _recovered(state, event)
+        case Polled(observations, now):
+            out: list[Instruction] = []
+            for job_id, obs in sorted(observations.items()):
+                tracked = state.jobs.get(job_id)
+                if tracked is not None and tracked.job.state is JobState.RUNNING:
+                    out += _observed(state, tracked, obs, now)
+            return out
+        case Tick(now):
+            return [RunPass(now)] if state.wants_pass(now) else []
+        case PassDecided(decision, snapshot, now):
+            state.decision, state.decided, state.decided_at = decision, snapshot, now
+            state.dirty = state.pass_now = False
+            state.generation += 1
+            if decision.starts:
+                state.committing = decision
+                return [CommitStarts(decision.starts, snapshot.version, now)]
+            return _after_pass(state, decision, now)
+        case StartsCommitted(jobs, now):
+            return _started(state, jobs, now)
+        case CommitRefused(_, now):
+            # Another writer changed what the pass decided on (a cancel, a project): read
+            # the store again and decide afresh; the refused pass's starts never happened.
+            state.committing = None
+            state.dirty = state.pass_now = True
+            return [Resync(now)]
+        case Signalled(job_id, kind, delivered, why):
+            tracked = state.jobs.get(job_id)
+            if tracked is not None and delivered:
+                if kind is StopKind.CANCEL:
+                    tracked.cancel_delivered = True
+                else:
+                    tracked.stop_why = why
+            return []
+        case Released(job_id, released, now):
+            return _released(state, job_id, released, now)
+        case RequeueRefused(job_id, now):
+            said = Said(f"job {job_id} CANCELLED while it was being preempted")
+            cause, reason = "cancelled while preempted", EndReason.CANCELLED
+            return [Finish(job_id, JobState.CANCELLED, None, cause, reason, now, said=said)]
+        case LostSettled(job_id, leftovers, now):
+            tracked = state.jobs.get(job_id)
+            if tracked is None or tracked.job.state is not JobState.RUNNING:
+                return []
+            if leftovers.gone:
+                cause = lost_cause(leftovers)
+                said = Said(f"job {job_id} failed: {cause}", _WARN)
+                reason = EndReason.NODE_FAIL
+                return [Finish(job_id, JobState.FAILED, None, cause, reason, now, said=said)]
+            if tracked.held_told:
+                return []
+            tracked.held_told = True
+            cause = held_cause(leftovers)
+            said = Said(f"job {job_id}: {cause}", _WARN)
+            return [Note(job_id, cause, now, reason=HeldReason.SUPERVISOR_LOST, said=said)]
+    raise TypeError(f"not an engine event: {event!r}")
+
+
+def _stored(state: EngineState, jobs: tuple[Job, ...]) -> list[Instruction]:
+    out: list[Instruction] = []
+    for job in jobs:
+        before, after = state.upsert(job)
+        if after is not None and after is not before:
+            out += _deliver_cancel(after)
+    return out
+
+
+def _deliver_cancel(tracked: Tracked) -> list[Instruction]:
+    """A running job whose cancel was asked for and not yet delivered: deliver it (again
+    at every poll until the executor says it was)."""
+    job = tracked.job
+    if job.state is not JobState.RUNNING or not job.cancel_requested or tracked.cancel_delivered:
+        return []
+    said = Said(f"job {job.id}: stopping it (cancelled; {job.spec.grace_s:g}s grace)")
+    return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", said)]
+
+
+def _observed(
+    state: EngineState, tracked: Tracked, obs: Observation, now: float
+) -> list[Instruction]:
+    """What to do about a RUNNING job given what its executor says of its run."""
+    job = tracked.job
+    match obs.state:
+        case RunState.EXITED if obs.exit is not None:
+            record = obs.exit
+            if record.reason is ExitReason.PREEMPTED:
+                return [Release(handle_of(job), now)]  # then requeued (`_released`)
+            result = outcome_of(record, state.limit_of(job).seconds)
+            end = end_time_of(record, job, now)
+            said = Said(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
+            return [
+                Finish(
+                    job.id,
+                    result.state,
+                    result.exit_code,
+                    result.cause,
+                    result.reason,
+                    now,
+                    end_time=end,
+                    said=said,
+                )
+            ]
+        case RunState.LOST:
+            # Its processes may still run on its GPUs: killed before they are freed.
+            wait_s = 0.0 if tracked.held_told else FIRST_KILL_WAIT_S
+            return [SettleLost(handle_of(job), wait_s, now)]
+        case RunState.UNLAUNCHED:
+            return [Launch(job.id, state.limit_of(job).seconds)]
+        case RunState.RELEASED:  # archived, and the daemon died before the requeue
+            return [Requeue(job.id, "preempted; requeued", now)]
+        case RunState.RUNNING:
+            return _deliver_cancel(tracked)
+    return []  # UNKNOWN: ask again at the next poll
+
+
+def _recovered(state: EngineState, event: Recovered) -> list[Instruction]:
+    """After a restart, each job the store says is RUNNING: re-adopted, launched (it was
+    committed but never launched), finished, settled as lost, requeued, or taken off GPUs
+    the inventory no longer has (docs/ARCHITECTURE.md, crash safety)."""
+    out: list[Instruction] = []
+    now = event.now
+    for job_id, obs in sorted(event.observations.items()):
+        tracked = state.jobs.get(job_id)
+        if tracked is None or tracked.job.state is not JobState.RUNNING:
+            continue
+        job = tracked.job
+        missing = gpus_outside(job, state.inventory)
+        if missing and obs.state in (RunState.UNLAUNCHED, RunState.LOST, RunState.RUNNING):
+            why = outside_cause(job, state.inventory, missing)
+            out += _off_gone_gpus(state, tracked, obs, why, now)
+        elif obs.state is RunState.UNLAUNCHED:
+            said = Said(f"job {job.id} was scheduled but never launched: launching it now")
+            out.append(Launch(job.id, state.limit_of(job).seconds, said))
+        elif obs.state is RunState.RUNNING:
+            out.append(Log(Said(f"job {job.id} is still running under its supervisor: re-adopted")))
+            out += _deliver_cancel(tracked)
+        else:
+            out += _observed(state, tracked, obs, now)
+    return out
+
+
+def _off_gone_gpus(
+    state: EngineState, tracked: Tracked, obs: Observation, why: str, now: float
+) -> list[Instruction]:
+    """A RUNNING job whose GPUs (or node) left the inventory, as Slurm does with the jobs
+    of a node removed from its configuration: stopped (SIGTERM, grace, SIGKILL, as a
+    preemption) and requeued with the same id; one never launched is requeued at once; one
+    whose supervisor is gone is settled as any lost job. Its GPUs that remain stay held
+    until it has stopped."""
+    job = tracked.job
+    if obs.state is RunState.UNLAUNCHED:
+        said = Said(f"job {job.id} was scheduled but never launched, and {why}: requeued", _WARN)
+        return [Requeue(job.id, f"{why}; requeued before it was launched", now, said)]
+    if obs.state is RunState.LOST:
+        said = Said(f"job {job.id}: {why}, and its supervisor is gone", _WARN)
+        return [Note(job.id, why, now, said=said), *_observed(state, tracked, obs, now)]
+    said = Said(f"job {job.id}: {why}: stopping it to requeue it", _WARN)
+    cause = f"{why}: stopping it to requeue it"
+    return [
+        Note(job.id, cause, now, reason=HeldReason.GPUS_GONE, said=said),
+        Signal(handle_of(job), StopKind.PREEMPT, why),
+    ]
+
+
+def _released(state: EngineState, job_id: int, released: bool, now: float) -> list[Instruction]:
+    tracked = state.jobs.get(job_id)
+    if tracked is None or tracked.job.state is not JobState.RUNNING:
+        return []
+    if not released:  # its supervisor is finishing: look again soon, not at the next tick
+        state.poll_soon = True
+        return []
+    why = tracked.stop_why or "to give its GPUs back"
+    said = Said(f"job {job_id} preempted and requeued")
+    return [Requeue(job_id, f"preempted ({why}); requeued", now, said)]
+
+
+def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Instruction]:
+    out: list[Instruction] = []
+    for job in jobs:
+        state.upsert(job)
+        said = Said(log_lines.job_started(job))
+        out.append(Launch(job.id, state.limit_of(job).seconds, said))
+    decision, state.committing = state.committing, None
+    if decision is not None:
+        out += _after_pass(state, decision, now)
+    return out
+
+
+def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Instruction]:
+    """Once a pass's starts are committed: signal its new preemption victims, write the
+    notes of jobs whose QuotaNeverFits came or went, then the reason codes that changed
+    (notes first: quota_notes.py says why)."""
+    out: list[Instruction] = []
+    asked: set[int] = set()
+    for p in decision.preemptions:
+        tracked = state.jobs.get(p.job_id)
+        if tracked is None or tracked.job.state is not JobState.RUNNING:
+            continue
+        if tracked.stop_why is not None or p.job_id in asked:
+            continue  # the policy names the same victims every pass until they exit
+        asked.add(p.job_id)
+        said = Said(f"job {p.job_id}: preempting it for job {p.for_job_id} ({p.reason})")
+        out.append(Signal(handle_of(tracked.job), StopKind.PREEMPT, p.reason, said))
+    changed: dict[int, str] = {}
+    jobs, pending = state.jobs, JobState.PENDING
+    for job_id, status in decision.pending.items():  # every waiting job: kept lean
+        tracked = jobs.get(job_id)
+        if tracked is None or tracked.job.state is not pending:
+            continue
+        stored, code = tracked.job.reason, status.code
+        if code == stored:  # a str enum: the same code as the stored one
+            if code is not _NEVER:
+                continue
+        else:
+            changed[job_id] = code.value
+        if code is _NEVER or stored == _NEVER:
+            note = quota_note(status, stored)
+            if note is not None:
+                said = Said(f"job {job_id} {note}")
+                out.append(Note(job_id, note, now, only_if=JobState.PENDING, said=said))
+    if changed:
+        out.append(SetReasons(changed))
+        for job_id, reason in changed.items():
+            state.set_reason(job_id, reason)
+    return out

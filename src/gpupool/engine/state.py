@@ -1,0 +1,315 @@
+"""The engine's view of the pool: every active job with what the engine has done about it,
+and the projects. One owner: only the reaction table (engine/react.py) changes it, on the
+engine's thread; API threads read the `JobsView`s it publishes (engine/view.py).
+
+It is kept up to date by the events the engine already handles (a submission, a cancel, an
+exit, a pass's starts, the engine's own writes), so a pass reads nothing from the store but
+the allocation version: the store is read in full only to recover after a restart, or after
+a commit the store refused (a race with a cancel). What a pass is given is built from it
+and kept between passes (`snapshot`): a job's `PendingJob` is rebuilt only when the job
+changed.
+
+A pass that cannot change anything is left out (`wants_pass`): one runs when something
+changed since the last (`dirty`), when a job's `--begin` time comes, every `refresh_s`
+(start estimates and fair share move with time), and, every `quiet_s`, when some waiting
+job could start or preempt by the count of free GPUs alone (`Outlook`, the simulator's test
+in sim/engine.py: when it says no, a pass starts and preempts nothing). Passes are paced
+(`paced_until`): a pass that took t is followed by the next no sooner than t later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from gpupool.core.hardware import Inventory
+from gpupool.core.job import Job, JobState
+from gpupool.core.project import Project
+from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.limits import TimeLimit, effective_time_limit
+from gpupool.engine.policy_inputs import PolicyInputs
+from gpupool.policy import Decision, Snapshot
+from gpupool.policy.snapshot import PolicyConfig, Usage
+
+# Removed jobs remembered (by the version they left at), so that a stale copy arriving late
+# (a submission's event behind a resync) does not bring one back. Bounded: a late copy is
+# at most a few events behind.
+_TOMBSTONES = 4096
+
+
+@dataclass
+class Tracked:
+    """An active job and what the engine has done about it (in place of the sets and dicts
+    the loop, the preemption driver and the fault handler each kept before)."""
+
+    job: Job  # as last stored, without its story and submitter environment (`slim`)
+    cancel_delivered: bool = False  # its run was told to stop for a cancel
+    stop_why: str | None = None  # its run was told to stop to be requeued, and why
+    held_told: bool = False  # lost, processes still alive: the story says so (once)
+
+
+def slim(job: Job) -> Job:
+    """`job` without what the engine's view never reads: its story (events) and the
+    submitter's environment (read from the store again at launch)."""
+    if job.events or job.spec.base_env:
+        return replace(job, spec=replace(job.spec, base_env=()), events=())
+    return job
+
+
+def _not_newer(job: Job, known: Job) -> bool:
+    """Whether the store's `job` is no news to a view that holds `known`. Versions order
+    the store's writes; the one tie is a reason the engine wrote (`set_reason` counts its
+    version) against a cancel that won the race to the store: a change of state wins."""
+    return job.version < known.version or (
+        job.version == known.version and job.state is known.state
+    )
+
+
+def _matters(old: Job, new: Job) -> bool:
+    """Whether a pass could decide differently after `old` became `new` (a new reason or a
+    note in the story does not)."""
+    return (
+        old.state is not new.state
+        or old.cancel_requested != new.cancel_requested
+        or old.node != new.node
+        or old.gpus != new.gpus
+        or old.gpu_memory_bytes != new.gpu_memory_bytes
+        or old.start_time != new.start_time
+        or old.spec != new.spec
+    )
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What may change without any event, from the view alone (the skip test)."""
+
+    may_start_or_preempt: bool
+    next_begin: float  # the earliest --begin still ahead (inf: none)
+
+
+class EngineState:
+    def __init__(
+        self,
+        inventory: Inventory,
+        config: PolicyConfig,
+        *,
+        quiet_s: float = 2.0,
+        refresh_s: float = 60.0,
+    ) -> None:
+        self.inventory = inventory
+        self.config = config
+        self.quiet_s = quiet_s
+        self.refresh_s = refresh_s
+        self.jobs: dict[int, Tracked] = {}
+        # The same jobs as `jobs`, by id, for readers: a copy is what the view publishes.
+        self.public: dict[int, Job] = {}
+        self.projects: dict[str, Project] = {}
+        self.decision = Decision()  # of the last pass: what `why` and `queue` tell
+        self.decided: Snapshot | None = None  # what that pass decided on
+        self.decided_at = -math.inf
+        self.committing: Decision | None = None  # a pass whose starts are being committed
+        self.dirty = True  # something changed that a pass could decide differently on
+        self.pass_now = False  # a pass at once, paced or not (a refused commit, run_pass)
+        # No pass before this time unless `pass_now`: after a long pass the next one waits
+        # as long as it took, so under a stream of submissions passes take about half of
+        # the engine's time and the API's threads keep theirs (engine/loop.py sets it).
+        self.paced_until = -math.inf
+        self.poll_soon = False  # a run is being released: look again soon, not in a tick
+        self.resync_needed = False  # an instruction failed: the view may be behind the store
+        self.generation = 0  # bumped by every change a reader of the view could see
+        self.unmanaged = {
+            (n.name, g.index): g.unmanaged_memory_bytes
+            for n in inventory.nodes
+            for g in n.gpus
+            if g.unmanaged_memory_bytes
+        }
+        self._removed: OrderedDict[int, int] = OrderedDict()
+        self._running_ids: set[int] = set()  # of `jobs`, those RUNNING
+        self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
+        self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
+        self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
+        self._counter = GpuCounter(inventory)
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def upsert(self, job: Job) -> tuple[Tracked | None, Tracked | None]:
+        """Take the store's `job`: (before, after), None where it was or is not in the view
+        (after is None for a finished job). A copy older than the view's is ignored
+        (before is after)."""
+        old = self.jobs.get(job.id)
+        if old is not None and _not_newer(job, old.job):
+            return old, old
+        if old is None and job.version <= self._removed.get(job.id, -1):
+            return None, None
+        if job.state.terminal:
+            if old is not None:
+                self._remove(job.id, job.version)
+            else:
+                self._tombstone(job.id, job.version)
+            return old, None
+        new = slim(job)
+        self.public[job.id] = new
+        if old is None or old.job.state is not new.state:  # new, or a new run: start afresh
+            tracked = Tracked(new)
+        else:
+            tracked = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
+        self.jobs[job.id] = tracked
+        self._track_running(new)
+        matters = old is None or _matters(old.job, new)
+        if matters:
+            self._inputs.update(job.id, new)
+        self._changed(matters)
+        return old, tracked
+
+    def set_reason(self, job_id: int, reason: str) -> None:
+        """The engine is writing a pending job's new reason (store.set_reasons, which bumps
+        its version once when the reason changes): no pass depends on it."""
+        tracked = self.jobs.get(job_id)
+        if tracked is not None and tracked.job.reason != reason:
+            job = tracked.job
+            tracked.job = self.public[job_id] = replace(job, reason=reason, version=job.version + 1)
+            self.generation += 1
+
+    def replace_all(self, jobs: Iterable[Job], projects: Iterable[Project]) -> None:
+        """The store's active jobs and projects, read afresh; what the engine did about each
+        job still active is kept."""
+        before = self.jobs
+        self.jobs = {}
+        self.public = {}
+        self._running_ids = set()
+        for job in jobs:
+            if job.state.terminal:
+                continue
+            old = before.get(job.id)
+            new = self.public[job.id] = slim(job)
+            if old is not None and old.job.state is new.state:
+                self.jobs[job.id] = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
+            else:
+                self.jobs[job.id] = Tracked(new)
+            self._track_running(new)
+        self.set_projects(projects)
+
+    def set_projects(self, projects: Iterable[Project]) -> None:
+        self.projects = {p.name: p for p in projects}
+        self._inputs.rebuild(self.public.values())  # default limits feed every PendingJob
+        self._changed(True)
+
+    def _remove(self, job_id: int, version: int) -> None:
+        del self.jobs[job_id]
+        del self.public[job_id]
+        self._running_ids.discard(job_id)
+        self._inputs.update(job_id, None)
+        self._tombstone(job_id, version)
+        self._changed(True)
+
+    def _track_running(self, job: Job) -> None:
+        if job.state is JobState.RUNNING:
+            self._running_ids.add(job.id)
+        else:
+            self._running_ids.discard(job.id)
+
+    def _tombstone(self, job_id: int, version: int) -> None:
+        self._removed[job_id] = version
+        if len(self._removed) > _TOMBSTONES:
+            self._removed.popitem(last=False)
+
+    def _changed(self, matters: bool) -> None:
+        self.generation += 1
+        if matters:
+            self.dirty = True
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def running(self) -> Iterator[Tracked]:
+        """The RUNNING jobs, in id order."""
+        return (self.jobs[i] for i in sorted(self._running_ids))
+
+    def limit_of(self, job: Job) -> TimeLimit:
+        return effective_time_limit(job.spec, self.projects, self.config.default_time_limit_s)
+
+    def snapshot(self, version: int, usage: Usage) -> Snapshot:
+        """What a pass decides on: the view's pending and running jobs in id order (as the
+        store lists them), each with the time limit it runs under (engine/policy_inputs.py
+        keeps them)."""
+        return Snapshot(
+            self.inventory.nodes,
+            self._inputs.pending(),
+            self._inputs.running(),
+            version,
+            config=self.config,
+            usage=usage,
+            projects=self.projects,
+            unmanaged_memory=self.unmanaged,
+        )
+
+    # -- when a pass is worth running -------------------------------------------------------
+
+    def wants_pass(self, now: float) -> bool:
+        """Whether a pass now could decide anything the last one did not (module docstring)."""
+        if self.pass_now:
+            return True
+        if now < self.paced_until:
+            return False
+        if self.dirty:
+            return True
+        since = now - self.decided_at
+        if since >= self.refresh_s:
+            return True
+        outlook = self.outlook(now)
+        if now >= outlook.next_begin:
+            return True
+        return since >= self.quiet_s and outlook.may_start_or_preempt
+
+    def outlook(self, now: float) -> Outlook:
+        """The skip test's figures, worked out once per change of the view (a --begin time
+        passing is a change: it is `next_begin`)."""
+        cached = self._outlook
+        if cached is not None and cached[0] == self.generation and now < cached[2].next_begin:
+            return cached[2]
+        made = self._look(now)
+        self._outlook = (self.generation, now, made)
+        return made
+
+    def _look(self, now: float) -> Outlook:
+        config = self.config
+        next_begin = math.inf
+        sizes: dict[str, int] = {}  # project -> fewest GPUs a startable job of it asks for
+        fractional = False
+        for waiting in self._inputs.pending():
+            begin = waiting.begin_time
+            if begin is not None and begin > now:
+                if begin < next_begin:
+                    next_begin = begin
+                continue
+            res = waiting.resources
+            fractional = fractional or res.fractional
+            gpus = sizes.get(waiting.project)
+            if gpus is None or res.gpus < gpus:
+                sizes[waiting.project] = res.gpus
+        if config.preempt_for_order or fractional:
+            return Outlook(bool(sizes) or fractional, next_begin)
+        free = {n.name: len(n.gpus) for n in self.inventory.nodes}
+        used: dict[str, float] = {}
+        held: set[tuple[str, int]] = set()
+        for t in self.running():
+            job = t.job
+            if job.node is None:
+                continue
+            for g in job.gpus:
+                if (job.node, g) not in held:
+                    held.add((job.node, g))
+                    free[job.node] = free.get(job.node, 0) - 1
+            used[job.spec.project] = used.get(job.spec.project, 0.0) + self._counter.of(job)
+        most = max(free.values(), default=0)
+        total = sum(free.values())
+        for gpus in sizes.values():
+            if gpus <= most or (config.spread_wide_jobs and self._widest < gpus <= total):
+                return Outlook(True, next_begin)
+        if config.use_quotas:
+            for name, gpus in sizes.items():
+                p = self.projects.get(name)
+                if p is not None and p.quota > 0 and used.get(name, 0.0) + gpus <= p.quota:
+                    return Outlook(True, next_begin)  # within its quota: it may reclaim
+        return Outlook(False, next_begin)

@@ -1,0 +1,139 @@
+"""What the API reads of the engine's view: a copy published after each change, never
+changed after (so API threads read it without a lock), with the last pass's decision.
+
+`gpupool queue` is served from it, not from the store: the active jobs are in memory, and
+the finished ones (asked for with --all) are read from the store by state. Its default page
+is what a user looks for first: the running jobs, then the pending ones in the order the
+last pass took them (the head of the queue), then a count of the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpupool.core.job import Job, JobState
+from gpupool.policy import Decision, Snapshot
+from gpupool.policy.ordering import rank
+
+
+class Order(StrEnum):
+    ID = "id"  # by job id: the order jobs were submitted in
+    QUEUE = "queue"  # running, then pending as the last pass ranked them, then the rest
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs to list: `states` (None: the active ones, and the finished ones too with
+    `include_finished`), of `user` and `project` when given, `limit` of them (None: all)
+    after skipping `offset`, in `order`."""
+
+    states: frozenset[JobState] | None = None
+    include_finished: bool = False
+    user: str | None = None
+    project: str | None = None
+    limit: int | None = None
+    offset: int = 0
+    order: Order = Order.ID
+
+    def wanted(self) -> frozenset[JobState]:
+        if self.states is not None:
+            return self.states
+        if self.include_finished:
+            return frozenset(JobState)
+        return frozenset(s for s in JobState if not s.terminal)
+
+    def matches(self, job: Job) -> bool:
+        return (self.user is None or job.user == self.user) and (
+            self.project is None or job.spec.project == self.project
+        )
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: tuple[Job, ...]
+    total: int  # jobs that match the query, on every page
+    counts: Mapping[str, int]  # of those, how many in each state
+
+
+class JobsView:
+    """A read-only copy of the engine's active jobs and last decision."""
+
+    def __init__(
+        self,
+        jobs: Mapping[int, Job],
+        decision: Decision,
+        decided: Snapshot | None,
+        decided_at: float,
+        generation: int,
+    ) -> None:
+        self.jobs = jobs
+        self.decision = decision
+        self._decided = decided
+        self._decided_at = decided_at
+        self.generation = generation
+        self._places: dict[int, int] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def empty(cls) -> JobsView:
+        return cls({}, Decision(), None, 0.0, -1)
+
+    def places(self) -> dict[int, int]:
+        """Each pending job's place in the last pass's queue order (policy.ordering.rank,
+        the order `decide` took them in); worked out once per view, when first asked."""
+        with self._lock:
+            if self._places is None:
+                places: dict[int, int] = {}
+                if self._decided is not None and self._decided.pending:
+                    ordered, _ = rank(self._decided, self._decided_at)
+                    places = {job.id: i for i, job in enumerate(ordered)}
+                self._places = places
+            return self._places
+
+    def select(self, query: JobQuery) -> list[Job]:
+        """The active jobs that match `query` (not paged), in its order."""
+        wanted = query.wanted()
+        jobs = [j for j in self.jobs.values() if j.state in wanted and query.matches(j)]
+        if query.order is Order.ID:
+            jobs.sort(key=_by_id)
+            return jobs
+        return queue_ordered(jobs, self.places())
+
+
+def _by_id(job: Job) -> int:
+    return job.id
+
+
+_RANK = {JobState.RUNNING: 0, JobState.PENDING: 1}
+
+
+def queue_ordered(jobs: Iterable[Job], places: Mapping[int, int]) -> list[Job]:
+    """Running jobs by id, then pending ones by their place in the queue (jobs the last
+    pass did not see last, by id), then any other by id."""
+    unplaced = len(places)
+
+    def key(job: Job) -> tuple[int, int, int]:
+        group = _RANK.get(job.state, 2)
+        place = places.get(job.id, unplaced) if group == 1 else 0
+        return (group, place, job.id)
+
+    return sorted(jobs, key=key)
+
+
+def page(query: JobQuery, active: list[Job], finished: list[Job]) -> JobPage:
+    """The page `query` asks for, of the active jobs (`select`ed) and the finished ones
+    that match it (read from the store, any order)."""
+    finished = sorted(finished, key=_by_id)
+    if query.order is Order.ID:
+        merged = sorted([*active, *finished], key=_by_id) if finished else active
+    else:
+        merged = [*active, *finished]
+    counts: dict[str, int] = {}
+    for job in merged:
+        counts[job.state.value] = counts.get(job.state.value, 0) + 1
+    start = max(query.offset, 0)
+    end = None if query.limit is None else start + max(query.limit, 0)
+    return JobPage(tuple(merged[start:end]), len(merged), counts)

@@ -1,0 +1,171 @@
+"""The engine's loop with a real store (SQLite, and PostgreSQL where the tests have it) and
+a real executor: what it reads per pass, what `why` tells after a refused commit, the time
+limit a job without --time runs under. Each of these failed before the fix it tests (the
+engine of 14a49dc re-read the jobs table every pass, kept the previous decision after a
+refused commit, and enforced no default limit)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from executor_helpers import stop_everything
+from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
+
+from gpupool.core.clock import FakeClock
+from gpupool.core.job import Job, JobSpec, JobState, Resources
+from gpupool.core.project import Project
+from gpupool.engine import Engine, PoolService
+from gpupool.executor import LocalExecutor
+from gpupool.inventory import resolve_inventory
+from gpupool.store import Store
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+ENV = (("PATH", os.environ.get("PATH", "/usr/bin:/bin")),)
+
+
+class CountingStore(Store):
+    """The real store, counting the calls that read jobs."""
+
+    reads = 0
+
+    def list_jobs(self, **kw: Any) -> list[Job]:
+        self.reads += 1
+        return super().list_jobs(**kw)
+
+    def active_jobs(self, **kw: Any) -> list[Job]:
+        self.reads += 1
+        return super().active_jobs(**kw)
+
+
+class RacingStore(Store):
+    """The real store, where a cancel lands between a pass and the commit of its first
+    start (an API thread winning the race): the commit is refused as stale."""
+
+    raced = False
+
+    def commit_starts(self, starts: Sequence[Any], expected_version: int, now: float, cause: str = "scheduled") -> list[Job]:  # type: ignore[override]  # fmt: skip
+        if not self.raced:
+            self.raced = True
+            self.cancel_pending(starts[0][0], now, "cancelled by the race")
+        return super().commit_starts(starts, expected_version, now, cause)
+
+
+@pytest.fixture
+def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
+    ex = LocalExecutor(tmp_path / "jobs-state")
+    yield ex
+    stop_everything(ex)
+    ex.close()
+
+
+def test_a_pass_reads_no_job_from_the_store_after_recovery(
+    store_url: str, executor: LocalExecutor
+) -> None:
+    store = CountingStore.open(store_url)
+    try:
+        inventory = resolve_inventory(gpus="1xA100-80GB")
+        far = time.time() + 86400.0
+        for _ in range(5):  # held: passes have work to look at, and start nothing
+            store.submit(spec(begin_time=far), "alice", 1.0)
+        engine = Engine(store, executor, inventory)
+        engine.recover()
+        store.reads = 0
+        for _ in range(3):
+            decision = engine.run_pass()
+        assert len(decision.pending) == 5
+        assert store.reads == 0
+    finally:
+        store.close()
+
+
+def test_why_tells_the_pass_that_followed_a_refused_commit(
+    store_url: str, executor: LocalExecutor
+) -> None:
+    store = RacingStore.open(store_url)
+    try:
+        inventory = resolve_inventory(gpus="1xA100-80GB")
+        raced = store.submit(spec(workdir="/"), "alice", 1.0)
+        held = store.submit(spec(begin_time=time.time() + 3600.0), "alice", 1.0)
+        engine = Engine(store, executor, inventory)
+        engine.recover()
+        engine.run_pass()
+        assert store.raced and store.get(raced.id).state is JobState.CANCELLED
+        decision = engine.last_decision
+        assert decision.starts == ()
+        assert raced.id not in decision.pending
+        assert decision.pending[held.id].code.value == "BeginTime"
+    finally:
+        store.close()
+
+
+def _finish(engine: Engine, store: Store, job_id: int, within_s: float) -> Job:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        engine.run_pass()
+        job = store.get(job_id)
+        if job.state.terminal:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still {store.get(job_id).state.value} after {within_s}s")
+
+
+@pytest.mark.parametrize(
+    ("project", "pool_default_s", "limit_s", "words"),
+    [
+        ("ml", 3600.0, 1.0, "project ml's default: no --time"),
+        ("default", 1.0, 1.0, "the pool's default: no --time"),
+    ],
+    ids=["its-projects-default", "the-pools-default"],
+)
+def test_a_job_without_time_is_stopped_at_the_default_limit(
+    store_url: str,
+    executor: LocalExecutor,
+    project: str,
+    pool_default_s: float,
+    limit_s: float,
+    words: str,
+) -> None:
+    from gpupool.policy.snapshot import PolicyConfig
+
+    store = Store.open(store_url)
+    try:
+        store.upsert_project(Project("ml", default_time_limit_s=1.0))
+        inventory = resolve_inventory(gpus="1xA100-80GB")
+        config = PolicyConfig(default_time_limit_s=pool_default_s)
+        engine = Engine(store, executor, inventory, config=config)
+        service = PoolService(store, executor, engine, inventory)
+        job_spec = JobSpec(
+            command=("sleep", "60"), project=project, grace_s=0.5, workdir="/", base_env=ENV
+        )
+        job = service.submit(job_spec, "alice", time.time())
+        shown = store.get(job.id)
+        assert shown.spec.time_limit_s == limit_s  # what `show` shows
+        assert words in shown.events[0].cause
+        done = _finish(engine, store, job.id, within_s=15.0)
+        assert (done.state, done.reason) == (JobState.TIMEOUT, "TimeLimit")
+        assert "time limit 1s reached" in done.events[-1].cause
+    finally:
+        store.close()
+
+
+def test_a_job_with_its_own_time_keeps_it_and_its_story_says_nothing_more(
+    store_url: str, executor: LocalExecutor
+) -> None:
+    store = Store.open(store_url)
+    try:
+        inventory = resolve_inventory(gpus="1xA100-80GB")
+        engine = Engine(store, executor, inventory, clock=FakeClock(1.0))
+        service = PoolService(store, executor, engine, inventory)
+        job = service.submit(
+            JobSpec(command=("true",), time_limit_s=120.0, resources=Resources(gpus=1)), "bob", 1.0
+        )
+        assert job.spec.time_limit_s == 120.0
+        assert store.get(job.id).events[0].cause == "submitted by bob"
+    finally:
+        store.close()

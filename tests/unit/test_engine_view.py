@@ -1,0 +1,111 @@
+"""`queue` served from the engine's view (engine/view.py): its order, pages, filters and
+counts, the finished jobs read from the store, and a caller seeing its own submission."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from executor_helpers import stop_everything
+from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
+
+from gpupool.core.job import PRIORITY_CLASSES, Job, JobSpec, JobState, Resources
+from gpupool.engine import Engine, PoolService
+from gpupool.engine.view import JobQuery, Order, page, queue_ordered
+from gpupool.executor import LocalExecutor
+from gpupool.inventory import resolve_inventory
+from gpupool.store import Store
+
+FAR = time.time() + 365 * 86400.0
+
+
+@pytest.fixture
+def pool(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolService]]:
+    store = Store.open(store_url)
+    executor = LocalExecutor(tmp_path / "jobs-state")
+    inventory = resolve_inventory(gpus="2xA100-80GB")
+    engine = Engine(store, executor, inventory)
+    service = PoolService(store, executor, engine, inventory)
+    yield store, engine, service
+    engine.stop()
+    stop_everything(executor)
+    executor.close()
+    store.close()
+
+
+def ids(jobs: tuple[Job, ...] | list[Job]) -> list[int]:
+    return [j.id for j in jobs]
+
+
+def test_the_first_page_is_the_running_jobs_then_the_head_of_the_queue(
+    pool: tuple[Store, Engine, PoolService],
+) -> None:
+    store, engine, service = pool
+    now = time.time()
+    node = engine.inventory.nodes[0].name
+    holder = service.submit(
+        JobSpec(command=("sleep", "30"), workdir="/", resources=Resources(gpus=2)), "carol", now
+    )
+    store.commit_starts([(holder.id, node, (0, 1))], store.allocation_version(), now)
+    engine.stored(store.get(holder.id))  # it holds both GPUs: the others wait
+    normal = [service.submit(spec(workdir="/"), "alice", now) for _ in range(2)]
+    high = service.submit(spec(workdir="/", priority=PRIORITY_CLASSES["high"]), "bob", now)
+    engine.run_pass()  # launches the holder, ranks the others
+    found = service.list_jobs(JobQuery(order=Order.QUEUE, limit=2))
+    assert ids(found.jobs) == [holder.id, high.id]  # running, then the head of the queue
+    assert (found.total, dict(found.counts)) == (4, {"RUNNING": 1, "PENDING": 3})
+    rest = service.list_jobs(JobQuery(order=Order.QUEUE, limit=2, offset=2))
+    assert ids(rest.jobs) == [normal[0].id, normal[1].id]
+
+
+def test_filters_and_finished_jobs_from_the_store(
+    pool: tuple[Store, Engine, PoolService],
+) -> None:
+    store, engine, service = pool
+    now = time.time()
+    a = service.submit(spec(workdir="/", begin_time=FAR), "alice", now)
+    b = service.submit(spec(workdir="/", begin_time=FAR), "bob", now)
+    c = service.submit(spec(workdir="/", begin_time=FAR), "alice", now)
+    service.cancel(b.id, "bob", now)
+    assert ids(service.list_jobs(JobQuery()).jobs) == [a.id, c.id]
+    assert ids(service.list_jobs(JobQuery(user="alice")).jobs) == [a.id, c.id]
+    everything = service.list_jobs(JobQuery(include_finished=True))
+    assert ids(everything.jobs) == [a.id, b.id, c.id]
+    assert dict(everything.counts) == {"PENDING": 2, "CANCELLED": 1}
+    cancelled = service.list_jobs(JobQuery(states=frozenset({JobState.CANCELLED})))
+    assert ids(cancelled.jobs) == [b.id]
+    assert service.list_jobs(JobQuery(project="nope")).total == 0
+
+
+def test_a_caller_sees_its_own_submission_at_once_with_the_engine_running(
+    pool: tuple[Store, Engine, PoolService],
+) -> None:
+    _, engine, service = pool
+    engine.start()
+    for _ in range(20):
+        job = service.submit(spec(workdir="/", begin_time=FAR), "alice", time.time())
+        assert job.id in ids(service.list_jobs(JobQuery()).jobs)
+
+
+def _job(job_id: int, state: JobState) -> Job:
+    return Job(job_id, spec(), "u", state, 1.0)
+
+
+def test_queue_order_puts_unranked_pending_jobs_after_the_ranked_ones() -> None:
+    jobs = [_job(5, JobState.PENDING), _job(1, JobState.PENDING), _job(3, JobState.RUNNING)]
+    jobs.append(_job(2, JobState.PENDING))
+    ordered = queue_ordered(jobs, {2: 0, 5: 1})  # 1 came after the last pass
+    assert ids(ordered) == [3, 2, 5, 1]
+
+
+def test_a_page_merges_finished_jobs_by_id_and_counts_every_match() -> None:
+    active = [_job(2, JobState.RUNNING), _job(4, JobState.PENDING)]
+    finished = [_job(3, JobState.FAILED), _job(1, JobState.SUCCEEDED)]
+    got = page(JobQuery(include_finished=True, limit=3), active, finished)
+    assert ids(got.jobs) == [1, 2, 3]
+    assert got.total == 4
+    assert dict(got.counts) == {"SUCCEEDED": 1, "RUNNING": 1, "FAILED": 1, "PENDING": 1}
+    queued = page(JobQuery(include_finished=True, order=Order.QUEUE), active, finished)
+    assert ids(queued.jobs) == [2, 4, 1, 3]

@@ -1,0 +1,95 @@
+"""Group commit (engine/group_commit.py) and the store's batch of submissions it drives
+(store/submissions.py: submit_many), on SQLite and, where the tests have it, PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
+
+from gpupool.core.job import JobState
+from gpupool.engine.group_commit import GroupCommit
+from gpupool.store import Store
+from gpupool.store.submissions import NewJob
+
+
+def test_a_lone_write_is_written_at_once_as_a_batch_of_one() -> None:
+    batches: list[list[int]] = []
+
+    def write_many(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        return [i * 10 for i in items]
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+    assert [group.write(i) for i in (1, 2, 3)] == [10, 20, 30]
+    assert batches == [[1], [2], [3]]
+
+
+def test_writes_that_arrive_during_a_write_are_written_together() -> None:
+    first_started, release = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def write_many(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        if len(batches) == 1:  # hold the first write until the others wait behind it
+            first_started.set()
+            assert release.wait(10)
+        return [i * 10 for i in items]
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+    results: dict[int, int] = {}
+
+    def writer(i: int) -> None:
+        results[i] = group.write(i)
+
+    first = threading.Thread(target=writer, args=(0,))
+    first.start()
+    assert first_started.wait(10)
+    others = [threading.Thread(target=writer, args=(i,)) for i in range(1, 21)]
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(group._waiting) < 20 and time.monotonic() < deadline:  # all queued behind it
+        time.sleep(0.005)
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert results == {i: i * 10 for i in range(21)}
+    assert batches[0] == [0] and sorted(batches[1]) == list(range(1, 21)) and len(batches) == 2
+
+
+def test_a_failed_batch_fails_every_writer_in_it_and_the_next_batch_goes_on() -> None:
+    calls = 0
+
+    def write_many(items: Sequence[int]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OSError(28, "No space left on device")
+        return list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+    with pytest.raises(OSError, match="No space"):
+        group.write(1)
+    assert group.write(2) == 2
+
+
+def test_submit_many_stores_a_batch_in_order_with_its_tokens(store: Store) -> None:
+    before = store.submit(spec(), "alice", 1.0, token="t-old")
+    jobs = store.submit_many(
+        [
+            NewJob(spec(gpus=1), "bob", 2.0, "t-1"),
+            NewJob(spec(gpus=2), "carol", 3.0, None, "submitted by carol; time limit 1d0h"),
+            NewJob(spec(gpus=3), "bob", 4.0, "t-1"),  # the same submission, retried
+            NewJob(spec(gpus=4), "dave", 5.0, "t-old"),  # stored before
+        ]
+    )
+    assert [j.id for j in jobs] == [before.id + 1, before.id + 2, before.id + 1, before.id]
+    assert [j.user for j in jobs] == ["bob", "carol", "bob", "alice"]
+    assert all(j.state is JobState.PENDING for j in jobs)
+    assert jobs[1].events[0].cause == "submitted by carol; time limit 1d0h"
+    assert [j.id for j in store.active_jobs()] == [before.id, before.id + 1, before.id + 2]
+    assert store.submit_many([]) == []
