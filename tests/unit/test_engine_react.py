@@ -51,7 +51,9 @@ from gpupool.engine.events import (
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
 from gpupool.policy import Code, Decision, Snapshot, Start, Status
+from gpupool.policy.reasons import Dimension, Insufficient, ReclaimCause
 from gpupool.policy.snapshot import PolicyConfig, Preemption
+from gpupool.policy.status import Rule
 
 NOW = 1000.0
 DAY = 86400.0
@@ -426,7 +428,7 @@ def decided(
 def test_a_pass_runs_when_something_changed_and_not_again_until_something_does() -> None:
     state = engine_state(job(1))
     assert react(state, Tick(NOW)) == [RunPass(NOW)]
-    decided(state, Decision(pending={1: Status(Code.RESOURCES, "no room")}))
+    decided(state, Decision(pending={1: Status(Code.RESOURCES, Rule.NO_FIT)}))
     assert react(state, Tick(NOW + 0.5)) == []
     react(state, JobsStored((job(2),)))  # a submission
     assert react(state, Tick(NOW + 1)) == [RunPass(NOW + 1)]
@@ -434,7 +436,7 @@ def test_a_pass_runs_when_something_changed_and_not_again_until_something_does()
 
 def test_a_reason_written_by_the_engine_does_not_call_for_a_pass() -> None:
     state = engine_state(job(1, version=1))
-    decided(state, Decision(pending={1: Status(Code.PRIORITY, "behind")}))
+    decided(state, Decision(pending={1: Status(Code.PRIORITY, Rule.BEHIND_HEAD)}))
     assert state.jobs[1].job.reason == "Priority"
     react(state, JobsStored((job(1, version=2, reason="Priority"),)))  # the store's copy
     assert react(state, Tick(NOW + 1)) == []
@@ -470,27 +472,31 @@ def test_a_project_within_its_quota_may_reclaim_so_its_waiting_job_calls_for_pas
     assert react(state, Tick(NOW + state.quiet_s)) == [RunPass(NOW + state.quiet_s)]
 
 
+RECLAIMED = ReclaimCause("ml", 4.0, 0.0, "default", 0.0, 2.0)
+RECLAIMED_WORDS = Preemption(1, 3, RECLAIMED).reason
+
+
 def test_starts_are_committed_then_launched_then_victims_and_reasons_follow() -> None:
     state = engine_state(running(1, gpus=2, held=(0, 1)), job(2, gpus=2), job(3, gpus=4))
     decision = Decision(
         starts=(Start(2, "box", (2, 3)),),
-        pending={3: Status(Code.RESOURCES, "needs 4")},
-        preemptions=(Preemption(1, 3, "job 3 is within its quota"),),
+        pending={3: Status(Code.RESOURCES, Rule.NO_FIT)},
+        preemptions=(Preemption(1, 3, RECLAIMED),),
     )
     assert decided(state, decision, version=7) == [CommitStarts(decision.starts, 7, NOW)]
     started = running(2, gpus=2, held=(2, 3), version=2)
     out = react(state, StartsCommitted((started,), NOW))
     assert strip(out) == [
         Launch(2, 3600.0),
-        Signal(Handle(1, 0), StopKind.PREEMPT, "job 3 is within its quota"),
+        Signal(Handle(1, 0), StopKind.PREEMPT, RECLAIMED_WORDS),
         SetReasons({3: "Resources"}),
     ]
     assert said_of(out[0]) == "job 2 started on box:2,3"
-    react(state, Signalled(1, StopKind.PREEMPT, True, "job 3 is within its quota"))
+    react(state, Signalled(1, StopKind.PREEMPT, True, RECLAIMED_WORDS))
     # The next pass names the same victim and reason: nothing more to do.
     decision = Decision(
-        pending={3: Status(Code.RESOURCES, "needs 4")},
-        preemptions=(Preemption(1, 3, "job 3 is within its quota"),),
+        pending={3: Status(Code.RESOURCES, Rule.NO_FIT)},
+        preemptions=(Preemption(1, 3, RECLAIMED),),
     )
     assert decided(state, decision) == []
 
@@ -505,30 +511,37 @@ def test_a_refused_commit_forgets_the_pass_and_calls_for_another() -> None:
 
 def test_the_last_decision_is_the_last_pass_even_when_its_commit_is_refused() -> None:
     state = engine_state(job(1), job(2, begin=NOW + 600))
-    first = Decision(starts=(Start(1, "box", (0,)),), pending={2: Status(Code.BEGIN_TIME, "held")})
+    first = Decision(
+        starts=(Start(1, "box", (0,)),), pending={2: Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)}
+    )
     decided(state, first)
     assert state.decision is first  # `why` tells this pass, not the one before
     react(state, CommitRefused("stale", NOW))
-    retry = Decision(pending={2: Status(Code.BEGIN_TIME, "held")})
+    retry = Decision(pending={2: Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)})
     decided(state, retry)
     assert state.decision is retry
 
 
 def test_quota_never_fits_is_noted_when_it_comes_and_when_it_goes() -> None:
     state = engine_state(job(1, reason="Quota"))
-    never = Status(Code.QUOTA_NEVER_FITS, "project ml has a quota of 1 GPU")
+    never = Status(
+        Code.QUOTA_NEVER_FITS,
+        Rule.NEVER_QUOTA,
+        short=Insufficient(None, Dimension.QUOTA, 2.0, 1.0, 1.0),
+        project="ml",
+    )
     out = decided(state, Decision(pending={1: never}))
     assert strip(out) == [
         Note(
             1,
-            "can never start while quotas stay as they are: project ml has a quota of 1 GPU",
+            f"can never start while quotas stay as they are: {never.message}",
             NOW,
             only_if=JobState.PENDING,
         ),
         SetReasons({1: "QuotaNeverFits"}),
     ]
     assert decided(state, Decision(pending={1: never})) == []  # told once
-    out = decided(state, Decision(pending={1: Status(Code.QUOTA, "waits its turn")}))
+    out = decided(state, Decision(pending={1: Status(Code.QUOTA, Rule.NOT_PREEMPTIBLE)}))
     assert strip(out) == [
         Note(1, "its project's quota or limit lets it start again", NOW, only_if=JobState.PENDING),
         SetReasons({1: "Quota"}),
@@ -554,7 +567,7 @@ def test_a_finished_job_leaves_the_view_and_a_late_copy_does_not_bring_it_back()
 
 def test_a_cancel_that_won_the_race_wins_over_the_reason_the_engine_wrote() -> None:
     state = engine_state(job(1, version=1))
-    decided(state, Decision(pending={1: Status(Code.RESOURCES, "no room")}))
+    decided(state, Decision(pending={1: Status(Code.RESOURCES, Rule.NO_FIT)}))
     assert state.jobs[1].job.version == 2  # as the store's set_reasons would make it
     # The store refused that reason (the job was cancelled first, at version 2).
     react(state, JobsStored((job(1, JobState.CANCELLED, version=2),)))
