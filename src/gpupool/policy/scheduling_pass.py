@@ -115,13 +115,13 @@ class SchedulingPass:
         if book is None:
             self._run_plain(ordered)
             return
-        pending, now = self.pending, self.now
+        pending, now, verdict_of = self.pending, self.now, book.verdict
         deferred: list[PendingJob] = []  # the borrowers, in queue order
         for job in ordered:
             if job.begin_time is not None and job.begin_time > now:
                 self.take(job)
                 continue
-            verdict = book.verdict(job)
+            verdict = verdict_of(job)
             if verdict is Verdict.BORROW:
                 deferred.append(job)
                 continue
@@ -268,9 +268,12 @@ class SchedulingPass:
         """The status `take` would give each of these jobs, which need a GPU, once
         `exhausted()`, without trying them: their request's, worked out once per request
         (a tight loop: on a full cluster this is most of the queue, every pass)."""
-        pending = self.pending
+        pending, requests = self.pending, self.requests
         for job in jobs:
-            req = self._request(job.resources)
+            res = job.resources
+            req = requests.get(request_key(res))
+            if req is None:
+                req = requests[request_key(res)] = self._learn(res)
             status = req.impossible or req.no_fit
             if status is None:
                 if req.wide and self.wide is not None:
