@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Path, Query, Request
@@ -27,7 +28,7 @@ from gpupool.store.space import StorageFull, storage_full
 logger = logging.getLogger("gpupool.api")  # not `log`: a route of that name
 
 
-def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+def _error(status: int, code: str, message: str, **extra: object) -> JSONResponse:
     return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
 
 
@@ -44,7 +45,9 @@ def disk_full_message(full: StorageFull) -> str:
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
-def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None = None) -> FastAPI:
+def create_app(
+    service: PoolService, info: Mapping[str, object], clock: Clock | None = None
+) -> FastAPI:
     clock = clock or SystemClock()
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.add_middleware(IdentifyAsGpupool, version=__version__)
@@ -109,17 +112,17 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
             needed_bytes=full.needed_bytes,
         )
 
-    def wire(job: Job, decision: Decision | None = None) -> dict[str, Any]:
+    def wire(job: Job, decision: Decision | None = None) -> dict[str, object]:
         explain = service.explain(job.id, decision) if job.state is JobState.PENDING else None
         log_path = service.log_location(job.id)
         return job_to_wire(job, explain, log_path, service.gpu_count(job))
 
     @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
+    def healthz() -> dict[str, object]:
         return {"ok": True}
 
     @app.get("/v1/info")
-    def get_info() -> dict[str, Any]:
+    def get_info() -> dict[str, object]:
         engine = service.engine
         return {**info, "version": __version__, "passes": engine.passes, "polls": engine.polls}
 
@@ -128,7 +131,7 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         spec: dict[str, Any] = Body(...),
         user: str = Body(...),
         token: str | None = Body(None),
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         # A project absent or null means "not given": the user's default project applies.
         given = spec.get("project") not in (None, "")
         job = service.submit(spec_from_wire(spec), user, clock.now(), token, project_given=given)
@@ -163,11 +166,11 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         return Response(body, media_type="application/json")
 
     @app.get("/v1/jobs/{job_id}")
-    def show(job_id: JobId) -> dict[str, Any]:
+    def show(job_id: JobId) -> dict[str, object]:
         return wire(service.get(job_id))
 
     @app.post("/v1/jobs/{job_id}/cancel")
-    def cancel(job_id: JobId, user: str = Body("", embed=True)) -> dict[str, Any]:
+    def cancel(job_id: JobId, user: str = Body("", embed=True)) -> dict[str, object]:
         return wire(service.cancel(job_id, user, clock.now()))
 
     @app.get("/v1/jobs/{job_id}/log")
@@ -181,20 +184,20 @@ def create_app(service: PoolService, info: dict[str, Any], clock: Clock | None =
         )
 
     @app.get("/v1/gpus")
-    def gpus() -> dict[str, Any]:
+    def gpus() -> dict[str, object]:
         return gpus_to_wire(service.inventory, service.gpu_holders())
 
     add_routes(app, service)
 
     @app.post("/v1/internal/wake")
-    def wake() -> dict[str, Any]:
+    def wake() -> dict[str, object]:
         service.engine.wake()
         return {"ok": True}
 
     return app
 
 
-def _dumps(obj: dict[str, Any]) -> str:
+def _dumps(obj: dict[str, object]) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 

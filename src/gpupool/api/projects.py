@@ -6,11 +6,11 @@ client sends, as the rest of the API does, so every local user may run them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Body, FastAPI
 
-from gpupool.core.project import InvalidProject, Project
+from gpupool.core.project import InvalidProject, Project, ProjectEdit
 from gpupool.engine import PoolService, RequestRefused
 
 # Project fields a request may set; members also through add_members / remove_members.
@@ -18,7 +18,7 @@ FIELDS = ("quota", "limit", "weight", "department", "members", "default_time_lim
 EDITS = ("add_members", "remove_members")
 
 
-def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[str, Any]:
+def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[str, object]:
     usage = usage or {}
     return {
         "name": p.name,
@@ -55,7 +55,7 @@ def _fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
 
 def add_routes(app: FastAPI, service: PoolService) -> None:
     @app.get("/v1/projects")
-    def list_projects() -> dict[str, Any]:
+    def list_projects() -> dict[str, object]:
         usage = service.project_usage()
         return {
             "projects": [project_to_wire(p, usage.get(p.name)) for p in service.store.projects()],
@@ -65,29 +65,30 @@ def add_routes(app: FastAPI, service: PoolService) -> None:
         }
 
     @app.get("/v1/projects/{name}")
-    def show_project(name: str) -> dict[str, Any]:
+    def show_project(name: str) -> dict[str, object]:
         return project_to_wire(service.store.project(name), service.project_usage().get(name))
 
     @app.post("/v1/projects", status_code=201)
-    def create_project(body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        name = body.get("name")
+    def create_project(body: dict[str, Any] = Body(...)) -> dict[str, object]:
         fields = _fields({k: v for k, v in body.items() if k != "name"}, FIELDS)
-        project = service.create_project(Project(name=name, **fields), str(body.get("user", "")))
+        fields["name"] = body.get("name")  # as sent, even missing: Project checks every field
+        project = service.create_project(Project(**fields), str(body.get("user", "")))
         return project_to_wire(project)
 
     @app.patch("/v1/projects/{name}")
-    def set_project(name: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-        changes = _fields(body, FIELDS + EDITS)
+    def set_project(name: str, body: dict[str, Any] = Body(...)) -> dict[str, object]:
+        # Known fields only (_fields); their JSON values are checked as the project is changed.
+        changes = cast(ProjectEdit, _fields(body, FIELDS + EDITS))
         project = service.set_project(name, changes, str(body.get("user", "")))
         return project_to_wire(project, service.project_usage().get(name))
 
     @app.delete("/v1/projects/{name}")
-    def delete_project(name: str, user: str = "") -> dict[str, Any]:
+    def delete_project(name: str, user: str = "") -> dict[str, object]:
         service.delete_project(name, user)
         return {"deleted": name}
 
     @app.get("/v1/projects/defaults/{user}")
-    def get_default(user: str) -> dict[str, Any]:
+    def get_default(user: str) -> dict[str, object]:
         """The user's chosen default (None if none) and where their jobs would go now."""
         try:
             effective: str | None = service.choose_project(user, None)
@@ -102,6 +103,6 @@ def add_routes(app: FastAPI, service: PoolService) -> None:
         }
 
     @app.put("/v1/projects/defaults/{user}")
-    def set_default(user: str, project: str | None = Body(None, embed=True)) -> dict[str, Any]:
+    def set_default(user: str, project: str | None = Body(None, embed=True)) -> dict[str, object]:
         service.set_default_project(user, project)
         return get_default(user)

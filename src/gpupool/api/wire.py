@@ -9,22 +9,23 @@ the same structure the words were made from.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
+from gpupool.engine.service import Explanation
 from gpupool.policy import Status
 from gpupool.policy.reasons import Reserved
+from gpupool.policy.snapshot import PriorityFactors, Reservation
 
 # Words and wait of each status object seen lately. A pass shares one status between all the
 # jobs that wait alike (one request, one project), so a queue of thousands renders a handful;
 # an entry holds its status, so its id is not reused while kept.
-_RENDERED: dict[int, tuple[Status, str, dict[str, Any]]] = {}
+_RENDERED: dict[int, tuple[Status, str, dict[str, object]]] = {}
 _RENDERED_LOCK = threading.Lock()
 _KEEP = 4096
 
 
-def _reserved_to_wire(r: Reserved | None) -> dict[str, Any] | None:
+def _reserved_to_wire(r: Reserved | None) -> dict[str, object] | None:
     if r is None:
         return None
     res = r.reservation
@@ -39,13 +40,36 @@ def _reserved_to_wire(r: Reserved | None) -> dict[str, Any] | None:
     }
 
 
-def status_to_wire(status: Status) -> tuple[str, dict[str, Any]]:
+def _reservation_to_wire(r: Reservation | None) -> dict[str, object] | None:
+    if r is None:
+        return None
+    return {
+        "node": r.node,
+        "gpus": list(r.gpus),
+        "gpu_memory_bytes": r.gpu_memory_bytes,  # a fractional job's
+        "time": r.time,
+    }
+
+
+def _factors_to_wire(f: PriorityFactors | None) -> dict[str, object] | None:
+    if f is None:
+        return None
+    return {
+        "class": f.klass,
+        "fairshare": f.fairshare,
+        "age": f.age,
+        "size": f.size,
+        "score": f.score,
+    }
+
+
+def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
     """A pending job's status: its words, and its data as JSON (module docstring)."""
     kept = _RENDERED.get(id(status))
     if kept is not None and kept[0] is status:
         return kept[1], kept[2]
     short = status.short
-    wait: dict[str, Any] = {
+    wait: dict[str, object] = {
         "code": status.code.value,
         "rule": status.rule.value,
         "dimension": None if short is None else short.dimension.value,
@@ -67,20 +91,19 @@ def status_to_wire(status: Status) -> tuple[str, dict[str, Any]]:
 
 def job_to_wire(
     job: Job,
-    explain: dict[str, Any] | None = None,
+    explain: Explanation | None = None,
     log_path: str = "",
     gpu_count: float | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A job as JSON; `explain` adds what the last scheduling pass said about it (its
     `status`, rendered here: `why` in words, `wait` as data). `gpu_count`: the GPUs it holds,
     or asks for before it runs, a fraction for a shared GPU (the engine's `GpuCounter`;
     without it, the count the job's own figures give)."""
-    explain = explain or {}
-    status = explain.get("status")
-    why, wait = status_to_wire(status) if isinstance(status, Status) else ("", None)
+    status = None if explain is None else explain.status
+    why, wait = ("", None) if status is None else status_to_wire(status)
     spec = job.spec
     res = spec.resources
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "id": job.id,
         "name": job.name,
         "user": job.user,
@@ -113,9 +136,9 @@ def job_to_wire(
         "reason": job.reason,
         "why": why,
         "wait": wait,
-        "estimated_start": explain.get("estimated_start"),
-        "reservation": explain.get("reservation"),
-        "priority_factors": explain.get("priority_factors"),
+        "estimated_start": None if explain is None else explain.estimated_start,
+        "reservation": None if explain is None else _reservation_to_wire(explain.reservation),
+        "priority_factors": None if explain is None else _factors_to_wire(explain.priority_factors),
         "begin_time": spec.begin_time,
         "restart_count": job.restart_count,
         "cancel_requested": job.cancel_requested,
@@ -134,7 +157,9 @@ def job_to_wire(
     return out
 
 
-def gpus_to_wire(inventory: Inventory, holders: dict[tuple[str, int], list[Job]]) -> dict[str, Any]:
+def gpus_to_wire(
+    inventory: Inventory, holders: dict[tuple[str, int], list[Job]]
+) -> dict[str, object]:
     nodes = []
     for node in inventory.nodes:
         gpus = []

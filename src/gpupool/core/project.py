@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 DEFAULT_PROJECT = "default"  # always exists; open to everyone; where jobs land by default
 MAX_GPUS_QUOTA = 1_000_000.0
@@ -122,6 +122,25 @@ class Project:
 
     def admits(self, user: str) -> bool:
         return self.is_open or user in self.members
+
+
+class ProjectChanges(TypedDict, total=False):
+    """Fields of a project to change (any but its name); the changed project is checked as
+    every Project is, so a value from JSON may arrive unchecked (InvalidProject names it)."""
+
+    quota: float
+    limit: float | None
+    weight: float
+    department: str | None
+    members: tuple[str, ...]
+    default_time_limit_s: float | None
+
+
+class ProjectEdit(ProjectChanges, total=False):
+    """A change as the API asks for it: the fields, and members to add or remove."""
+
+    add_members: tuple[str, ...]
+    remove_members: tuple[str, ...]
 
 
 def project_problems(p: Project) -> list[tuple[str, str]]:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, Unpack
 
 from gpupool.core.job import Job, JobSpec, JobState
-from gpupool.core.project import Department, Project
+from gpupool.core.project import Department, Project, ProjectChanges
 from gpupool.store.submissions import NewJob
 
 # A start to commit: (job id, node, GPU indices, GPU memory granted on its one GPU or None).
@@ -116,7 +116,7 @@ class PoolStore(EngineStore, Protocol):
         *,
         add_members: Iterable[str] = (),
         remove_members: Iterable[str] = (),
-        **changes: Any,
+        **changes: Unpack[ProjectChanges],
     ) -> Project: ...
 
     def delete_project(self, name: str) -> None: ...

@@ -14,12 +14,12 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpupool.core.execution import Executor, Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
-from gpupool.core.project import DEFAULT_PROJECT, Project
+from gpupool.core.project import DEFAULT_PROJECT, Project, ProjectEdit
 from gpupool.engine.contracts import PoolStore
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.group_commit import GroupCommit
@@ -27,8 +27,8 @@ from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
 from gpupool.engine.projects import quota_warnings
 from gpupool.engine.view import JobPage, JobQuery, JobsView, page
-from gpupool.policy import Decision, check_quota, check_satisfiable
-from gpupool.policy.snapshot import PolicyConfig
+from gpupool.policy import Decision, Status, check_quota, check_satisfiable
+from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, Reservation
 from gpupool.store.submissions import NewJob
 
 MAX_LOG_CHUNK = 1 << 20
@@ -50,6 +50,17 @@ class LogChunk:
     data: bytes
     offset: int  # where the next read starts
     state: JobState
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a scheduling pass said about one pending job, as the policy's data (the API
+    renders it: api/wire.py). None: the pass said nothing of that kind about the job."""
+
+    status: Status | None  # why it waits
+    estimated_start: float | None  # when it is expected to start (None: unknown)
+    reservation: Reservation | None  # the GPUs held back for it
+    priority_factors: PriorityFactors | None  # how its place in the queue was computed
 
 
 class EngineLink(Protocol):
@@ -193,36 +204,16 @@ class PoolService:
             )
         return page(query, active, finished)
 
-    def explain(self, job_id: int, decision: Decision | None = None) -> dict[str, Any]:
-        """What the last scheduling pass said about a pending job: its status as data (the
-        API renders it: api/wire.py), when it is expected to start (None: unknown), its
-        reservation and priority factors. `decision`: the pass to read (default: the last
-        one)."""
+    def explain(self, job_id: int, decision: Decision | None = None) -> Explanation:
+        """What the last scheduling pass said about a pending job (`Explanation`).
+        `decision`: the pass to read (default: the last one)."""
         decision = decision if decision is not None else self.engine.view(fresh=False).decision
-        status = decision.pending.get(job_id)
-        reservation = next((r for r in decision.reservations if r.job_id == job_id), None)
-        factors = decision.priorities.get(job_id)
-        return {
-            "status": status,
-            "estimated_start": decision.estimated_start.get(job_id),
-            "reservation": None
-            if reservation is None
-            else {
-                "node": reservation.node,
-                "gpus": list(reservation.gpus),
-                "gpu_memory_bytes": reservation.gpu_memory_bytes,  # a fractional job's
-                "time": reservation.time,
-            },
-            "priority_factors": None
-            if factors is None
-            else {
-                "class": factors.klass,
-                "fairshare": factors.fairshare,
-                "age": factors.age,
-                "size": factors.size,
-                "score": factors.score,
-            },
-        }
+        return Explanation(
+            status=decision.pending.get(job_id),
+            estimated_start=decision.estimated_start.get(job_id),
+            reservation=next((r for r in decision.reservations if r.job_id == job_id), None),
+            priority_factors=decision.priorities.get(job_id),
+        )
 
     def cancel(self, job_id: int, user: str, now: float) -> Job:
         """Cancel a pending job at once; ask the engine to stop a running one (SIGTERM, grace,
@@ -317,7 +308,7 @@ class PoolService:
         self._warn_about_quotas()
         return created
 
-    def set_project(self, name: str, changes: dict[str, Any], by: str) -> Project:
+    def set_project(self, name: str, changes: ProjectEdit, by: str) -> Project:
         """Change a project: any Project field, plus add_members / remove_members."""
         before = self.store.project(name)  # UnknownProject
         changed = self.store.set_project(name, **changes)

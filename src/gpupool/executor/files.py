@@ -11,8 +11,12 @@ import json
 import os
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from gpupool.executor.supervisor import ClaimFile
 
 
 def _tmp_name(path: Path) -> Path:
@@ -54,7 +58,7 @@ def _write_temporary(tmp: Path, data: bytes, durable: bool) -> None:
         raise
 
 
-def atomic_write_json(path: Path, obj: Any, *, durable: bool = False) -> None:
+def atomic_write_json(path: Path, obj: Mapping[str, object], *, durable: bool = False) -> None:
     """Replace ``path`` so that readers see the old content or the new, never a torn file.
 
     ``durable`` also fsyncs the data and the directory entry; only records whose loss
@@ -73,7 +77,7 @@ def atomic_write_json(path: Path, obj: Any, *, durable: bool = False) -> None:
         fsync_dir(path.parent)
 
 
-def create_json(path: Path, obj: Any) -> bool:
+def create_json(path: Path, obj: Mapping[str, object]) -> bool:
     """Create ``path`` with content in one step; False if it already exists.
 
     link() fails on an existing name, so of several racing creators exactly one wins
@@ -160,7 +164,7 @@ def process_alive(pid: int, start_ticks: int, boot: str | None = None) -> bool:
     return st is not None and st.start_ticks == start_ticks and st.running
 
 
-def own_claim() -> dict[str, object]:
+def own_claim() -> ClaimFile:
     """A claim.json body naming this process: the daemon standing in for a supervisor
     when it stops a job that no supervisor has claimed yet."""
     st = proc_stat(os.getpid())

@@ -26,6 +26,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpupool.core.execution import (
     Capabilities,
@@ -49,6 +50,9 @@ from gpupool.executor.files import (
 )
 from gpupool.executor.leftovers import kill_leftovers
 from gpupool.executor.records import JobBusyError, read_exit_record
+
+if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
+    from gpupool.executor.supervisor import LaunchFile
 
 __all__ = ["LocalExecutor"]
 
@@ -176,7 +180,7 @@ class LocalExecutor:
         """
         d = self.job_dir(job_id)
         d.mkdir(parents=True, exist_ok=True)
-        spec = {
+        spec: LaunchFile = {
             "job_id": int(job_id),
             "command": [str(a) for a in command],
             "env": {str(k): str(v) for k, v in env.items()},

@@ -25,29 +25,90 @@ import select
 import signal
 import subprocess
 
+# The files this script reads and writes, as types for mypy only: importing typing would
+# cost ~4 ms of every launch. mypy takes any `TYPE_CHECKING` as true; the daemon's side
+# (local.py, files.py) imports these same types, so both ends name one shape per file.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Literal, NotRequired, TypedDict
+
+    class LaunchFile(TypedDict, total=False):
+        """launch.json, written by the daemon before it starts the supervisor. Read with
+        .get(): a missing key means its default (no limit, no grace, run as we are)."""
+
+        job_id: int
+        command: list[str]
+        env: dict[str, str]
+        workdir: str
+        time_limit_s: float | None
+        grace_s: float
+        notify_socket: str | None  # the daemon's socket, poked once exit.json is written
+        uid: int | None
+        gid: int | None
+
+    class ClaimFile(TypedDict):
+        """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
+
+        supervisor_pid: int
+        supervisor_start_ticks: int
+        boot_id: str
+        time: float
+        preempt_signal: NotRequired[int]  # only a supervisor takes a preemption signal
+
+    class ChildFile(TypedDict):
+        """child.json: the job's main process, for a daemon that must kill it if we die."""
+
+        pid: int
+        pgid: int
+        start_time: float
+        start_ticks: int | None
+
+    # Why a run stopped as exit.json says it (core.execution.ExitReason parses these).
+    StopReason = Literal["cancelled", "preempted", "timeout"]
+    ExitReasonName = Literal["exited", "spawn_failed", StopReason]
+
+    class ExitFile(TypedDict):
+        """exit.json: how the run ended, durable before the daemon is told."""
+
+        exit_code: int
+        signal: int | None
+        reason: ExitReasonName
+        message: str
+        start_time: float
+        end_time: float
+
+    class Identity(TypedDict, total=False):
+        """Popen's arguments to run the job as another user."""
+
+        user: int
+        group: int
+        extra_groups: list[int]
+
+
 _cancel_requested = False
 _preempt_requested = False
 PREEMPT_SIGNAL = signal.SIGUSR1  # announced in claim.json: older supervisors lack it
 
 
-def _on_cancel(signum, frame):
+def _on_cancel(signum: int, frame: "FrameType | None") -> None:
     # Only a flag: the wait loop does the work. The C-level handler has already written
     # a byte to the wakeup fd, which is what ends the loop's select() at once.
     global _cancel_requested
     _cancel_requested = True
 
 
-def _on_preempt(signum, frame):
+def _on_preempt(signum: int, frame: "FrameType | None") -> None:
     global _preempt_requested
     _preempt_requested = True
 
 
-def _ignore(signum, frame):
+def _ignore(signum: int, frame: "FrameType | None") -> None:
     # A handler, not SIG_IGN: an ignored disposition would survive exec into the job.
     pass
 
 
-def _install_signals():
+def _install_signals() -> int:
     r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, _on_cancel)
@@ -58,13 +119,13 @@ def _install_signals():
     return r
 
 
-def _start_ticks(pid="self"):
+def _start_ticks(pid: int | str = "self") -> int:
     with open(f"/proc/{pid}/stat", "rb") as f:
         raw = f.read()
     return int(raw[raw.rfind(b")") + 2 :].split()[19])  # field 22; comm may hold ')'
 
 
-def _write_file(path, data, durable):
+def _write_file(path: str, data: bytes, durable: bool) -> None:
     """Create ``path`` with all of ``data``; on failure (a full disk) remove it and raise.
     On a nearly full disk write() may take only part of the data without an error."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -83,7 +144,7 @@ def _write_file(path, data, durable):
         raise
 
 
-def _fsync(path, flags=0):
+def _fsync(path: str, flags: int = 0) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
@@ -91,7 +152,7 @@ def _fsync(path, flags=0):
         os.close(fd)
 
 
-def _atomic_json(jobdir, name, obj, durable):
+def _atomic_json(jobdir: str, name: str, obj: "ChildFile | ExitFile", durable: bool) -> None:
     """Replace JOBDIR/name atomically; raises (leaving no temporary) when it cannot."""
     tmp = os.path.join(jobdir, f"{name}.tmp-{os.getpid()}")
     _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
@@ -112,7 +173,7 @@ RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 1.0
 
 
-def _write_until_done(jobdir, name, obj):
+def _write_until_done(jobdir: str, name: str, obj: "ExitFile") -> bool:
     """Write JOBDIR/name durably, retrying while the disk refuses; False if JOBDIR is gone.
 
     The record stays in memory meanwhile, and the daemon keeps the job RUNNING: its
@@ -133,7 +194,7 @@ def _write_until_done(jobdir, name, obj):
         delay = min(delay * 2, RETRY_MAX_S)
 
 
-def _claim(jobdir):
+def _claim(jobdir: str) -> bool:
     """Own the job (True), or learn that another supervisor does (False).
 
     link() fails if claim.json exists, so of any number of supervisors racing on one
@@ -144,7 +205,7 @@ def _claim(jobdir):
             boot = f.read().strip()
     except OSError:
         boot = ""
-    obj = {
+    obj: ClaimFile = {
         "supervisor_pid": os.getpid(),
         "supervisor_start_ticks": _start_ticks(),
         "boot_id": boot,  # start ticks only name a process within one boot
@@ -164,36 +225,44 @@ def _claim(jobdir):
 
 
 class Supervisor:
-    def __init__(self, jobdir, wake_fd):
+    def __init__(self, jobdir: str, wake_fd: int) -> None:
         self.jobdir = jobdir
         self.wake_fd = wake_fd
         self.log_fd = -1
-        self.spec = {}
+        self.spec: LaunchFile = {}
         self.start_time = time.time()
         self.started = False  # once True, only the job's own exit may be recorded
-        self.child_record = None  # child.json while it waits to be written
+        self.child_record: ChildFile | None = None  # child.json while it waits to be written
         self.why = ""  # why the job was stopped, for the log and exit.json
 
-    def log(self, line):
+    def log(self, line: str) -> None:
         with contextlib.suppress(OSError):
             os.write(self.log_fd, f"gpupool: {line}\n".encode(errors="replace"))
 
-    def record(self, exit_code, sig, reason, message):
+    def record(
+        self, exit_code: int, sig: int | None, reason: "ExitReasonName", message: str
+    ) -> None:
         """Record the exit in exit.json, waiting for the disk if it is full (see
         _write_until_done): the end time is taken now, not when the write succeeds."""
-        rec = {"exit_code": exit_code, "signal": sig, "reason": reason, "message": message}
-        rec.update(start_time=self.start_time, end_time=time.time())
+        rec: ExitFile = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "reason": reason,
+            "message": message,
+            "start_time": self.start_time,
+            "end_time": time.time(),
+        }
         _write_until_done(self.jobdir, "exit.json", rec)
 
-    def fail(self, exit_code, line):
+    def fail(self, exit_code: int, line: str) -> None:
         """The command could not be started: say why in the log and in exit.json."""
         self.log(line)
         self.record(exit_code, None, "spawn_failed", line)
 
-    def run(self):
+    def run(self) -> None:
         try:
             with open(os.path.join(self.jobdir, "launch.json"), "rb") as f:
-                self.spec = json.loads(f.read())
+                self.spec = json.loads(f.read())  # checked as it is used (see LaunchFile)
             if not isinstance(self.spec, dict):
                 raise TypeError("not a JSON object")
         except FileNotFoundError:
@@ -210,7 +279,7 @@ class Supervisor:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
         self.log_fd = os.open(os.path.join(self.jobdir, "output.log"), flags, 0o644)
         if _cancel_requested or _preempt_requested:  # between the claim and here: never start
-            why = "cancelled" if _cancel_requested else "preempted"
+            why: StopReason = "cancelled" if _cancel_requested else "preempted"
             self.log(f"{why} before start")
             self.record(128 + signal.SIGTERM, None, why, f"{why} before start")
             return
@@ -228,18 +297,21 @@ class Supervisor:
         # A signal death is recorded as 128+N, the shell's convention.
         self.record(code if sig is None else 128 + sig, sig, reason or "exited", message)
 
-    def spawn(self):
+    def spawn(self) -> "subprocess.Popen[bytes] | None":
         """Start the command; returns the Popen, or None after recording why it failed."""
         command = [str(a) for a in self.spec.get("command") or []]
         workdir = self.spec.get("workdir") or "/"
         if not command:
-            return self.fail(127, "command not found: (empty command)")
+            self.fail(127, "command not found: (empty command)")
+            return None
         if not os.path.isdir(workdir):
-            return self.fail(1, f"working directory does not exist: {workdir}")
+            self.fail(1, f"working directory does not exist: {workdir}")
+            return None
         try:
             ids = _identity(self.spec.get("uid"), self.spec.get("gid"))
         except KeyError:
-            return self.fail(1, f"no such user: uid {self.spec.get('uid')}")
+            self.fail(1, f"no such user: uid {self.spec.get('uid')}")
+            return None
         env = {str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}
         try:
             return subprocess.Popen(
@@ -255,17 +327,21 @@ class Supervisor:
             )
         except OSError as exc:
             if exc.filename == workdir:  # chdir failed in the child (e.g. no permission)
-                return self.fail(1, f"cannot enter working directory {workdir}: {exc.strerror}")
+                self.fail(1, f"cannot enter working directory {workdir}: {exc.strerror}")
+                return None
             if isinstance(exc, FileNotFoundError):
-                return self.fail(127, f"command not found: {command[0]}")
+                self.fail(127, f"command not found: {command[0]}")
+                return None
             # EACCES, ENOEXEC, ...: the shell's "found but cannot execute"
-            return self.fail(126, f"cannot execute {command[0]}: {exc.strerror}")
+            self.fail(126, f"cannot execute {command[0]}: {exc.strerror}")
+            return None
         except (ValueError, TypeError) as exc:  # e.g. a NUL byte in an argument
-            return self.fail(127, f"invalid command: {exc}")
+            self.fail(127, f"invalid command: {exc}")
+            return None
 
-    def after_spawn(self, pid):
+    def after_spawn(self, pid: int) -> None:
         try:
-            ticks = _start_ticks(pid)
+            ticks: int | None = _start_ticks(pid)
         except (OSError, IndexError, ValueError):
             ticks = None
         # pgid == pid: the child leads its new session and process group.
@@ -283,7 +359,7 @@ class Supervisor:
             _fsync(self.jobdir, os.O_DIRECTORY)
         _become_subreaper()
 
-    def write_child_record(self):
+    def write_child_record(self) -> None:
         """child.json names the job's process for a daemon that must kill it should we die.
         On a full disk the job runs on without it and the wait loop tries again."""
         if self.child_record is None:
@@ -294,14 +370,15 @@ class Supervisor:
             return
         self.child_record = None
 
-    def wait(self, child):
+    def wait(self, child: "subprocess.Popen[bytes]") -> "tuple[int, StopReason | None]":
         """Wait for the main process, enforcing the time limit and cancel requests."""
         pid = child.pid
         limit = self.spec.get("time_limit_s")
+        limit_s = 0.0 if limit is None else float(limit)  # read only when there is one
         grace = max(0.0, float(self.spec.get("grace_s") or 0.0))
-        deadline = None if limit is None else T0 + float(limit)
-        reason = None  # set once ("timeout", "cancelled", "preempted"), but cancel wins
-        kill_at = None  # when the grace period after SIGTERM ends
+        deadline = None if limit is None else T0 + limit_s
+        reason: StopReason | None = None  # set once, but a cancel wins (below)
+        kill_at: float | None = None  # when the grace period after SIGTERM ends
         killed = False
         while not _main_exited(pid):
             self.write_child_record()  # if a full disk refused it so far
@@ -313,7 +390,7 @@ class Supervisor:
                 elif _preempt_requested:
                     reason, self.why, extra = "preempted", "preempted", f" (grace {grace:g} s)"
                 elif deadline is not None and now >= deadline:
-                    reason, self.why = "timeout", f"time limit of {float(limit):g} s reached"
+                    reason, self.why = "timeout", f"time limit of {limit_s:g} s reached"
                 if reason is not None:
                     self.log(f"{self.why}, sending SIGTERM{extra}")
                     _killpg(pid, signal.SIGTERM)
@@ -323,7 +400,7 @@ class Supervisor:
                 # changes, so the scheduler does not requeue a job its user cancelled.
                 reason, self.why = "cancelled", "cancelled during preemption"
                 self.log("cancelled during preemption grace")
-            elif not killed and now >= kill_at:
+            elif not killed and kill_at is not None and now >= kill_at:  # set with reason
                 self.log(f"grace period of {grace:g} s over, sending SIGKILL")
                 _killpg(pid, signal.SIGKILL)
                 killed = True
@@ -338,14 +415,14 @@ class Supervisor:
         # GPUs) now, while its pid cannot have been reused (see _kill_leftovers).
         _kill_leftovers(pid)
         _, status = os.waitpid(pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
+        code = child.returncode = os.waitstatus_to_exitcode(status)
         _wait_leftovers_gone(pid, 2.0)
-        return child.returncode, reason
+        return code, reason
 
 
-def _identity(uid, gid):
+def _identity(uid: int | None, gid: int | None) -> "Identity":
     """Popen arguments to run as uid/gid (None: as we are)."""
-    ids = {} if gid is None else {"group": int(gid)}
+    ids: Identity = {} if gid is None else {"group": int(gid)}
     if uid is not None and os.geteuid() == 0:
         # Dropping to a user must also drop root's gid and supplementary groups: take
         # the user's own, as login would. KeyError: no such user.
@@ -359,7 +436,7 @@ def _identity(uid, gid):
     return ids
 
 
-def _main_exited(pid):
+def _main_exited(pid: int) -> bool:
     """True once ``pid`` has exited, WITHOUT reaping it; reaps any other (adopted) child.
 
     WNOWAIT keeps the main process a zombie so its pid stays reserved for the kill that
@@ -376,18 +453,19 @@ def _main_exited(pid):
             os.waitpid(res.si_pid, os.WNOHANG)
 
 
-def _killpg(pgid, sig):
+def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
-def _session_members(sid):
+def _session_members(sid: int) -> list[tuple[int, str]]:
     """[(pid, state)] of the other processes in session ``sid``, from /proc.
 
     The job's session holds its group and any group a ``set -m`` shell made; only
     processes that called setsid() leave it (cgroups would be needed to catch those).
     """
-    me, found = os.getpid(), []
+    me = os.getpid()
+    found: list[tuple[int, str]] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in (me, sid):
             continue
@@ -402,7 +480,7 @@ def _session_members(sid):
     return found
 
 
-def _kill_leftovers(sid):
+def _kill_leftovers(sid: int) -> None:
     """SIGKILL what the job left running. Only while the main process is an unreaped
     zombie: its pid (== pgid == sid) is then reserved, so no stranger can be hit."""
     _killpg(sid, signal.SIGKILL)
@@ -412,7 +490,7 @@ def _kill_leftovers(sid):
                 os.kill(pid, signal.SIGKILL)
 
 
-def _wait_leftovers_gone(sid, limit_s):
+def _wait_leftovers_gone(sid: int, limit_s: float) -> None:
     """Give SIGKILLed orphans a moment to die, so their GPUs are free once exit.json says so.
 
     Zombies count as gone: an orphan re-parented to an init that never reaps (some
@@ -429,7 +507,7 @@ def _wait_leftovers_gone(sid, limit_s):
         time.sleep(0.01)
 
 
-def _become_subreaper():
+def _become_subreaper() -> None:
     # PR_SET_CHILD_SUBREAPER (36): the job's orphans are re-parented to us, not to an
     # init that may never reap them. After the spawn, as ctypes costs ~3 ms to import.
     with contextlib.suppress(ImportError, OSError, AttributeError):  # best effort
@@ -438,7 +516,7 @@ def _become_subreaper():
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
 
 
-def _wake(spec):
+def _wake(spec: "LaunchFile") -> None:
     """Best-effort: tell the daemon an exit is recorded. It may be dead; that is fine."""
     path = spec.get("notify_socket")
     if not path:
@@ -455,7 +533,7 @@ def _wake(spec):
         s.recv(1024)  # let the server read the request before we hang up
 
 
-def _await_handover():
+def _await_handover() -> str | None:
     """Standby mode: the interpreter is already up and everything imported; block until the
     daemon writes a job directory on stdin (EOF: the daemon went away, nothing to do)."""
     global T0
@@ -469,7 +547,7 @@ def _await_handover():
     return line
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if argv[1] == "--standby":
         handed = _await_handover()
         if handed is None:

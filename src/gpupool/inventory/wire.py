@@ -15,7 +15,7 @@ from gpupool.core.hardware import Gpu, Inventory, Link, LinkKind, Node
 from gpupool.inventory.declared import InventoryError
 
 
-def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
+def inventory_to_dict(inv: Inventory) -> dict[str, object]:
     return {
         "source": inv.source,
         "note": inv.note,

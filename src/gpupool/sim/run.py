@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from gpupool.policy.profiles import profile
 from gpupool.policy.snapshot import PolicyConfig
@@ -131,9 +132,15 @@ def merge(policy: str, parts: list[SimResult], trace: Trace, capacity: int) -> S
     )
 
 
-def _worker(plan: SimPlan, policy: str, queue: object) -> SimResult:
+class _ProgressQueue(Protocol):
+    """Where a worker process reports its progress (a manager's queue)."""
+
+    def put(self, item: tuple[str, int, int], /) -> None: ...
+
+
+def _worker(plan: SimPlan, policy: str, queue: _ProgressQueue) -> SimResult:
     def report(name: str, done: int, total: int) -> None:
-        queue.put((name, done, total))  # type: ignore[attr-defined]
+        queue.put((name, done, total))
 
     return replay_policy(plan, policy, report)
 

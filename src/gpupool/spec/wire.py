@@ -13,7 +13,7 @@ from typing import Any
 from gpupool.core.job import JobSpec
 
 
-def spec_to_wire(spec: JobSpec) -> dict[str, Any]:
+def spec_to_wire(spec: JobSpec) -> dict[str, object]:
     """JSON-safe dict; spec_from_wire(spec_to_wire(s)) == s for every valid spec."""
     r = spec.resources
     return {

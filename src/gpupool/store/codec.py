@@ -19,7 +19,7 @@ _SPEC_KEYS = frozenset(f.name for f in fields(JobSpec))
 _RESOURCE_KEYS = frozenset(f.name for f in fields(Resources))
 
 
-def encode_spec(spec: JobSpec) -> dict[str, Any]:
+def encode_spec(spec: JobSpec) -> dict[str, object]:
     r = spec.resources
     return {
         "format": FORMAT,

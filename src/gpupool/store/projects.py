@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import Unpack
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from gpupool.core.job import JobState
-from gpupool.core.project import DEFAULT_PROJECT, Department, InvalidProject, Project
+from gpupool.core.project import (
+    DEFAULT_PROJECT,
+    Department,
+    InvalidProject,
+    Project,
+    ProjectChanges,
+)
 from gpupool.store.models import (
     DepartmentRow,
     JobRow,
@@ -104,7 +110,7 @@ class ProjectMethods(SessionMethods):
         *,
         add_members: Iterable[str] = (),
         remove_members: Iterable[str] = (),
-        **changes: Any,
+        **changes: Unpack[ProjectChanges],
     ) -> Project:
         """Change some fields of a project (InvalidProject if the result would be invalid:
         nothing is written then). Removing a user who is not a member is an error."""
@@ -117,8 +123,8 @@ class ProjectMethods(SessionMethods):
             found = _load(s, name)
             if not found:
                 raise UnknownProject(name)
-            current, rest = found[0], dict(changes)
-            members = set(rest.pop("members", current.members))
+            current = found[0]
+            members = set(changes.get("members", current.members))
             missing = sorted(set(remove) - members)
             if missing:
                 listed = ", ".join(sorted(members)) or "none: it is open to every user"
@@ -132,7 +138,8 @@ class ProjectMethods(SessionMethods):
                     ]
                 )
             members = (members | set(add)) - set(remove)
-            return _save(s, dataclasses.replace(current, members=tuple(members), **rest))
+            edited: ProjectChanges = {**changes, "members": tuple(members)}
+            return _save(s, dataclasses.replace(current, **edited))
 
         return self._write_once_more_on_conflict(op)
 

@@ -182,6 +182,8 @@ class Store(SubmitMethods, ProjectMethods, LeaseMethods):
         memory = gpu_memory or {}
         out: list[tuple[str, str, float, float, float | None]] = []
         for job_id, project, user, gpus, node, granted, start, end in rows:
+            if start is None:  # never: `ran` asks for jobs that started (the column may be NULL)
+                continue
             held = list(gpus or [])
             if granted is None:
                 count = float(len(held))
@@ -412,7 +414,7 @@ class Store(SubmitMethods, ProjectMethods, LeaseMethods):
         with self._write() as s:
             s.connection().execute(stmt, [{"b_id": i, "b_reason": r} for i, r in changed])
 
-    def set_launch_info(self, job_id: int, info: dict[str, Any]) -> None:
+    def set_launch_info(self, job_id: int, info: Mapping[str, object]) -> None:
         t = JOBS.c
         stmt = (
             update(JOBS).where(t.id == job_id).values(launch_info=dict(info), version=t.version + 1)
@@ -434,7 +436,7 @@ def _row(s: Session, job_id: int) -> JobRow:
 
 def _unpack(start: StartTuple) -> tuple[int, str, list[int], int | None]:
     job_id, node, gpus = start[0], start[1], [int(g) for g in start[2]]
-    memory = start[3] if len(start) > 3 else None  # type: ignore[misc]
+    memory = start[3] if len(start) > 3 else None
     if memory is not None:
         if len(gpus) != 1:
             raise ValueError(f"job {job_id}: a shared GPU allocation is one GPU, got {gpus}")
