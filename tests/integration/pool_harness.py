@@ -313,3 +313,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def interruptible() -> None:
+    """`preexec_fn` for a CLI process a test Ctrl-Cs: SIGINT back to its default, as at a
+    terminal. A suite started in the background by a script (`cmd &`, nohup) inherits SIGINT
+    ignored, and Python then installs no KeyboardInterrupt handler: the CLI would never see
+    the Ctrl-C the test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

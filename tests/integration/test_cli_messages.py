@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from integration.pool_harness import Pool, wait_for
+from integration.pool_harness import Pool, interruptible, wait_for
 
 
 def read_line_with(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
@@ -59,6 +59,7 @@ def test_ctrl_c_on_a_pending_job_says_it_stays_queued(pool: Pool) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=interruptible,
         )
         note = read_line_with(proc, "is pending: its output follows when it starts")
         job_id = int(note.split()[1])

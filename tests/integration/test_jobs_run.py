@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration.pool_harness import FOREVER, Pool, wait_for
+from integration.pool_harness import FOREVER, Pool, interruptible, wait_for
 
 PY = sys.executable
 
@@ -182,6 +182,7 @@ def test_ctrl_c_on_wait_or_follow_detaches_and_never_cancels(pool: Pool, tmp_pat
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=interruptible,
         )
         assert proc.stdout is not None
         lines = [proc.stdout.readline()]
