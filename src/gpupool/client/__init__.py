@@ -9,8 +9,29 @@ from gpupool.client.errors import (
     NotAGpupoolDaemon,
     PoolUnreachable,
     SubmitUnconfirmed,
+    UnexpectedAnswer,
 )
 from gpupool.client.http import Client
+from gpupool.client.project_views import DefaultProject, DepartmentView, ProjectList, ProjectView
+from gpupool.client.views import (
+    GpuHolder,
+    GpusView,
+    GpuView,
+    JobEvent,
+    JobPage,
+    JobView,
+    LogChunk,
+    NodeView,
+    PoolInfo,
+    PriorityFactors,
+    Reservation,
+    ResourcesView,
+    Wait,
+    WaitCode,
+    WaitReservation,
+    WireJobPage,
+)
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
 
 __all__ = [
     "ApiError",
@@ -22,4 +43,28 @@ __all__ = [
     "NotAGpupoolDaemon",
     "PoolUnreachable",
     "SubmitUnconfirmed",
+    "UnexpectedAnswer",
+    "DefaultProject",
+    "DepartmentView",
+    "GpuHolder",
+    "GpuView",
+    "GpusView",
+    "JobEvent",
+    "JobPage",
+    "JobView",
+    "JsonObject",
+    "JsonValue",
+    "LogChunk",
+    "NodeView",
+    "PoolInfo",
+    "PriorityFactors",
+    "ProjectList",
+    "ProjectView",
+    "Reservation",
+    "ResourcesView",
+    "Wait",
+    "WaitCode",
+    "WaitReservation",
+    "WireJobPage",
+    "WireShapeError",
 ]
