@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from gpupool.cli.argv import CliParser
@@ -28,25 +27,38 @@ PoolHandler: TypeAlias = "Callable[[Client, argparse.Namespace], int]"
 OfflineHandler: TypeAlias = Callable[[argparse.Namespace], int]
 
 
-@dataclass(frozen=True, slots=True)
+# Plain slotted classes, not dataclasses: every command builds them, and a dataclass costs
+# about a millisecond to define.
 class Parents:
     """Parent parsers a noun's parsers take: `common` (--state-dir, --url, accepted after the
     verb too) and `listing` (--json)."""
 
-    common: CliParser
-    listing: CliParser
+    __slots__ = ("common", "listing")
+
+    def __init__(self, common: CliParser, listing: CliParser) -> None:
+        self.common = common
+        self.listing = listing
 
 
-@dataclass(frozen=True, slots=True)
 class OnPool:
-    run: PoolHandler
-    prepare: Callable[[argparse.Namespace], None] | None = None
-    refusals: frozenset[str] = frozenset()
+    __slots__ = ("run", "prepare", "refusals")
+
+    def __init__(
+        self,
+        run: PoolHandler,
+        prepare: Callable[[argparse.Namespace], None] | None = None,
+        refusals: frozenset[str] = frozenset(),
+    ) -> None:
+        self.run = run
+        self.prepare = prepare
+        self.refusals = refusals
 
 
-@dataclass(frozen=True, slots=True)
 class Offline:
-    run: OfflineHandler
+    __slots__ = ("run",)
+
+    def __init__(self, run: OfflineHandler) -> None:
+        self.run = run
 
 
 Command: TypeAlias = OnPool | Offline

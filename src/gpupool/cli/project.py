@@ -10,10 +10,14 @@ import argparse
 import functools
 import getpass
 import sys
+from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, PoolHandler, Subparsers
 from gpupool.cli.render import print_json, print_table
-from gpupool.client import ApiError, Client, JsonObject, JsonValue, ProjectView
+from gpupool.client import ApiError, Client, JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from gpupool.client.project_views import ProjectView
 
 COLUMNS = ("NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING")
 # API field -> the flag that sets it, for error messages in the user's terms.

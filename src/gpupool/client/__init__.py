@@ -1,4 +1,7 @@
-"""Talking to a running pool: a small HTTP client (standard library only, for a fast CLI)."""
+"""Talking to a running pool: a small HTTP client (standard library only, for a fast CLI).
+
+Its answers are typed views (client/views.py); the GPU and pool views are in
+client/pool_views.py, the project views in client/project_views.py."""
 
 from gpupool.client.errors import (
     ApiError,
@@ -12,17 +15,11 @@ from gpupool.client.errors import (
     UnexpectedAnswer,
 )
 from gpupool.client.http import Client
-from gpupool.client.project_views import DefaultProject, DepartmentView, ProjectList, ProjectView
 from gpupool.client.views import (
-    GpuHolder,
-    GpusView,
-    GpuView,
     JobEvent,
     JobPage,
     JobView,
     LogChunk,
-    NodeView,
-    PoolInfo,
     PriorityFactors,
     Reservation,
     ResourcesView,
@@ -44,22 +41,13 @@ __all__ = [
     "PoolUnreachable",
     "SubmitUnconfirmed",
     "UnexpectedAnswer",
-    "DefaultProject",
-    "DepartmentView",
-    "GpuHolder",
-    "GpuView",
-    "GpusView",
     "JobEvent",
     "JobPage",
     "JobView",
     "JsonObject",
     "JsonValue",
     "LogChunk",
-    "NodeView",
-    "PoolInfo",
     "PriorityFactors",
-    "ProjectList",
-    "ProjectView",
     "Reservation",
     "ResourcesView",
     "Wait",

@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from gpupool.client.errors import (
@@ -30,23 +30,11 @@ from gpupool.client.errors import (
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
-from gpupool.client.project_views import (
-    DefaultProject,
-    ProjectList,
-    ProjectView,
-    read_default_project,
-    read_project,
-    read_project_list,
-)
 from gpupool.client.views import (
-    GpusView,
     JobPage,
     JobView,
     LogChunk,
-    PoolInfo,
     WireJobPage,
-    read_gpus,
-    read_info,
     read_job,
     read_job_page,
     read_wire_job_page,
@@ -54,6 +42,10 @@ from gpupool.client.views import (
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
 from gpupool.core.job import JobState
 from gpupool.core.paths import socket_path, state_dir
+
+if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from gpupool.client.pool_views import GpusView, PoolInfo
+    from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
 
 T = TypeVar("T")
 
@@ -253,6 +245,8 @@ class Client:
 
     # -- the API, one method per endpoint ---------------------------------------------------
     def info(self) -> PoolInfo:
+        from gpupool.client.pool_views import read_info
+
         return self._read(read_info, self.request("GET", "/v1/info"))
 
     def submit(
@@ -344,20 +338,30 @@ class Client:
         return LogChunk(data, int(headers.get("x-offset", offset)), state)
 
     def gpus(self) -> GpusView:
+        from gpupool.client.pool_views import read_gpus
+
         return self._read(read_gpus, self.request("GET", "/v1/gpus"))
 
     # -- projects ----------------------------------------------------------------------------
     def projects(self) -> ProjectList:
+        from gpupool.client.project_views import read_project_list
+
         return self._read(read_project_list, self.request("GET", "/v1/projects"))
 
     def project(self, name: str) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
         return self._read(read_project, self.request("GET", _project_path(name)))
 
     def create_project(self, name: str, user: str, fields: JsonObject) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
         body: JsonObject = {"name": name, "user": user, **fields}
         return self._read(read_project, self.request("POST", "/v1/projects", body))
 
     def update_project(self, name: str, user: str, changes: JsonObject) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
         body: JsonObject = {**changes, "user": user}
         return self._read(read_project, self.request("PATCH", _project_path(name), body))
 
@@ -365,10 +369,14 @@ class Client:
         self.request("DELETE", _project_path(name), query={"user": user})
 
     def default_project(self, user: str) -> DefaultProject:
+        from gpupool.client.project_views import read_default_project
+
         answer = self.request("GET", _default_path(user))
         return self._read(read_default_project, answer)
 
     def set_default_project(self, user: str, project: str | None) -> DefaultProject:
+        from gpupool.client.project_views import read_default_project
+
         answer = self.request("PUT", _default_path(user), {"project": project})
         return self._read(read_default_project, answer)
 

@@ -50,7 +50,7 @@ def read_project(value: JsonValue) -> ProjectView:
 @dataclass(frozen=True, slots=True)
 class DepartmentView:
     name: str
-    quota: float
+    quota: float | None  # None: its projects' quotas are not capped together
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def read_project_list(value: JsonValue) -> ProjectList:
     departments = []
     for at, v in f.items("departments"):
         d = Fields(v, at)
-        departments.append(DepartmentView(d.text("name"), d.number("quota")))
+        departments.append(DepartmentView(d.text("name"), d.opt_number("quota")))
     return ProjectList(projects, tuple(departments), f.data)
 
 
