@@ -235,7 +235,7 @@ class Daemon:
     def submit(self, command: list[str], begin: float | None = None) -> int:
         wire = {"command": command, "gpus": 1, "workdir": "/", "begin_time": begin}
         wire["base_env"] = {f"BENCH_VAR_{i}": "x" * 40 for i in range(ENV_VARS)}
-        return int(self.client.submit(wire, "bench", uuid.uuid4().hex)["id"])
+        return self.client.submit(wire, "bench", uuid.uuid4().hex).id
 
 
 def wait_marker(path: Path, timeout: float = 60.0) -> float:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpupool.client import Client
+from gpupool.client import Client, JobView
 
 # A job that runs until it is cancelled (or the test's cleanup kills it).
 FOREVER = ("sleep", "infinity")
@@ -164,8 +164,7 @@ class Pool:
         submitted from, the user's name, a fresh token). A spec file is the CLI's to read:
         use `cli_submit`. Raises ApiError when the daemon refuses the job."""
         wire = submit_spec(args, self.env, cwd or Path.cwd())
-        job = self.client.submit(wire, getpass.getuser(), uuid.uuid4().hex)
-        return int(job["id"])
+        return self.client.submit(wire, getpass.getuser(), uuid.uuid4().hex).id
 
     def cli_submit(self, *args: str, cwd: Path | None = None) -> int:
         """Queue a job with the real `gpupool submit --parsable` (spec files and all)."""
@@ -179,49 +178,48 @@ class Pool:
 
     def log(self, job_id: int) -> str:
         """The job's log so far (the client, not the CLI)."""
-        return self.client.log(job_id)[0].decode(errors="replace")
+        return self.client.log(job_id).data.decode(errors="replace")
 
-    def wait(self, job_id: int, timeout: float = 120) -> dict[str, Any]:
+    def wait(self, job_id: int, timeout: float = 120) -> JobView:
         """The job once it has ended, whichever way."""
-        return self._wait_job(job_id, lambda job: job["state"] in ENDED, "to end", timeout)
+        return self._wait_job(job_id, lambda job: job.state in ENDED, "to end", timeout)
 
-    def wait_state(self, job_id: int, state: str, timeout: float = 60) -> dict[str, Any]:
+    def wait_state(self, job_id: int, state: str, timeout: float = 60) -> JobView:
         """The job once it is in `state`; fails at once if it ends in another state."""
 
-        def there(job: dict[str, Any]) -> bool:
-            if job["state"] != state and job["state"] in ENDED:
-                raise AssertionError(f"job {job_id} ended {job['state']}, not {state}: {job}")
-            return bool(job["state"] == state)
+        def there(job: JobView) -> bool:
+            if job.state != state and job.state in ENDED:
+                raise AssertionError(f"job {job_id} ended {job.state.value}, not {state}: {job}")
+            return job.state == state
 
         return self._wait_job(job_id, there, f"to be {state}", timeout)
 
-    def wait_reason(
-        self, job_id: int, reason: str | None = None, timeout: float = 60
-    ) -> dict[str, Any]:
+    def wait_reason(self, job_id: int, reason: str | None = None, timeout: float = 60) -> JobView:
         """The pending job once a scheduling pass has given it `reason` (any reason when
         None): the pass has seen it, so what it decided can be asserted."""
 
-        def told(job: dict[str, Any]) -> bool:
-            if job["state"] != "PENDING":
-                raise AssertionError(f"job {job_id} is {job['state']}, not pending: {job}")
-            return bool(job["reason"]) if reason is None else job["reason"] == reason
+        def told(job: JobView) -> bool:
+            if job.state != "PENDING":
+                raise AssertionError(f"job {job_id} is {job.state.value}, not pending: {job}")
+            return bool(job.reason) if reason is None else job.reason == reason
 
         what = f"a pass to give it reason {reason or '(any)'}"
         return self._wait_job(job_id, told, what, timeout)
 
     def _wait_job(
-        self, job_id: int, done: Callable[[dict[str, Any]], bool], what: str, timeout: float
-    ) -> dict[str, Any]:
-        last: dict[str, Any] = {}
+        self, job_id: int, done: Callable[[JobView], bool], what: str, timeout: float
+    ) -> JobView:
+        last: list[JobView] = []
 
-        def probe() -> dict[str, Any] | None:
-            last.update(self.client.job(job_id))
-            return dict(last) if done(last) else None
+        def probe() -> JobView | None:
+            last[:] = [self.client.job(job_id)]
+            return last[0] if done(last[0]) else None
 
         try:
-            found: dict[str, Any] = wait_for(probe, timeout, f"job {job_id} {what}")
+            found: JobView = wait_for(probe, timeout, f"job {job_id} {what}")
         except WaitTimeout as exc:
-            raise WaitTimeout(f"{exc}; it is {last.get('state')}: {last}") from None
+            state = last[0].state.value if last else None
+            raise WaitTimeout(f"{exc}; it is {state}: {last[0] if last else ''}") from None
         return found
 
 

@@ -54,8 +54,8 @@ def test_bad_requests_are_4xx_naming_the_field(
 
 
 def test_an_offset_past_the_end_of_the_log_reads_nothing(api_pool: Pool) -> None:
-    data, offset, state = api_pool.client.log(1, 2**63 - 1)
-    assert (data, offset, state) == (b"", 2**63 - 1, "SUCCEEDED")
+    chunk = api_pool.client.log(1, 2**63 - 1)
+    assert (chunk.data, chunk.offset, chunk.state) == (b"", 2**63 - 1, "SUCCEEDED")
 
 
 def test_every_answer_names_gpupool(api_pool: Pool) -> None:

@@ -11,16 +11,16 @@ from integration.pool_harness import FOREVER, Pool
 def test_small_short_jobs_backfill_without_delaying_the_reserved_big_job(pool: Pool) -> None:
     # Held for the whole test (its limit is far off; it is cancelled at the end).
     running = pool.submit("--gpus", "3", "--time", "10m", "--", *FOREVER)
-    start = pool.wait_state(running, "RUNNING")["start_time"]
+    start = pool.wait_state(running, "RUNNING").start_time
     big = pool.submit("--gpus", "4", "--time", "1m", "--", "true")
     short = pool.submit("--gpus", "1", "--time", "5s", "--", "true")
     long = pool.submit("--gpus", "1", "--time", "2h", "--", "true")
     # The short job ends before the big job's reservation: it runs at once.
-    assert pool.wait(short)["state"] == "SUCCEEDED"
+    assert pool.wait(short).state == "SUCCEEDED"
     big_job = pool.wait_reason(big, "Resources")
     long_job = pool.wait_reason(long, "Priority")
-    assert big_job["reservation"] is not None
-    assert abs(big_job["estimated_start"] - (start + 600)) < 2
+    assert big_job.reservation is not None
+    assert abs(big_job.estimated_start - (start + 600)) < 2
     why = pool.cli("why", str(big), check=True).stdout
     assert "expected start" in why and "reserved" in why
     assert "unknown" not in why.split("expected start:")[1].splitlines()[0]
@@ -28,22 +28,22 @@ def test_small_short_jobs_backfill_without_delaying_the_reserved_big_job(pool: P
     assert "Priority" in why_long
     data = json.loads(pool.cli("why", str(big), "--json", check=True).stdout)
     assert data["reservation"]["gpus"] and data["reason"] == "Resources"
-    assert long_job["state"] == "PENDING"
+    assert long_job.state == "PENDING"
     pool.cancel(running)
-    assert pool.wait(big)["state"] == "SUCCEEDED"
+    assert pool.wait(big).state == "SUCCEEDED"
 
 
 def test_begin_holds_a_job_without_blocking_others(pool: Pool) -> None:
     later = pool.submit("--gpus", "4", "--begin", "now+1h", "--", "true")
     soon = pool.submit("--gpus", "1", "--begin", "now+2", "--", "true")
     free = pool.submit("--gpus", "4", "--", "true")
-    assert pool.wait(free)["state"] == "SUCCEEDED"
+    assert pool.wait(free).state == "SUCCEEDED"
     held = pool.wait_reason(later, "BeginTime")
-    assert held["begin_time"] - time.time() > 3500
+    assert held.begin_time - time.time() > 3500
     assert "held" in pool.cli("why", str(later), check=True).stdout
     job = pool.wait(soon)
-    assert job["state"] == "SUCCEEDED"
-    assert job["start_time"] >= job["begin_time"]
+    assert job.state == "SUCCEEDED"
+    assert job.start_time >= job.begin_time
     pool.cancel(later)
 
 

@@ -246,7 +246,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
 def _pool_contents(pool: Pool) -> tuple[object, object]:
     jobs = pool.client.jobs(include_finished=True)
     projects = pool.client.request("GET", "/v1/projects")
-    return [j["id"] for j in jobs], projects
+    return [j.id for j in jobs], projects
 
 
 @dataclass

@@ -19,7 +19,7 @@ def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> No
     assert unknown.returncode == 2
     assert "H100" in unknown.stderr and "A100-80GB" in unknown.stderr
     assert "Traceback" not in too_big.stderr + unknown.stderr
-    assert pool.client.jobs(include_finished=True) == []  # nothing was queued
+    assert pool.client.jobs(include_finished=True) == ()  # nothing was queued
 
 
 def test_malformed_yaml_names_file_line_and_field(pool: Pool, tmp_path: Path) -> None:
@@ -38,10 +38,10 @@ def test_yaml_spec_runs_and_flags_override_it(pool: Pool, tmp_path: Path) -> Non
     )
     job_id = pool.cli_submit("--gpus", "2", str(spec))
     job = pool.wait(job_id)
-    assert job["name"] == "from-yaml"
-    assert job["state"] == "SUCCEEDED"
-    assert len(job["gpus"]) == 2
-    assert pool.cli("logs", str(job_id)).stdout.strip() == ",".join(map(str, job["gpus"]))
+    assert job.name == "from-yaml"
+    assert job.state == "SUCCEEDED"
+    assert len(job.gpus) == 2
+    assert pool.cli("logs", str(job_id)).stdout.strip() == ",".join(map(str, job.gpus))
 
 
 def test_unknown_job_id_exits_1(pool: Pool) -> None:
@@ -121,8 +121,8 @@ def test_pending_reason_and_why(pool: Pool) -> None:
     behind = pool.submit("--gpus", "1", "--time", "1h", "--", "true")
     a = pool.wait_reason(blocked, "Resources")
     b = pool.wait_reason(behind, "Priority")
-    assert "needs 4 GPUs, 1 free" in a["why"]
-    assert f"waiting for job {blocked}" in b["why"]
+    assert "needs 4 GPUs, 1 free" in a.why
+    assert f"waiting for job {blocked}" in b.why
     pool.cli("cancel", "--mine", check=True)
 
 
@@ -140,7 +140,7 @@ def test_tcp_listener_serves_the_same_api(tmp_path: Path) -> None:
             timeout=30,
         )
         assert proc.returncode == 0, proc.stderr
-        assert p.wait(int(proc.stdout))["state"] == "SUCCEEDED"
+        assert p.wait(int(proc.stdout)).state == "SUCCEEDED"
         assert f"listening on {url}" in p.daemon_log()
     finally:
         p.cleanup()
@@ -158,6 +158,6 @@ def test_topology_from_inventory_file(tmp_path: Path) -> None:
         table = p.cli("gpus", check=True).stdout
         assert "box" in table
         job_id = p.submit("--gpus", "2", "--", "true")
-        assert p.wait(job_id)["gpus"] in ([0, 2], [1, 3])  # an NVLink pair, not 0,1
+        assert p.wait(job_id).gpus in ((0, 2), (1, 3))  # an NVLink pair, not 0,1
     finally:
         p.cleanup()

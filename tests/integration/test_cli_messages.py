@@ -52,7 +52,7 @@ def test_logs_of_a_pending_job_say_it_is_pending(pool: Pool) -> None:
 
 def test_ctrl_c_on_a_pending_job_says_it_stays_queued(pool: Pool) -> None:
     for verb in (["submit", "--wait", "--begin", "now+1h", "--", "true"], ["logs", "-f"]):
-        args = verb if verb[0] == "submit" else [*verb, str(pool.client.jobs()[0]["id"])]
+        args = verb if verb[0] == "submit" else [*verb, str(pool.client.jobs()[0].id)]
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpupool", *args],
             env=pool.env,
@@ -68,7 +68,7 @@ def test_ctrl_c_on_a_pending_job_says_it_stays_queued(pool: Pool) -> None:
         assert proc.returncode == 130
         assert f"job {job_id} stays queued (pending): gpupool why {job_id}" in err, err
         assert "keeps running" not in err and "Traceback" not in err
-        assert pool.client.job(job_id)["state"] == "PENDING"
+        assert pool.client.job(job_id).state == "PENDING"
 
 
 def test_a_job_in_its_cancel_grace_shows_it_is_stopping(pool: Pool) -> None:

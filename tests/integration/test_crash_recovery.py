@@ -50,23 +50,23 @@ def test_running_jobs_survive_a_daemon_sigkill_and_are_readopted(
     ]
     for job_id in first:
         pool.wait_state(job_id, "RUNNING")
-    held_before = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
+    held_before = {g.index: g.job for g in pool.client.gpus().nodes[0].gpus}
     assert sorted(held_before.values()) == sorted(first)
     pool.kill()
     pool.start()
     # Straight after the restart the GPUs are still held by the same jobs.
-    held_after = {g["index"]: g["job"] for g in pool.client.gpus()["nodes"][0]["gpus"]}
+    held_after = {g.index: g.job for g in pool.client.gpus().nodes[0].gpus}
     assert held_after == held_before
-    assert all(pool.client.job(j)["state"] == "RUNNING" for j in first)
-    assert all(pool.client.job(j)["state"] == "PENDING" for j in later)
+    assert all(pool.client.job(j).state == "RUNNING" for j in first)
+    assert all(pool.client.job(j).state == "PENDING" for j in later)
     for n, job_id in enumerate(first):
         go[n].touch()
         job = pool.wait(job_id)
-        assert job["exit_code"] == n
-        assert job["state"] == ("SUCCEEDED" if n == 0 else "FAILED")
+        assert job.exit_code == n
+        assert job.state == ("SUCCEEDED" if n == 0 else "FAILED")
     for job_id in later:
         job = pool.wait(job_id)
-        assert (job["state"], job["exit_code"]) == ("FAILED", 7)
+        assert (job.state, job.exit_code) == ("FAILED", 7)
     started = starts.read_text().split()
     assert sorted(started) == sorted(str(j) for j in first + later)  # each exactly once
 
@@ -85,7 +85,7 @@ def test_repeated_sigkills_during_a_stream_of_jobs(pool: Pool, tmp_path: Path) -
         pool.kill()
         pool.start()
     for job_id in ids:
-        assert pool.wait(job_id, timeout=90)["state"] == "SUCCEEDED"
+        assert pool.wait(job_id, timeout=90).state == "SUCCEEDED"
     started = starts.read_text().split()
     assert sorted(started, key=int) == [str(j) for j in ids]
 
@@ -104,7 +104,7 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
                 job = pool.client.submit(_spec(name), "tester", token, retry=False)
             except (DaemonNotRunning, ApiError, OSError):
                 return
-            acknowledged[name] = job["id"]
+            acknowledged[name] = job.id
             n += 1
 
     thread = threading.Thread(target=submitter)
@@ -119,11 +119,11 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
     name, token = in_flight[0]
     retried = pool.client.submit(_spec(name), "tester", token)
     again = pool.client.submit(_spec(name), "tester", token)
-    assert retried["id"] == again["id"]
+    assert retried.id == again.id
     jobs = pool.client.jobs(include_finished=True)
     by_name: dict[str, list[int]] = {}
     for job in jobs:
-        by_name.setdefault(job["name"], []).append(job["id"])
+        by_name.setdefault(job.name, []).append(job.id)
     for name, job_id in acknowledged.items():
         assert by_name[name] == [job_id]
     assert all(len(v) == 1 for v in by_name.values())

@@ -92,11 +92,11 @@ def test_a_second_daemon_on_the_same_database_refuses_to_start(
     assert not (tmp_path / "b").exists()  # refused before it wrote anything
     # The first daemon is the only one running jobs.
     job = first.submit("--", "true")
-    assert first.wait(job)["state"] == "SUCCEEDED"
+    assert first.wait(job).state == "SUCCEEDED"
     # A clean stop gives the lease back: the other daemon starts at once.
     first.stop()
     second = pool_on(tmp_path / "b", url, pools).start()
-    assert second.client.job(job)["state"] == "SUCCEEDED"
+    assert second.client.job(job).state == "SUCCEEDED"
 
 
 def test_a_killed_daemon_restarts_at_once_and_its_lease_expires_for_others(
@@ -115,7 +115,7 @@ def test_a_killed_daemon_restarts_at_once_and_its_lease_expires_for_others(
     a.kill()
     wait_for(lambda: (lease_age(db) or 0) > 2.5, what="the lease to expire")
     b = pool_on(tmp_path / "b", url, pools).start()
-    assert b.wait(b.submit("--", "true"))["state"] == "SUCCEEDED"
+    assert b.wait(b.submit("--", "true")).state == "SUCCEEDED"
 
 
 def test_another_daemon_does_not_take_over_while_jobs_run(
@@ -137,7 +137,7 @@ def test_another_daemon_does_not_take_over_while_jobs_run(
     assert not (tmp_path / "b").exists()  # refused before it wrote anything
     a.start()  # re-adopts its job
     flag.touch()
-    assert a.wait(job)["state"] == "SUCCEEDED"
+    assert a.wait(job).state == "SUCCEEDED"
 
 
 def test_a_daemon_that_lost_its_lease_stops_scheduling(
@@ -161,4 +161,4 @@ def test_a_daemon_that_lost_its_lease_stops_scheduling(
     # It never launched the job the other daemon runs.
     assert not (a.state_dir / "jobs" / str(job)).exists()
     flag.touch()
-    assert b.wait(job)["state"] == "SUCCEEDED"
+    assert b.wait(job).state == "SUCCEEDED"

@@ -24,9 +24,9 @@ def test_the_log_tells_start_jobs_changes_and_stop_with_timestamps(tmp_path: Pat
     try:
         pool.start()
         done = pool.submit("--gpus", "1", "--", "true")
-        assert pool.wait(done)["state"] == "SUCCEEDED"
+        assert pool.wait(done).state == "SUCCEEDED"
         failed = pool.submit("--gpus", "1", "--", "sh", "-c", "exit 3")
-        assert pool.wait(failed)["state"] == "FAILED"
+        assert pool.wait(failed).state == "FAILED"
         pool.cli("project", "set", "vision", "--quota", "1", "--limit", "1", check=True)
         running = pool.submit("--gpus", "1", "--", *until_file(flag))
         pool.wait_state(running, "RUNNING")

@@ -86,11 +86,11 @@ def test_a_job_whose_supervisor_died_is_killed_before_its_gpu_is_given_again(
         if not daemon_up:
             pool.start()
         done = pool.wait(first)
-        assert (done["state"], done["reason"], done["exit_code"]) == ("FAILED", "NodeFail", None)
-        cause = done["events"][-1]["cause"]
+        assert (done.state, done.reason, done.exit_code) == ("FAILED", "NodeFail", None)
+        cause = done.events[-1].cause
         assert "supervisor died" in cause and f"killed its process {child['pid']}" in cause
         assert not process_alive(child["pid"], child["start_ticks"])
-        assert pool.wait(second)["state"] == "SUCCEEDED"
+        assert pool.wait(second).state == "SUCCEEDED"
         assert witness.read_text() == "gone"
     finally:
         pool.cleanup()
@@ -111,10 +111,10 @@ def test_a_job_that_ends_while_the_daemon_is_down_keeps_its_true_end_time(
     restarted_at = time.time()
     pool.start()
     done = pool.wait(job_id)
-    assert (done["state"], done["exit_code"]) == ("SUCCEEDED", 0)
-    assert done["end_time"] == record["end_time"] < restarted_at
-    assert done["events"][-1]["time"] == record["end_time"]
-    assert done["start_time"] <= done["end_time"]
+    assert (done.state, done.exit_code) == ("SUCCEEDED", 0)
+    assert done.end_time == record["end_time"] < restarted_at
+    assert done.events[-1].time == record["end_time"]
+    assert done.start_time <= done.end_time
 
 
 # -- 6. a restart on fewer GPUs ------------------------------------------------------------
@@ -130,30 +130,30 @@ def test_a_job_on_gpus_gone_from_the_inventory_is_stopped_and_requeued(
         for n in range(2)
     ]  # fmt: skip
     jobs = {j: pool.wait_state(j, "RUNNING") for j in ids}
-    (moved,) = [j for j in ids if set(jobs[j]["gpus"]) - {0, 1}]
+    (moved,) = [j for j in ids if set(jobs[j].gpus) - {0, 1}]
     (kept,) = [j for j in ids if j != moved]
     before = job_file(pool, moved, "child.json")
     pool.kill()
     pool.gpus = "2xA100-80GB"  # GPUs 2 and 3 are gone
     pool.start()
     requeued = pool.wait_state(moved, "PENDING")
-    assert requeued["restart_count"] == 1
+    assert requeued.restart_count == 1
     assert not process_alive(before["pid"], before["start_ticks"])
-    story = [e["cause"] for e in requeued["events"]]
-    missing = sorted(set(jobs[moved]["gpus"]) - {0, 1})
+    story = [e.cause for e in requeued.events]
+    missing = sorted(set(jobs[moved].gpus) - {0, 1})
     gone = f"GPU{'s' if len(missing) > 1 else ''} {','.join(map(str, missing))}"
-    assert any(f"{gone} on {jobs[moved]['node']} " in c and "not in the pool" in c for c in story)
+    assert any(f"{gone} on {jobs[moved].node} " in c and "not in the pool" in c for c in story)
     assert any("requeued" in c for c in story), story
     assert f"job {moved}" in pool.daemon_log() and "not in the pool" in pool.daemon_log()
     # The job that runs on GPUs the pool still has keeps running, untouched.
     still = pool.client.job(kept)
-    assert (still["state"], still["gpus"], still["restart_count"]) == ("RUNNING", [0, 1], 0)
+    assert (still.state, still.gpus, still.restart_count) == ("RUNNING", (0, 1), 0)
     (tmp_path / f"go-{ids.index(kept)}").touch()
-    assert pool.wait(kept)["state"] == "SUCCEEDED"
+    assert pool.wait(kept).state == "SUCCEEDED"
     rerun = pool.wait_state(moved, "RUNNING")
-    assert set(rerun["gpus"]) <= {0, 1} and rerun["restart_count"] == 1
+    assert set(rerun.gpus) <= {0, 1} and rerun.restart_count == 1
     (tmp_path / f"go-{ids.index(moved)}").touch()
-    assert pool.wait(moved)["state"] == "SUCCEEDED"
+    assert pool.wait(moved).state == "SUCCEEDED"
     seen = [line.split() for line in runs.read_text().splitlines()]
     assert [(int(j), r) for j, r, _, _ in seen if int(j) == moved] == [(moved, "0"), (moved, "1")]
     assert [set(map(int, g.split(","))) <= {0, 1} for j, r, g, _ in seen if r == "1"] == [True]
@@ -206,13 +206,13 @@ def test_a_job_that_ends_on_a_full_disk_keeps_its_exit_code(
         go.touch()
         wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), 30, "job's end")
         # The engine polls running jobs every round (passes run only when one is due).
-        tried, polls = write_syscalls(supervisor), pool.client.info()["polls"]
+        tried, polls = write_syscalls(supervisor), pool.client.info().polls
 
         def exit_kept_and_job_running() -> bool:
             job = pool.client.job(job_id)
-            assert job["state"] == "RUNNING", job.get("events")
+            assert job.state == "RUNNING", job.events
             return write_syscalls(supervisor) >= tried + 3 and (
-                pool.client.info()["polls"] >= polls + 3
+                pool.client.info().polls >= polls + 3
             )
 
         wait_for(exit_kept_and_job_running, 60, "the supervisor to retry while polls run")
@@ -229,11 +229,11 @@ def test_a_job_that_ends_on_a_full_disk_keeps_its_exit_code(
         assert answer["path"] == str(pool.real_state_dir)
         filler.unlink()
         done = pool.wait(job_id)
-        assert (done["state"], done["exit_code"], done["reason"]) == ("SUCCEEDED", 0, "")
-        assert [j["id"] for j in pool.client.jobs(include_finished=True)] == [job_id, other]
-        assert pool.client.job(other)["state"] == "RUNNING"  # the refused cancel did nothing
+        assert (done.state, done.exit_code, done.reason) == ("SUCCEEDED", 0, "")
+        assert [j.id for j in pool.client.jobs(include_finished=True)] == [job_id, other]
+        assert pool.client.job(other).state == "RUNNING"  # the refused cancel did nothing
         hold.touch()
-        assert pool.wait(other)["state"] == "SUCCEEDED"
+        assert pool.wait(other).state == "SUCCEEDED"
         leftovers = [p.name for p in (pool.state_dir / "jobs").glob("*/*.tmp-*")]
         assert leftovers == []
     finally:

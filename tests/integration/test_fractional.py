@@ -43,13 +43,13 @@ def test_two_halves_share_a_gpu_and_a_whole_job_waits(tmp_path: Path) -> None:
             assert int(rec["GPUPOOL_GPU_MEMORY_LIMIT"]) == 40 << 30
         # A pass has looked at both and kept them waiting (the GPU's memory is all granted).
         for job_id in (whole, third):
-            assert pool.wait_reason(job_id)["state"] == "PENDING"
+            assert pool.wait_reason(job_id).state == "PENDING"
         gpu = json.loads(pool.cli("gpus", "--json", check=True).stdout)["nodes"][0]["gpus"][0]
         assert gpu["shared"] and sorted(j["id"] for j in gpu["jobs"]) == sorted(halves)
         assert "shared" in pool.cli("gpus", check=True).stdout
         refused = pool.cli("submit", "--gpu-memory", "100GB", "--", "true")
         assert refused.returncode == 2 and "refused" in refused.stderr
         pool.cancel(*halves)
-        assert pool.wait(whole)["state"] == "SUCCEEDED"
+        assert pool.wait(whole).state == "SUCCEEDED"
     finally:
         pool.cleanup()

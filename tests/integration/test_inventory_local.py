@@ -26,8 +26,8 @@ def test_this_machine_and_a_simulated_node_start_and_run_jobs(tmp_path: Path) ->
         gpus = json.loads(pool.cli("gpus", "--json", check=True).stdout)
         assert {n["name"]: len(n["gpus"]) for n in gpus["nodes"]} == {HOST: 8, "box2": 2}
         wide = pool.submit("--gpus", "8", "--", "true")
-        assert pool.wait(wide)["node"] == HOST
+        assert pool.wait(wide).node == HOST
         pair = pool.submit("--gpus", "2", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
-        assert pool.wait(pair)["state"] == "SUCCEEDED"
+        assert pool.wait(pair).state == "SUCCEEDED"
     finally:
         pool.cleanup()

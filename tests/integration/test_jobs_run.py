@@ -42,15 +42,15 @@ def test_twenty_jobs_never_share_a_gpu_and_all_succeed(pool: Pool, tmp_path: Pat
     intervals: dict[str, list[tuple[float, float, int]]] = {}
     for job_id, (gpus, out) in jobs.items():
         job = pool.wait(job_id, timeout=120)
-        assert job["state"] == "SUCCEEDED", job
-        assert job["exit_code"] == 0
+        assert job.state == "SUCCEEDED", job
+        assert job.exit_code == 0
         rec = json.loads(out.read_text())
         visible = rec["CUDA_VISIBLE_DEVICES"].split(",")
         assert len(visible) == gpus
         assert rec["NVIDIA_VISIBLE_DEVICES"] == rec["CUDA_VISIBLE_DEVICES"]
         assert rec["GPUPOOL_GPUS"] == rec["CUDA_VISIBLE_DEVICES"]
         assert rec["GPUPOOL_JOB_ID"] == str(job_id)
-        assert [int(g) for g in visible] == job["gpus"]
+        assert tuple(int(g) for g in visible) == job.gpus
         for g in visible:
             intervals.setdefault(g, []).append((rec["start"], rec["end"], job_id))
         assert pool.log(job_id) == "".join(f"job {job_id} line {i}\n" for i in range(3))
@@ -78,7 +78,7 @@ def test_environment_workdir_and_env_flags(pool: Pool, tmp_path: Path) -> None:
         "0",
         cwd=workdir,
     )
-    assert pool.wait(job_id)["state"] == "SUCCEEDED"
+    assert pool.wait(job_id).state == "SUCCEEDED"
     rec = json.loads(out.read_text())
     assert rec["MY_VAR"] == "hello=world"
     assert rec["cwd"] == str(workdir)
@@ -92,9 +92,9 @@ def test_exit_code_is_recorded_and_wait_returns_it(pool: Pool) -> None:
     waited = pool.cli("wait", str(job_id), timeout=60)
     assert waited.returncode == 3
     job = pool.client.job(job_id)
-    assert job["state"] == "FAILED"
-    assert job["exit_code"] == 3
-    assert "exited with code 3" in job["events"][-1]["cause"]
+    assert job.state == "FAILED"
+    assert job.exit_code == 3
+    assert "exited with code 3" in job.events[-1].cause
 
 
 def test_submit_wait_streams_log_and_exits_with_job_code(pool: Pool) -> None:
@@ -115,11 +115,11 @@ def test_submit_wait_streams_log_and_exits_with_job_code(pool: Pool) -> None:
 def test_command_not_found_fails_with_127_and_the_pool_goes_on(pool: Pool) -> None:
     bad = pool.submit("--", "no-such-command-gpupool-test", "--flag")
     job = pool.wait(bad)
-    assert job["state"] == "FAILED"
-    assert job["exit_code"] == 127
+    assert job.state == "FAILED"
+    assert job.exit_code == 127
     assert "command not found" in pool.cli("logs", str(bad)).stdout
     good = pool.submit("--gpus", "1", "--", "true")
-    assert pool.wait(good)["state"] == "SUCCEEDED"
+    assert pool.wait(good).state == "SUCCEEDED"
 
 
 def test_time_limit_sends_sigterm_then_kills(pool: Pool, tmp_path: Path) -> None:
@@ -130,16 +130,16 @@ def test_time_limit_sends_sigterm_then_kills(pool: Pool, tmp_path: Path) -> None
     trapping = f"trap 'echo term > {marker}; exit 0' TERM; echo up; sleep infinity & wait"
     job_id = pool.submit("--time", "2s", "--grace", "2s", "--", "sh", "-c", trapping)
     job = pool.wait(job_id)
-    assert job["state"] == "TIMEOUT"
+    assert job.state == "TIMEOUT"
     assert marker.read_text() == "term\n"  # the job saw SIGTERM and could clean up
-    assert job["end_time"] - job["start_time"] >= 1.5  # not before its limit (2 s from launch)
-    assert "time limit" in job["events"][-1]["cause"]
+    assert job.end_time - job.start_time >= 1.5  # not before its limit (2 s from launch)
+    assert "time limit" in job.events[-1].cause
     stubborn = pool.submit(
         "--time", "2s", "--grace", "1s", "--", "sh", "-c", "trap '' TERM; sleep infinity"
     )
     job = pool.wait(stubborn)
-    assert job["state"] == "TIMEOUT"
-    assert job["exit_code"] == 128 + 9
+    assert job.state == "TIMEOUT"
+    assert job.exit_code == 128 + 9
 
 
 def test_cancel_running_and_pending_jobs(pool: Pool, tmp_path: Path) -> None:
@@ -156,20 +156,20 @@ def test_cancel_running_and_pending_jobs(pool: Pool, tmp_path: Path) -> None:
     pool.wait_reason(pending, "Resources")
     out = pool.cli("cancel", str(pending), str(running), check=True)
     assert f"job {pending}: cancelled" in out.stdout
-    assert pool.wait(pending)["state"] == "CANCELLED"
+    assert pool.wait(pending).state == "CANCELLED"
     job = pool.wait(running)
-    assert job["state"] == "CANCELLED"
+    assert job.state == "CANCELLED"
     assert marker.exists()
-    assert any("cancelled by" in e["cause"] for e in job["events"])
-    gpus = pool.client.gpus()["nodes"][0]["gpus"]
-    assert all(g["job"] is None for g in gpus)
+    assert any("cancelled by" in e.cause for e in job.events)
+    gpus = pool.client.gpus().nodes[0].gpus
+    assert all(g.job is None for g in gpus)
 
 
 def test_cancel_mine(pool: Pool) -> None:
     ids = [pool.submit("--gpus", "4", "--", *FOREVER) for _ in range(3)]
     pool.wait_state(ids[0], "RUNNING")
     pool.cli("cancel", "--mine", check=True)
-    assert [pool.wait(i)["state"] for i in ids] == ["CANCELLED"] * 3
+    assert [pool.wait(i).state for i in ids] == ["CANCELLED"] * 3
 
 
 def test_ctrl_c_on_wait_or_follow_detaches_and_never_cancels(pool: Pool, tmp_path: Path) -> None:
@@ -199,8 +199,8 @@ def test_ctrl_c_on_wait_or_follow_detaches_and_never_cancels(pool: Pool, tmp_pat
     lines = interrupt("submit", "--wait", "--gpus", "1", "--", *job, upto="started\n")
     assert lines[-1] == "started\n", lines
     job_id = int(lines[0].split()[2])  # "Submitted job N to project P"
-    assert pool.client.job(job_id)["state"] == "RUNNING"
+    assert pool.client.job(job_id).state == "RUNNING"
     assert interrupt("logs", "-f", str(job_id), upto="started\n") == ["started\n"]
-    assert pool.client.job(job_id)["state"] == "RUNNING"
+    assert pool.client.job(job_id).state == "RUNNING"
     stop.touch()
-    assert pool.wait(job_id)["state"] == "SUCCEEDED"
+    assert pool.wait(job_id).state == "SUCCEEDED"

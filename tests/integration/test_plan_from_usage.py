@@ -21,15 +21,15 @@ def test_from_usage_counts_finished_running_and_fractional_jobs(tmp_path: Path) 
     try:
         whole = pool.submit("--gpus", "2", "--", PY, "-c", "import time; time.sleep(0.5)")
         done = pool.wait(whole)
-        assert done["state"] == "SUCCEEDED"
+        assert done.state == "SUCCEEDED"
         half = pool.submit("--gpus", "0.5", "--", *FOREVER)
         running = pool.wait_state(half, "RUNNING")
 
         out = json.loads(pool.cli(*COST, check=True).stdout)
         usage = out["inputs"]
         start, end = usage["window_start"], usage["window_end"]
-        assert start == pytest.approx(done["submit_time"])  # no earlier than the first submit
-        held_s = 2 * (done["end_time"] - done["start_time"]) + 0.5 * (end - running["start_time"])
+        assert start == pytest.approx(done.submit_time)  # no earlier than the first submit
+        held_s = 2 * (done.end_time - done.start_time) + 0.5 * (end - running.start_time)
         assert usage["allocated_gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-6)
         assert usage["capacity_gpus"] == 2
         assert usage["capacity_gpu_hours"] == pytest.approx(2 * (end - start) / 3600, rel=1e-6)

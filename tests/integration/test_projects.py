@@ -49,7 +49,7 @@ def test_create_list_set_delete(pool: Pool) -> None:
     assert "project vision has 2 active job(s)" in busy.stderr
     pool.cli("cancel", "--mine", check=True)
     for job in pool.client.jobs():
-        pool.wait(job["id"])
+        pool.wait(job.id)
     assert pool.cli("project", "delete", "vision", check=True).stdout == "Deleted project vision\n"
     names = [
         p["name"] for p in json.loads(pool.cli("project", "list", "--json").stdout)["projects"]
@@ -90,29 +90,27 @@ def test_members_only_projects_refuse_others_with_exit_2(pool: Pool) -> None:
     )
     setting = pool.cli("project", "default", "vision")
     assert setting.returncode == 2 and "job refused" not in setting.stderr
-    assert pool.client.jobs(include_finished=True) == []
+    assert pool.client.jobs(include_finished=True) == ()
 
 
 def test_the_default_project_applies_to_jobs_without_project(pool: Pool) -> None:
-    assert pool.client.job(pool.submit("--", "true"))["project"] == "default"
+    assert pool.client.job(pool.submit("--", "true")).project == "default"
     pool.cli("project", "create", "vision", "--members", ME, check=True)
     pool.cli("project", "create", "aaa-open", check=True)  # open: lists nobody
     # A project that lists the user comes before `default`...
-    assert pool.client.job(pool.submit("--", "true"))["project"] == "vision"
+    assert pool.client.job(pool.submit("--", "true")).project == "vision"
     pool.cli("project", "create", "nlp", check=True)
     # ...and the user's chosen default before both.
     out = pool.cli("project", "default", "nlp", check=True).stdout
     assert out == f"Default project of {ME}: nlp\n"
     shown = pool.cli("project", "default", check=True).stdout
     assert shown == f"{ME}: default project nlp; jobs without --project go to nlp\n"
-    assert pool.client.job(pool.submit("--", "true"))["project"] == "nlp"
+    assert pool.client.job(pool.submit("--", "true")).project == "nlp"
     # A project given explicitly, `default` included, is kept.
-    assert pool.client.job(pool.submit("--project", "default", "--", "true"))["project"] == (
-        "default"
-    )
+    assert pool.client.job(pool.submit("--project", "default", "--", "true")).project == ("default")
     # Another user's default, set by an admin.
     pool.cli("project", "default", "nlp", "--user", "bob", check=True)
-    assert pool.client.request("GET", "/v1/projects/defaults/bob")["project"] == "nlp"
+    assert pool.client.default_project("bob").project == "nlp"
 
 
 def test_gpupool_toml_is_applied_at_start(tmp_path: Path) -> None:
@@ -127,18 +125,18 @@ def test_gpupool_toml_is_applied_at_start(tmp_path: Path) -> None:
     try:
         pool.start()
         assert "gpupool.toml: applied 1 department, 1 project, 1 user default" in pool.daemon_log()
-        vision = pool.client.request("GET", "/v1/projects/vision")
-        assert vision["members"] == sorted(["alice", ME])
-        assert (vision["quota"], vision["limit"], vision["weight"]) == (4, 8, 2)
-        assert pool.client.job(pool.submit("--", "true"))["project"] == "vision"
+        vision = pool.client.project("vision")
+        assert vision.members == tuple(sorted(["alice", ME]))
+        assert (vision.quota, vision.limit, vision.weight) == (4, 8, 2)
+        assert pool.client.job(pool.submit("--", "true")).project == "vision"
         # A project made by command survives a restart; the file's own are re-applied.
         pool.cli("project", "create", "extra", check=True)
         pool.cli("project", "set", "vision", "--quota", "1", check=True)
         pool.stop()
         pool.start()
-        names = [p["name"] for p in pool.client.request("GET", "/v1/projects")["projects"]]
+        names = [p.name for p in pool.client.projects().projects]
         assert names == ["default", "extra", "vision"]
-        assert pool.client.request("GET", "/v1/projects/vision")["quota"] == 4
+        assert pool.client.project("vision").quota == 4
     finally:
         pool.cleanup()
 

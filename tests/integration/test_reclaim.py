@@ -54,15 +54,15 @@ def test_project_under_quota_reclaims_borrowed_gpus(pool: Pool, tmp_path: Path) 
     assert len(terms) == 2 and set(terms) <= set(a_jobs)
     victims = [pool.client.job(victim) for victim in terms]
     for job in victims:
-        assert job["state"] == "PENDING"
-        assert job["restart_count"] == 1
-        assert any("preempted" in e["cause"] for e in job["events"])
+        assert job.state == "PENDING"
+        assert job.restart_count == 1
+        assert any("preempted" in e.cause for e in job.events)
     # B's jobs started within the grace period and a pass: on the daemon's own clock (the
     # test's CLI and polling do not count), with room for a slow machine.
     for job in b_started:
-        assert job["start_time"] - job["submit_time"] < GRACE_S + 10, job
+        assert job.start_time - job.submit_time < GRACE_S + 10, job
     survivors = set(a_jobs) - set(terms)
-    assert all(pool.client.job(j)["state"] == "RUNNING" for j in survivors)
+    assert all(pool.client.job(j).state == "RUNNING" for j in survivors)
     # B's jobs end; the requeued jobs run again, told it is their first restart.
     pool.cancel(*b_jobs)
     for victim in terms:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from gpupool.client import JobView
 from integration.pool_harness import FOREVER, Pool, until_file, wait_for
 
 T = TypeVar("T")
@@ -18,9 +19,9 @@ def eventually(probe: Callable[[], T | None], what: str) -> T:
     return found
 
 
-def _pending_with_factors(pool: Pool, ids: list[int]) -> list[dict[str, Any]] | None:
-    jobs = {j["id"]: j for j in pool.client.jobs()}
-    ready = [jobs[i] for i in ids if jobs.get(i, {}).get("priority_factors")]
+def _pending_with_factors(pool: Pool, ids: list[int]) -> list[JobView] | None:
+    jobs = {j.id: j for j in pool.client.jobs()}
+    ready = [jobs[i] for i in ids if i in jobs and jobs[i].priority_factors]
     return ready if len(ready) == len(ids) else None
 
 
@@ -74,11 +75,11 @@ def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # ty
         header, row = table[0].split(), next(r for r in table if r.startswith("default")).split()
         assert row[header.index("IN-USE")] == "0.5"
         # why: the limit's figures say 0.5 too
-        eventually(lambda: pool.client.job(whole)["reason"] == "Quota", "the limit holds job")
+        eventually(lambda: pool.client.job(whole).reason == "Quota", "the limit holds job")
         why = pool.cli("why", str(whole), check=True).stdout
         assert "limit 1, in use 0.5" in why, why
         stop.touch()
-        assert pool.wait(half)["state"] == "SUCCEEDED"
+        assert pool.wait(half).state == "SUCCEEDED"
     finally:
         pool.cleanup()
 
@@ -89,16 +90,16 @@ def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tm
         stops = [tmp_path / "stop-0", tmp_path / "stop-1"]
         first = pool.submit("--gpus", "1", "--time", "1h", "--", *until_file(stops[0]))
         second = pool.submit("--gpus", "1", "--time", "2h", "--", *until_file(stops[1]))
-        started = pool.wait_state(first, "RUNNING")["start_time"]
+        started = pool.wait_state(first, "RUNNING").start_time
         pool.wait_state(second, "RUNNING")
         half = pool.submit("--gpus", "0.5", "--time", "10m", "--", "true")
         later = pool.submit("--gpus", "1", "--time", "10m", "--", "true")
         job = eventually(
-            lambda: (j := pool.client.job(half))["reservation"] and j, "the half job reserves"
+            lambda: (j := pool.client.job(half)).reservation and j, "the half job reserves"
         )
-        assert job["reason"] == "Resources"
-        assert job["reservation"]["gpu_memory_bytes"] == 40 << 30
-        assert abs(job["estimated_start"] - (started + 3600)) < 5
+        assert job.reason == "Resources"
+        assert job.reservation.gpu_memory_bytes == 40 << 30
+        assert abs(job.estimated_start - (started + 3600)) < 5
         why = pool.cli("why", str(half), check=True).stdout
         assert "reserved 40GiB of GPU" in why, why
         expected = why.split("expected start:")[1].splitlines()[0]
@@ -106,9 +107,9 @@ def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tm
         other = json.loads(pool.cli("why", str(later), "--json", check=True).stdout)
         assert other["reservation"] is None and other["estimated_start"] is None
         stops[0].touch()  # the first GPU frees: the half job, first in line, takes it
-        assert pool.wait(half, timeout=60)["state"] == "SUCCEEDED"
+        assert pool.wait(half, timeout=60).state == "SUCCEEDED"
         stops[1].touch()
-        assert pool.wait(later, timeout=60)["state"] == "SUCCEEDED"
+        assert pool.wait(later, timeout=60).state == "SUCCEEDED"
     finally:
         for stop in (tmp_path / "stop-0", tmp_path / "stop-1"):
             stop.touch()
@@ -130,16 +131,14 @@ def test_a_request_its_projects_quota_can_never_start_is_refused_at_submit(pool:
             "job refused: " in out.stderr and says in out.stderr and "--preemptible" in (out.stderr)
         ), out.stderr
     assert json.loads(pool.cli("queue", "-a", "--json", check=True).stdout) == []
-    assert (
-        pool.wait(pool.submit("--no-preemptible", "--", "true"))["state"] == "SUCCEEDED"
-    )  # no GPU
+    assert pool.wait(pool.submit("--no-preemptible", "--", "true")).state == "SUCCEEDED"  # no GPU
     ok = pool.submit("--project", "ml", "--gpus", "2", "--no-preemptible", "--", "true")
-    assert pool.wait(ok)["state"] == "SUCCEEDED"
+    assert pool.wait(ok).state == "SUCCEEDED"
 
 
-def _reason(pool: Pool, job_id: int, reason: str) -> dict[str, Any] | None:
+def _reason(pool: Pool, job_id: int, reason: str) -> JobView | None:
     job = pool.client.job(job_id)
-    return job if job["reason"] == reason else None
+    return job if job.reason == reason else None
 
 
 def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -156,7 +155,7 @@ def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tm
 
         pool.cli("project", "set", "ml", "--quota", "1", check=True)
         job = eventually(lambda: _reason(pool, waiter, "QuotaNeverFits"), "told it never fits")
-        assert job["state"] == "PENDING"
+        assert job.state == "PENDING"
         why = pool.cli("why", str(waiter), check=True).stdout
         assert "project ml has a quota of 1 GPUs; this non-preemptible job asks for 2" in why
         assert "expected start: never" in why
@@ -175,12 +174,12 @@ def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tm
         (pool.state_dir / "gpupool.toml").write_text("[projects.ml]\nquota = 1\n")
         pool.start()
         eventually(lambda: _reason(pool, waiter, "QuotaNeverFits"), "told after the restart")
-        events = pool.client.job(waiter)["events"]
-        assert sum("can never start" in e["cause"] for e in events) == 2
-        assert pool.client.job(holder)["state"] == "RUNNING"
+        events = pool.client.job(waiter).events
+        assert sum("can never start" in e.cause for e in events) == 2
+        assert pool.client.job(holder).state == "RUNNING"
         pool.cli("cancel", str(waiter), check=True)
         stop.touch()
-        assert pool.wait(holder)["state"] == "SUCCEEDED"
+        assert pool.wait(holder).state == "SUCCEEDED"
     finally:
         stop.touch()
         pool.cleanup()

@@ -43,7 +43,7 @@ def submit_through(
 
 
 def stored(pool: Pool) -> list[int]:
-    return [j["id"] for j in pool.client.jobs(include_finished=True) if j["name"] == "once"]
+    return [j.id for j in pool.client.jobs(include_finished=True) if j.name == "once"]
 
 
 def test_reset_after_the_daemon_stored_the_job_is_retried_and_lands_once(
@@ -102,5 +102,5 @@ def test_the_store_keeps_one_job_per_token(pool: Pool) -> None:
     spec = spec_to_wire(build_spec({"name": "once", "command": ["true"]}, default_workdir="/"))
     first = pool.client.submit(spec, "tester", token="t-1")
     second = pool.client.submit(spec, "tester", token="t-1")
-    assert first["id"] == second["id"]
-    assert stored(pool) == [first["id"]]
+    assert first.id == second.id
+    assert stored(pool) == [first.id]

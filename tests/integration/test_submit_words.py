@@ -27,8 +27,8 @@ def test_a_spec_file_takes_flags_before_or_after_it(
         "both": ["--gpus", "3", name, "--gpus", "2", "--name", "flags-win"],  # later wins
     }[where]
     job = pool.wait(pool.cli_submit(*args, cwd=tmp_path))
-    assert job["command"] == ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"]
-    assert (job["name"], len(job["gpus"]), job["state"]) == ("flags-win", 2, "SUCCEEDED")
+    assert job.command == ("sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+    assert (job.name, len(job.gpus), job.state) == ("flags-win", 2, "SUCCEEDED")
 
 
 def test_flags_after_a_spec_file_add_env_and_may_name_the_pool(pool: Pool, tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_flags_after_a_spec_file_add_env_and_may_name_the_pool(pool: Pool, tmp_p
 def test_a_command_after_double_dash_replaces_the_files(pool: Pool, tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(SPEC)
     job = pool.wait(pool.cli_submit("job.yaml", "--gpus", "1", "--", "echo", "mine", cwd=tmp_path))
-    assert job["command"] == ["echo", "mine"] and job["name"] == "from-file"
+    assert job.command == ("echo", "mine") and job.name == "from-file"
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_a_missing_spec_file_is_no_such_file_and_queues_nothing(
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpupool: no such file: ") and "put it after --" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
-    assert pool.client.jobs(include_finished=True) == []
+    assert pool.client.jobs(include_finished=True) == ()
 
 
 def test_after_double_dash_a_yaml_name_is_the_command(pool: Pool, tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ def test_after_double_dash_a_yaml_name_is_the_command(pool: Pool, tmp_path: Path
     script.write_text("#!/bin/sh\necho ran-the-script\n")
     script.chmod(0o755)
     job_id = pool.cli_submit("--", "./run.yaml", cwd=tmp_path)
-    assert pool.wait(job_id)["state"] == "SUCCEEDED"
+    assert pool.wait(job_id).state == "SUCCEEDED"
     assert pool.cli("logs", str(job_id)).stdout.strip() == "ran-the-script"
 
 
@@ -88,7 +88,7 @@ def test_an_executable_file_is_a_command_with_its_arguments(pool: Pool, tmp_path
     script.chmod(0o755)
     job_id = pool.cli_submit("./train.sh", "--gpus", "1", cwd=tmp_path)
     job = pool.wait(job_id)
-    assert job["command"] == ["./train.sh", "--gpus", "1"] and job["resources"]["gpus"] == 0
+    assert job.command == ("./train.sh", "--gpus", "1") and job.resources.gpus == 0
     assert pool.cli("logs", str(job_id)).stdout.strip() == "args: --gpus 1"
 
 
@@ -97,7 +97,7 @@ def test_a_file_read_as_a_spec_that_is_not_one_says_why(pool: Pool, tmp_path: Pa
     proc = pool.cli("submit", "train.py", cwd=tmp_path)
     assert proc.returncode == 2
     assert "train.py" in proc.stderr and "put it after --" in proc.stderr
-    assert pool.client.jobs(include_finished=True) == []
+    assert pool.client.jobs(include_finished=True) == ()
 
 
 def test_a_negative_looking_value_reaches_the_spec_check(pool: Pool) -> None:
@@ -111,24 +111,24 @@ def test_a_negative_looking_value_reaches_the_spec_check(pool: Pool) -> None:
     assert missing.returncode == 2 and "--name: expected one argument" in missing.stderr
     # Words after the command are the command's, even with a leading dash.
     job_id = pool.cli_submit("--name", "dash", "--", "echo", "--time", "-5m")
-    assert pool.wait(job_id)["command"] == ["echo", "--time", "-5m"]
+    assert pool.wait(job_id).command == ("echo", "--time", "-5m")
 
 
 def test_a_relative_workdir_is_taken_from_where_you_submit(pool: Pool, tmp_path: Path) -> None:
     here = tmp_path / "a" / "b"
     here.mkdir(parents=True)
     job = pool.wait(pool.cli_submit("--workdir", "..", "--", "pwd", cwd=here))
-    assert job["workdir"] == str(tmp_path / "a")
+    assert job.workdir == str(tmp_path / "a")
     (here / "job.yaml").write_text("command: [pwd]\nworkdir: ../..\n")
     job = pool.wait(pool.cli_submit("job.yaml", cwd=here))
-    assert job["workdir"] == str(tmp_path)
-    assert pool.cli("logs", str(job["id"])).stdout.strip() == os.path.realpath(tmp_path)
+    assert job.workdir == str(tmp_path)
+    assert pool.cli("logs", str(job.id)).stdout.strip() == os.path.realpath(tmp_path)
 
 
 def test_submit_says_which_project_the_job_went_to(pool: Pool) -> None:
     pool.cli("project", "create", "vision", check=True)
     out = pool.cli("submit", "--project", "vision", "--", "true", check=True).stdout
-    job_id = pool.client.jobs(include_finished=True)[0]["id"]
+    job_id = pool.client.jobs(include_finished=True)[0].id
     assert out.strip() == f"Submitted job {job_id} to project vision"
 
 
@@ -163,7 +163,7 @@ def test_the_harness_queues_what_the_cli_queues(
     varying = {"id", "submit_time", "begin_time", "events", "log_path", "reason", "why"}
     # What a scheduling pass says (the harness's job is read before any pass saw it).
     varying |= {"wait", "estimated_start", "reservation", "priority_factors"}
-    assert {k: v for k, v in via_harness.items() if k not in varying} == {
-        k: v for k, v in via_cli.items() if k not in varying
+    assert {k: v for k, v in via_harness.wire.items() if k not in varying} == {
+        k: v for k, v in via_cli.wire.items() if k not in varying
     }
-    assert via_harness["begin_time"] == pytest.approx(via_cli["begin_time"], abs=120)
+    assert via_harness.begin_time == pytest.approx(via_cli.begin_time, abs=120)

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
+from gpupool.client import JobView
 from integration.pool_harness import Pool
 
 
-def _waiting(pool: Pool, job_id: int, rule: str, timeout: float = 30.0) -> dict[str, Any]:
+def _waiting(pool: Pool, job_id: int, rule: str, timeout: float = 30.0) -> JobView:
     """The job once the daemon's last pass gave it `rule` (polled, with a deadline)."""
     deadline = time.monotonic() + timeout
     while True:
         job = pool.client.job(job_id)
-        wait = job.get("wait") or {}
-        if wait.get("rule") == rule:
+        if job.wait is not None and job.wait.rule == rule:
             return job
         assert time.monotonic() < deadline, f"job {job_id} never got {rule}: {job}"
         time.sleep(0.05)

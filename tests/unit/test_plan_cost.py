@@ -13,6 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpupool.cli.main import main
+from gpupool.client import JobView
+from gpupool.client.pool_views import GpusView, read_gpus
+from gpupool.client.views import read_job
 from gpupool.plan.cost import CostInputs, cost_plan, cumulative_costs
 from gpupool.plan.usage import measure_usage, measured_utilization
 
@@ -247,7 +250,8 @@ def test_another_job_never_lowers_measured_utilization(
 
 
 class FakeClient:
-    """What `gpupool.client.Client` answers for a 4-GPU pool with a 10-day history."""
+    """What `gpupool.client.Client` answers for a 4-GPU pool with a 10-day history: the
+    daemon's JSON, read by the client's own views (client/views.py)."""
 
     now = 1_700_000_000.0
     day = 86400.0
@@ -258,28 +262,48 @@ class FakeClient:
     def where(self) -> str:
         return "the fake pool"
 
-    def gpus(self) -> dict[str, Any]:
-        gpus = [{"index": i, "memory_bytes": 80 << 30} for i in range(4)]
-        return {"nodes": [{"name": "n1", "gpus": gpus}]}
+    def gpus(self) -> GpusView:
+        gpus = [
+            {"index": i, "model": "A100", "memory_bytes": 80 << 30, "nvlink_peers": [],
+             "job": None, "job_name": None, "user": None, "shared": False, "jobs": []}
+            for i in range(4)
+        ]  # fmt: skip
+        return read_gpus(
+            {"source": "declared", "note": "", "nodes": [{"name": "n1", "gpus": gpus}]}
+        )
 
-    def jobs(self, include_finished: bool = False) -> list[dict[str, Any]]:
+    def jobs(self, include_finished: bool = False) -> tuple[JobView, ...]:
         assert include_finished
         now, day = self.now, self.day
 
-        def job(start: float, end: float | None, gpus: int, **res: Any) -> dict[str, Any]:
+        def job(start: float, end: float | None, gpus: int, **res: Any) -> JobView:
             # gpu_count: what the daemon says each job counts for (core.job.gpu_count)
-            return {
-                "gpu_count": res.pop("count", gpus),
-                "submit_time": start - 60,
-                "start_time": start,
-                "end_time": end,
-                "node": "n1",
-                "gpus": [0],
-                "gpu_memory_bytes": res.pop("granted", None),
-                "resources": {"gpus": gpus, "gpu_fraction": None, **res},
-            }
+            started = res.pop("started", True)
+            state = "PENDING" if not started else "RUNNING" if end is None else "SUCCEEDED"
+            return read_job(
+                {
+                    "id": 1, "name": "j", "user": "u", "project": "default",
+                    "state": state,
+                    "priority": 200, "priority_name": "normal", "command": ["true"],
+                    "preemptible": True, "time_limit_s": None, "grace_s": 30.0, "workdir": "/",
+                    "env": {}, "exit_code": None, "reason": "", "why": "", "wait": None,
+                    "estimated_start": None, "reservation": None, "priority_factors": None,
+                    "begin_time": None, "restart_count": 0, "cancel_requested": False,
+                    "log_path": "",
+                    "gpu_count": res.pop("count", gpus),
+                    "submit_time": start - 60,
+                    "start_time": start if started else None,
+                    "end_time": end,
+                    "node": "n1",
+                    "gpus": [0],
+                    "gpu_memory_bytes": res.pop("granted", None),
+                    "resources": {"gpus": gpus, "gpu_type": None, "cpus": None,
+                                  "mem_bytes": None, "gpu_memory_bytes": None,
+                                  "gpu_fraction": None, **res},
+                }
+            )  # fmt: skip
 
-        return [
+        return (
             job(now - 10 * day, now - 5 * day, 4),  # 5 days x 4 GPUs = 20 GPU-days
             job(
                 now - 2 * day, None, 1, gpu_fraction=0.5, count=0.5
@@ -292,8 +316,8 @@ class FakeClient:
                 granted=20 << 30,
                 count=0.25,
             ),
-            {**job(now, None, 2), "start_time": None},  # pending: not counted
-        ]
+            job(now, None, 2, started=False),  # pending: not counted
+        )
 
 
 def test_from_usage_measures_allocated_over_capacity(

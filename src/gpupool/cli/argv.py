@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable
+from typing import TypeVar, overload
+
+_N = TypeVar("_N")
 
 # Job ids are 64-bit integers in the store (and the API refuses larger ones by name).
 MAX_JOB_ID = 2**63 - 1
@@ -34,11 +36,26 @@ class CliParser(argparse.ArgumentParser):
     Sub-parsers are of this class too (argparse makes them of the parent's class).
     """
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        words = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(self._attach_dash_values(words), namespace)
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None, namespace: _N
+    ) -> tuple[_N, list[str]]: ...
+
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: _N | None = None
+    ) -> tuple[_N | argparse.Namespace, list[str]]:
+        words = self._attach_dash_values(list(sys.argv[1:] if args is None else args))
+        if namespace is None:
+            return super().parse_known_args(words)
+        return super().parse_known_args(words, namespace)
 
     def _attach_dash_values(self, words: list[str]) -> list[str]:
         flags = self._option_string_actions
@@ -69,5 +86,5 @@ class CliParser(argparse.ArgumentParser):
         return out + words[i:]
 
     def _looks_negative(self, word: str) -> bool:
-        matcher: Any = self._negative_number_matcher
+        matcher = self._negative_number_matcher
         return bool(matcher.match(word)) and not self._has_negative_number_optionals

@@ -1,7 +1,8 @@
 """The one line a user reads when a command cannot reach its pool, and its exit code.
 
 Exit codes (also in cli/main.py): 1 when no pool answered (none running, not a gpupool daemon,
-no answer in time, an unusable state directory) or a submission could not be confirmed; 2 for
+no answer in time, an unusable state directory, an answer of a shape this client does not
+know) or a submission could not be confirmed; 2 for
 a client setting that cannot be used (--url, GPUPOOL_URL, GPUPOOL_TIMEOUT).
 """
 
@@ -15,6 +16,7 @@ from gpupool.client import (
     NotAGpupoolDaemon,
     PoolUnreachable,
     SubmitUnconfirmed,
+    UnexpectedAnswer,
 )
 
 
@@ -39,6 +41,11 @@ def _why(exc: PoolUnreachable) -> str:
         if where.startswith("the state directory"):
             return f"the socket in {where[4:]} is not a gpupool daemon's ({exc.problem})"
         return f"{where} is not a gpupool daemon ({exc.problem}); check --url or GPUPOOL_URL"
+    if isinstance(exc, UnexpectedAnswer):
+        return (
+            f"the daemon at {where} answered in a shape this client does not know "
+            f"({exc.problem}): is it another version of gpupool?"
+        )
     if isinstance(exc, ConnectionLost):
         return f"the daemon at {where} dropped the connection: {exc.problem}"
     if where.startswith("the state directory"):

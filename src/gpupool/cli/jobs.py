@@ -1,4 +1,4 @@
-"""queue, show, logs, cancel, wait: looking at and steering jobs."""
+"""queue, show, why, logs, cancel, wait: looking at and steering jobs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import argparse
 import getpass
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import BinaryIO
 
+from gpupool.cli.argv import job_id
+from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.cli.explain import cmd_why
 from gpupool.cli.render import (
     clock_time,
     elapsed,
@@ -18,9 +22,9 @@ from gpupool.cli.render import (
     reason_cell,
     state_cell,
 )
-from gpupool.client import Client
+from gpupool.client import Client, JobView
+from gpupool.core.job import JobState
 
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"}
 QUEUE_PAGE = 50  # jobs in `gpupool queue`'s table unless --limit or -a says otherwise
 # Names are cut to this many columns (with an ellipsis), so one long name cannot widen
 # every row; figures and states are never cut.
@@ -40,15 +44,67 @@ QUEUE_COLUMNS = (
 )
 
 
+def register(sub: Subparsers, parents: Parents) -> None:
+    common, listing = parents.common, parents.listing
+    p = sub.add_parser(
+        "queue",
+        aliases=["ps"],
+        parents=[common, listing],
+        help="list active jobs (-a: finished too)",
+    )
+    p.set_defaults(handler=OnPool(cmd_queue))
+    p.add_argument(
+        "-a", "--all", action="store_true", help="every job, finished ones too (no page)"
+    )
+    p.add_argument("-u", "--user", help="only this user's jobs")
+    p.add_argument("--project", help="only this project's jobs")
+    p.add_argument(
+        "--state",
+        metavar="STATES",
+        help="only jobs in these states, comma-separated (e.g. pending,running)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="list at most N jobs (default: 50 in the table, every one with --json)",
+    )
+    p.add_argument(
+        "--priority",
+        action="store_true",
+        help="pending jobs in queue order with their priority factors (sprio)",
+    )
+    p = sub.add_parser("show", parents=[common, listing], help="a job's full record and story")
+    p.set_defaults(handler=OnPool(cmd_show))
+    p.add_argument("job_id", type=job_id)
+    p = sub.add_parser(
+        "why", parents=[common, listing], help="why a job waits, and when it is expected to start"
+    )
+    p.set_defaults(handler=OnPool(cmd_why))
+    p.add_argument("job_id", type=job_id)
+    p = sub.add_parser("logs", parents=[common], help="print a job's output (-f follows)")
+    p.set_defaults(handler=OnPool(cmd_logs))
+    p.add_argument("job_id", type=job_id)
+    p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+    p = sub.add_parser("cancel", parents=[common], help="cancel jobs (SIGTERM, grace, SIGKILL)")
+    p.set_defaults(handler=OnPool(cmd_cancel))
+    p.add_argument("job_ids", type=job_id, nargs="*")
+    p.add_argument("--mine", action="store_true", help="all of your active jobs")
+    p = sub.add_parser("wait", parents=[common], help="wait for a job; exit with its exit code")
+    p.set_defaults(handler=OnPool(cmd_wait))
+    p.add_argument("job_id", type=job_id)
+    p.add_argument("-q", "--quiet", action="store_true")
+
+
 def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     if args.priority:  # the same jobs, in the same order, as a table or as JSON
         from gpupool.cli.explain import print_priorities, queue_order
 
         pending = client.job_page(
             user=args.user, project=args.project, states=["PENDING"], order="queue"
-        )["jobs"]
+        ).jobs
         if args.json:
-            print_json(queue_order(pending))
+            print_json([j.wire for j in queue_order(pending)])
         else:
             print_priorities(pending)
         return 0
@@ -56,6 +112,14 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     limit = args.limit
     if limit is None and not args.all and not args.json:
         limit = QUEUE_PAGE  # the table's first page: running, then the head of the queue
+    if args.json:  # the daemon's JSON as it came: not parsed into views to be dumped again
+        print_json_list(
+            client.job_page_wire(
+                args.all, args.user, project=args.project, states=states, limit=limit,
+                order="queue",
+            ).jobs
+        )  # fmt: skip
+        return 0
     found = client.job_page(
         include_finished=args.all,
         user=args.user,
@@ -64,23 +128,20 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
         limit=limit,
         order="queue",
     )
-    jobs = found["jobs"]
-    if args.json:
-        print_json_list(jobs)
-        return 0
+    jobs = found.jobs
     now = time.time()
     rows = [
         (
-            j["id"],
-            j["name"],
-            j["user"],
-            j["project"],
+            j.id,
+            j.name,
+            j.user,
+            j.project,
             gpus_cell(j),
-            j["state"],
-            clock_time(j["submit_time"], now),
-            clock_time(j["start_time"], now),
+            j.state.value,
+            clock_time(j.submit_time, now),
+            clock_time(j.start_time, now),
             elapsed(j, now),
-            "-" if j["exit_code"] is None else j["exit_code"],
+            "-" if j.exit_code is None else j.exit_code,
             reason_cell(j),
         )
         for j in jobs
@@ -94,18 +155,18 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
             )
         return 0
     print_table(QUEUE_COLUMNS, rows, limits=QUEUE_LIMITS)
-    rest = found["total"] - len(jobs)
+    rest = found.total - len(jobs)
     if rest > 0:
-        print(more_line(found["counts"], jobs, rest))
+        print(more_line(found.counts, jobs, rest))
     return 0
 
 
-def more_line(counts: dict[str, int], shown: list[dict[str, Any]], rest: int) -> str:
+def more_line(counts: Mapping[str, int], shown: Sequence[JobView], rest: int) -> str:
     """'... and 9,950 more (9,948 PENDING, 2 RUNNING): gpupool queue --limit N, or -a for
     every job' under a table that shows the first page only."""
     left = dict(counts)
     for job in shown:
-        left[job["state"]] = left.get(job["state"], 0) - 1
+        left[job.state.value] = left.get(job.state.value, 0) - 1
     parts = [f"{n:,} {state}" for state, n in sorted(left.items()) if n > 0]
     return (
         f"... and {rest:,} more ({', '.join(parts)}): "
@@ -116,95 +177,98 @@ def more_line(counts: dict[str, int], shown: list[dict[str, Any]], rest: int) ->
 def cmd_show(client: Client, args: argparse.Namespace) -> int:
     job = client.job(args.job_id)
     if args.json:
-        print_json(job)
+        print_json(job.wire)
         return 0
-    res = job["resources"]
+    res = job.resources
     lines = [
-        ("Job", f"{job['id']} ({job['name']})"),
+        ("Job", f"{job.id} ({job.name})"),
         ("State", state_cell(job)),
-        ("Why", job["why"] or "-"),
+        ("Why", job.why or "-"),
         ("Binding", _binding(job)),
         ("Expected start", _expected(job)),
-        ("User / project", f"{job['user']} / {job['project']}"),
-        ("Priority", f"{job['priority_name']} ({job['priority']})"),
-        ("Command", " ".join(job["command"])),
-        ("Workdir", job["workdir"]),
+        ("User / project", f"{job.user} / {job.project}"),
+        ("Priority", f"{job.priority_name} ({job.priority})"),
+        ("Command", " ".join(job.command)),
+        ("Workdir", job.workdir),
         (
             "Requested",
             _gpus_requested(job)
-            + (f" of {res['gpu_type']}" if res["gpu_type"] else "")
-            + (f", {res['cpus']} CPUs" if res["cpus"] else "")
-            + (f", {res['mem_bytes'] >> 20} MiB" if res["mem_bytes"] else ""),
+            + (f" of {res.gpu_type}" if res.gpu_type else "")
+            + (f", {res.cpus} CPUs" if res.cpus else "")
+            + (f", {res.mem_bytes >> 20} MiB" if res.mem_bytes else ""),
         ),
         ("Time limit", _limit(job)),
-        ("Node / GPUs", f"{job['node'] or '-'} / {','.join(map(str, job['gpus'])) or '-'}"),
-        ("Submitted", clock_time(job["submit_time"])),
-        ("Started", clock_time(job["start_time"])),
-        ("Ended", clock_time(job["end_time"])),
+        ("Node / GPUs", f"{job.node or '-'} / {','.join(map(str, job.gpus)) or '-'}"),
+        ("Submitted", clock_time(job.submit_time)),
+        ("Started", clock_time(job.start_time)),
+        ("Ended", clock_time(job.end_time)),
         ("Elapsed", elapsed(job)),
-        ("Exit code", "-" if job["exit_code"] is None else str(job["exit_code"])),
-        ("Restarts", str(job["restart_count"])),
-        ("Log", job["log_path"]),
+        ("Exit code", "-" if job.exit_code is None else str(job.exit_code)),
+        ("Restarts", str(job.restart_count)),
+        ("Log", job.log_path),
     ]
-    if job["env"]:
-        lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job["env"].items()))))
+    if job.env:
+        lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key:<{width}}  {value}")
     print("\nStory:")
-    for e in job.get("events", []):
-        frm = e["from"] or "(new)"
-        print(f"  {clock_time(e['time'])}  {frm:>9} -> {e['to']:<9}  {e['cause']}")
+    for e in job.events:
+        frm = e.frm.value if e.frm else "(new)"
+        print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {e.cause}")
     return 0
 
 
-def _binding(job: dict[str, Any]) -> str:
+def _binding(job: JobView) -> str:
     from gpupool.cli.explain import binding_text
 
-    return binding_text(job.get("wait")) or "-"
+    return binding_text(job.wait) or "-"
 
 
-def _expected(job: dict[str, Any]) -> str:
-    if job["state"] != "PENDING":
+def _expected(job: JobView) -> str:
+    if job.state is not JobState.PENDING:
         return "-"
     from gpupool.cli.explain import estimate_text
 
     return estimate_text(job, time.time())
 
 
-def _gpus_requested(job: dict[str, Any]) -> str:
+def _gpus_requested(job: JobView) -> str:
     """ "2 GPUs", "0.5 GPU (shared)", "0.25 GPU (20GiB of GPU memory, shared)": the count the
     pool uses everywhere (the API's gpu_count), with what a shared GPU was asked for by."""
-    res = job["resources"]
-    count = float(job.get("gpu_count", res["gpus"]))
+    res = job.resources
+    count = float(job.gpu_count)
     text = f"{count:g} GPU{'' if count == 1 or not count.is_integer() else 's'}"
-    if res.get("gpu_memory_bytes"):
+    if res.gpu_memory_bytes:
         from gpupool.core.units import format_size
 
-        return f"{text} ({format_size(res['gpu_memory_bytes'])} of GPU memory, shared)"
-    return f"{text} (shared)" if res.get("gpu_fraction") is not None else text
+        return f"{text} ({format_size(res.gpu_memory_bytes)} of GPU memory, shared)"
+    return f"{text} (shared)" if res.gpu_fraction is not None else text
 
 
-def _limit(job: dict[str, Any]) -> str:
+def _limit(job: JobView) -> str:
     from gpupool.core.units import format_duration
 
-    return format_duration(job["time_limit_s"]) if job["time_limit_s"] else "none"
+    return format_duration(job.time_limit_s) if job.time_limit_s else "none"
 
 
-def stream_log(client: Client, job_id: int, follow: bool, out: Any = None) -> str:
+def stream_log(
+    client: Client, job_id: int, follow: bool, out: BinaryIO | None = None
+) -> JobState | None:
     """Print the log from the start; with follow, until the job ends. Returns the final state.
 
     A job that has not started has no output: with follow, say once (on stderr) that the
     output comes when it starts; without, say that it is pending."""
-    out = out or sys.stdout.buffer
-    offset, state, said_pending = 0, "", False
+    sink = out or sys.stdout.buffer
+    offset, said_pending = 0, False
     while True:
-        data, offset, state = client.log(job_id, offset)
-        if data:
-            out.write(data)
-            out.flush()
+        chunk = client.log(job_id, offset)
+        offset, state = chunk.offset, chunk.state
+        if chunk.data:
+            sink.write(chunk.data)
+            sink.flush()
             continue  # drain before sleeping
-        if state == "PENDING" and offset == 0 and not said_pending:
+        if state is JobState.PENDING and offset == 0 and not said_pending:
             said_pending = True
             if follow:
                 print(
@@ -219,13 +283,13 @@ def stream_log(client: Client, job_id: int, follow: bool, out: Any = None) -> st
                     file=sys.stderr,
                 )
                 return state
-        if not follow or state in TERMINAL:
+        if not follow or (state is not None and state.terminal):
             # One last read: the job may have written its last lines as it ended.
-            data, offset, state = client.log(job_id, offset)
-            if data:
-                out.write(data)
-                out.flush()
-            return state
+            chunk = client.log(job_id, offset)
+            if chunk.data:
+                sink.write(chunk.data)
+                sink.flush()
+            return chunk.state
         time.sleep(0.2)
 
 
@@ -234,16 +298,16 @@ def detach_note(client: Client, job_id: int, what: str = "detached") -> str:
     with a short timeout: a user who pressed Ctrl-C is not kept waiting)."""
     timeout, client.timeout = client.timeout, min(client.timeout, 2.0)
     try:
-        state = client.job(job_id)["state"]
+        state = client.job(job_id).state
     except Exception:  # the note must not fail: the daemon may be gone
         return f"({what}; job {job_id} is not cancelled: gpupool show {job_id})"
     finally:
         client.timeout = timeout
-    if state == "PENDING":
+    if state is JobState.PENDING:
         return f"({what}; job {job_id} stays queued (pending): gpupool why {job_id})"
-    if state == "RUNNING":
+    if state is JobState.RUNNING:
         return f"({what}; job {job_id} keeps running: gpupool logs -f {job_id})"
-    return f"({what}; job {job_id} is {state})"
+    return f"({what}; job {job_id} is {state.value})"
 
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
@@ -255,31 +319,31 @@ def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_for(client: Client, job_id: int) -> dict[str, Any]:
+def wait_for(client: Client, job_id: int) -> JobView:
     delay = 0.05
     while True:
         job = client.job(job_id)
-        if job["state"] in TERMINAL:
+        if job.state.terminal:
             return job
         time.sleep(delay)
         delay = min(delay * 2, 1.0)
 
 
-def exit_status(job: dict[str, Any]) -> int:
+def exit_status(job: JobView) -> int:
     """The job's own exit code, as `srun` does; 1 if it ended without one (cancelled early)."""
-    if job["exit_code"] is not None:
-        return int(job["exit_code"])
-    return 0 if job["state"] == "SUCCEEDED" else 1
+    if job.exit_code is not None:
+        return job.exit_code
+    return 0 if job.state is JobState.SUCCEEDED else 1
 
 
-def final_line(job: dict[str, Any]) -> str:
+def final_line(job: JobView) -> str:
     """'job 3 SUCCEEDED (exit 0)'; 'job 4 CANCELLED before it started'; never 'exit None'."""
-    head = f"job {job['id']} {job['state']}"
-    if job["exit_code"] is not None:
-        return f"{head} (exit {job['exit_code']})"
-    if not job.get("start_time"):
+    head = f"job {job.id} {job.state.value}"
+    if job.exit_code is not None:
+        return f"{head} (exit {job.exit_code})"
+    if not job.start_time:
         return f"{head} before it started"
-    return f"{head} (no exit code{': ' + job['reason'] if job.get('reason') else ''})"
+    return f"{head} (no exit code{': ' + job.reason if job.reason else ''})"
 
 
 def cmd_wait(client: Client, args: argparse.Namespace) -> int:
@@ -297,15 +361,15 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     me = getpass.getuser()
     ids = list(args.job_ids)
     if args.mine:
-        ids += [j["id"] for j in client.jobs(user=me)]
+        ids += [j.id for j in client.jobs(user=me)]
         if not ids:
             print("nothing to cancel: you have no active jobs", file=sys.stderr)
             return 0
     if not ids:
         print("gpupool: nothing to cancel: give job ids or --mine", file=sys.stderr)
         return 2
-    for job_id in ids:
-        job = client.cancel(job_id, me)
-        verb = "cancelling" if job["state"] == "RUNNING" else job["state"].lower()
-        print(f"job {job_id}: {verb}")
+    for one in ids:
+        job = client.cancel(one, me)
+        verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
+        print(f"job {one}: {verb}")
     return 0

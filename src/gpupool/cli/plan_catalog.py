@@ -161,7 +161,7 @@ def _place_labels(
         py = (math.log10(y) - y0) / (y1 - y0) * 330
         width = 4.3 * len(label)
         choice = (5.0, 4.0, "left")
-        candidates = [
+        candidates: list[tuple[float, float, str]] = [
             (dx, dy, al) for dy in (4, -11, 14, -21) for dx, al in ((5, "left"), (-5, "right"))
         ]
         for dx, dy, align in candidates:

@@ -8,9 +8,15 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupool.plan.quantity import PlanError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpupool.plan.catalog import Catalog
 
 
 def add_common_flags(p: argparse.ArgumentParser) -> None:
@@ -23,7 +29,7 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def load_catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def load_catalog(args: argparse.Namespace) -> Catalog:
     """The built-in catalog with the user's --catalog override applied."""
     from gpupool.plan.catalog import load_catalog as _load
 
@@ -63,7 +69,7 @@ def print_rich_table(
     print_whole(table)
 
 
-def print_whole(table: Any, console: Any = None) -> None:
+def print_whole(table: Table, console: Console | None = None) -> None:
     """Print a rich table without cutting a name or a figure.
 
     Only the first column (names) may wrap, between words, never inside one; every other
@@ -99,14 +105,17 @@ def print_whole(table: Any, console: Any = None) -> None:
 PIPE_WIDTH = 1000
 
 
-def table_console(stderr: bool = False) -> Any:
-    """A rich Console: the terminal's width on a terminal, PIPE_WIDTH otherwise."""
+def table_console(stderr: bool = False) -> Console:
+    """A rich Console: the terminal's width on a terminal, PIPE_WIDTH otherwise; a reader
+    that goes away ends the command quietly (_broken_pipe)."""
     from rich.console import Console
 
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            _broken_pipe()
+
     stream = sys.stderr if stderr else sys.stdout
-    console = Console(stderr=stderr, width=None if stream.isatty() else PIPE_WIDTH)
-    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
-    return console
+    return QuietConsole(stderr=stderr, width=None if stream.isatty() else PIPE_WIDTH)
 
 
 def _broken_pipe() -> None:

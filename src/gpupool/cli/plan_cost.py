@@ -186,7 +186,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, st
     colo_price = _number(args.colo_kw_month, "--colo-kw-month")
     if power_kw < 0:  # not given
         power_kw = max_kw if (max_kw and kwh_price) else 0.0
-        if max_kw and kwh_price:
+        if max_kw and kwh_price and server is not None:  # max_kw is the server's
             notes["power_kw"] = f"{max_kw:g} kW: {server.name}'s max draw, an upper bound"
     if kwh_price and not power_kw:
         raise PlanError("--kwh-price needs --power-kw (the average draw in kW) or a --server")

@@ -161,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     ratio = _positive(args.tokens_per_param, "--tokens-per-param")
     gpus = _whole(args.gpus, "--gpus") if args.gpus is not None else 1
 
-    params = tokens = None
+    params: float | None = None
+    tokens: float | None = None
     if mode == "budget":
         if args.budget_flops is not None:
             budget = _positive(args.budget_flops, "--budget-flops")
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
         "mode": mode,
         "params": params,
         "tokens": tokens,
-        "tokens_per_param": None if params is None else tokens / params,  # type: ignore[operator]
+        "tokens_per_param": None if params is None or tokens is None else tokens / params,
         "compute_optimal_tokens": None
         if params is None
         else t.compute_optimal_tokens(params, ratio),

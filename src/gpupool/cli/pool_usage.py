@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
 
 
 def window_seconds(text: str | None) -> float:
@@ -25,7 +24,9 @@ def window_seconds(text: str | None) -> float:
     return value
 
 
-def measured_utilization(args: argparse.Namespace, window_s: float) -> tuple[float, dict[str, Any]]:
+def measured_utilization(
+    args: argparse.Namespace, window_s: float
+) -> tuple[float, dict[str, float | int | str]]:
     """The pool's own utilization over --window (plan.usage), and how it was measured."""
     import time
 
@@ -35,23 +36,20 @@ def measured_utilization(args: argparse.Namespace, window_s: float) -> tuple[flo
 
     client = Client(args.state_dir, url=args.url)
     jobs = client.jobs(include_finished=True)
-    inventory = client.gpus()
-    capacity = sum(len(node.get("gpus", [])) for node in inventory.get("nodes", []))
+    capacity = client.gpus().gpu_total
     if capacity == 0:
         raise PlanError("--from-usage: the pool reports no GPUs")
     if not jobs:
         raise PlanError("--from-usage: the pool has no job history yet; give --utilization")
     now = time.time()
-    first_submit = min(j["submit_time"] for j in jobs)
+    first_submit = min(j.submit_time for j in jobs)
     start = max(now - window_s, first_submit)
     # The GPUs each job held, as the pool counts them everywhere (a shared GPU: its fraction).
     intervals = [
-        (j["start_time"], j["end_time"], float(j["gpu_count"]))
-        for j in jobs
-        if j.get("start_time") is not None
+        (j.start_time, j.end_time, float(j.gpu_count)) for j in jobs if j.start_time is not None
     ]
     usage = measure_usage(intervals, capacity, start, now)
-    info = {
+    info: dict[str, float | int | str] = {
         "utilization_source": "measured (--from-usage)",
         "window": args.window or "30d",
         "window_start": start,

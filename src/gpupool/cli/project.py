@@ -7,13 +7,17 @@ these commands (the daemon trusts the user name the client sends).
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import sys
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
+from gpupool.cli.commands import OnPool, Parents, PoolHandler, Subparsers
 from gpupool.cli.render import print_json, print_table
-from gpupool.client import ApiError, Client
+from gpupool.client import ApiError, Client, JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from gpupool.client.project_views import ProjectView
 
 COLUMNS = ("NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING")
 # API field -> the flag that sets it, for error messages in the user's terms.
@@ -33,7 +37,8 @@ class BadFlag(ValueError):
     pass
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser, listing: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, parents: Parents) -> None:
+    common, listing = parents.common, parents.listing
     p = sub.add_parser(
         "project",
         parents=[common],
@@ -45,15 +50,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, listing: argparse.Argu
     verbs.required = True
 
     c = verbs.add_parser("create", parents=[common], help="create a project")
+    c.set_defaults(handler=_command(cmd_create))
     c.add_argument("name")
     _value_flags(c, creating=True)
     c.add_argument("--members", metavar="U1,U2", help="who may submit (default: everyone)")
 
-    verbs.add_parser(
+    ls = verbs.add_parser(
         "list", aliases=["ls"], parents=[common, listing], help="projects and their GPU use"
     )
+    ls.set_defaults(handler=_command(cmd_list))
 
     s = verbs.add_parser("set", parents=[common], help="change a project")
+    s.set_defaults(handler=_command(cmd_set))
     s.add_argument("name")
     _value_flags(s, creating=False)
     s.add_argument("--no-limit", action="store_true", help="remove the limit")
@@ -66,12 +74,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, listing: argparse.Argu
     s.add_argument("--remove-member", action="append", default=[], metavar="USER")
 
     d = verbs.add_parser("delete", parents=[common], help="delete a project (no active jobs)")
+    d.set_defaults(handler=_command(cmd_delete))
     d.add_argument("name")
 
     f = verbs.add_parser(
         "default", parents=[common], help="set (or show) the project your jobs go to by default"
     )
     f.add_argument("project", nargs="?", help="omit to show the current default")
+    f.set_defaults(handler=_command(cmd_default))
     f.add_argument("--user", help="for this user instead of you")
 
 
@@ -97,13 +107,13 @@ def _number(flag: str, text: str) -> float:
         raise BadFlag(f"{flag}: must be a number of GPUs, got {text!r}") from None
 
 
-def _members(text: str) -> list[str]:
+def _members(text: str) -> list[JsonValue]:
     return [m.strip() for m in text.split(",") if m.strip()]
 
 
-def _changes(args: argparse.Namespace) -> dict[str, Any]:
+def _changes(args: argparse.Namespace) -> JsonObject:
     """The fields the flags set (only those given)."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     if args.quota is not None:
         out["quota"] = _number("--quota", args.quota)
     if args.limit is not None:
@@ -139,65 +149,67 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def describe(p: dict[str, Any]) -> str:
+def describe(p: ProjectView) -> str:
     """'quota 4, limit 8, weight 2, department research, members alice,bob'."""
     parts = [
-        f"quota {_fmt(p['quota'])}",
-        f"limit {'none' if p['limit'] is None else _fmt(p['limit'])}",
+        f"quota {_fmt(p.quota)}",
+        f"limit {'none' if p.limit is None else _fmt(p.limit)}",
     ]
-    parts.append(f"weight {_fmt(p['weight'])}")
-    if p["department"]:
-        parts.append(f"department {p['department']}")
-    parts.append(f"members {','.join(p['members'])}" if p["members"] else "open to every user")
-    if p["default_time_limit_s"]:
+    parts.append(f"weight {_fmt(p.weight)}")
+    if p.department:
+        parts.append(f"department {p.department}")
+    parts.append(f"members {','.join(p.members)}" if p.members else "open to every user")
+    if p.default_time_limit_s:
         from gpupool.core.units import format_duration
 
-        parts.append(f"default time limit {format_duration(p['default_time_limit_s'])}")
+        parts.append(f"default time limit {format_duration(p.default_time_limit_s)}")
     return ", ".join(parts)
 
 
-def cmd_project(client: Client, args: argparse.Namespace) -> int:
-    try:
-        return _VERBS[args.project_verb](client, args)
-    except BadFlag as exc:
-        print(f"gpupool: {exc}", file=sys.stderr)
-        return 2
-    except ApiError as exc:
-        if exc.code != "invalid_project" or not exc.body.get("errors"):
-            raise
-        for e in exc.body["errors"]:
-            print(f"gpupool: {FLAGS.get(e['field'], e['field'])}: {e['message']}", file=sys.stderr)
-        return 2
+def _command(run: PoolHandler) -> OnPool:
+    """A project verb: a bad flag, or fields the daemon refused, are one line each (exit 2)."""
 
+    @functools.wraps(run)
+    def guarded(client: Client, args: argparse.Namespace) -> int:
+        try:
+            return run(client, args)
+        except BadFlag as exc:
+            print(f"gpupool: {exc}", file=sys.stderr)
+            return 2
+        except ApiError as exc:
+            problems = exc.field_errors()
+            if exc.code != "invalid_project" or not problems:
+                raise
+            for field, message in problems:
+                print(f"gpupool: {FLAGS.get(field, field)}: {message}", file=sys.stderr)
+            return 2
 
-def _path(name: str) -> str:
-    return f"/v1/projects/{quote(name, safe='')}"
+    return OnPool(guarded)
 
 
 def cmd_create(client: Client, args: argparse.Namespace) -> int:
-    body = {"name": args.name, "user": getpass.getuser(), **_changes(args)}
-    p = client.request("POST", "/v1/projects", body)
-    print(f"Created project {p['name']}: {describe(p)}")
+    p = client.create_project(args.name, getpass.getuser(), _changes(args))
+    print(f"Created project {p.name}: {describe(p)}")
     return 0
 
 
 def cmd_list(client: Client, args: argparse.Namespace) -> int:
-    data = client.request("GET", "/v1/projects")
+    found = client.projects()
     if args.json:
-        print_json(data)
+        print_json(found.wire)
         return 0
     rows = [
         (
-            p["name"],
-            p["department"] or "-",
-            _fmt(p["quota"]),
-            _fmt(p["limit"]),
-            _fmt(p["weight"]),
-            ",".join(p["members"]) or "(everyone)",
-            _fmt(p["in_use_gpus"]),
-            p["pending_jobs"],
+            p.name,
+            p.department or "-",
+            _fmt(p.quota),
+            _fmt(p.limit),
+            _fmt(p.weight),
+            ",".join(p.members) or "(everyone)",
+            _fmt(p.in_use_gpus),
+            p.pending_jobs,
         )
-        for p in data["projects"]
+        for p in found.projects
     ]
     print_table(COLUMNS, rows, limits={"MEMBERS": 40})
     return 0
@@ -208,41 +220,29 @@ def cmd_set(client: Client, args: argparse.Namespace) -> int:
     if not changes:
         print("gpupool: nothing to change (see gpupool project set --help)", file=sys.stderr)
         return 2
-    p = client.request("PATCH", _path(args.name), {**changes, "user": getpass.getuser()})
-    print(f"Updated project {p['name']}: {describe(p)}")
-    if not p["members"] and ("remove_members" in changes or "members" in changes):
-        print(f"note: project {p['name']} has no members now: it is open to every user")
+    p = client.update_project(args.name, getpass.getuser(), changes)
+    print(f"Updated project {p.name}: {describe(p)}")
+    if not p.members and ("remove_members" in changes or "members" in changes):
+        print(f"note: project {p.name} has no members now: it is open to every user")
     return 0
 
 
 def cmd_delete(client: Client, args: argparse.Namespace) -> int:
-    client.request("DELETE", _path(args.name), query={"user": getpass.getuser()})
+    client.delete_project(args.name, getpass.getuser())
     print(f"Deleted project {args.name}")
     return 0
 
 
 def cmd_default(client: Client, args: argparse.Namespace) -> int:
     user = args.user or getpass.getuser()
-    path = f"/v1/projects/defaults/{quote(user, safe='')}"
-    if args.project is None:
-        d = client.request("GET", path)
-    else:
-        d = client.request("PUT", path, {"project": args.project})
-        print(f"Default project of {user}: {d['project']}")
+    if args.project is not None:
+        d = client.set_default_project(user, args.project)
+        print(f"Default project of {user}: {d.project}")
         return 0
-    chosen = f"default project {d['project']}" if d["project"] else "no default project set"
-    if d["effective"]:
-        print(f"{user}: {chosen}; jobs without --project go to {d['effective']}")
+    d = client.default_project(user)
+    chosen = f"default project {d.project}" if d.project else "no default project set"
+    if d.effective:
+        print(f"{user}: {chosen}; jobs without --project go to {d.effective}")
     else:
-        print(f"{user}: {chosen}; jobs without --project are refused: {d['problem']}")
+        print(f"{user}: {chosen}; jobs without --project are refused: {d.problem}")
     return 0
-
-
-_VERBS = {
-    "create": cmd_create,
-    "list": cmd_list,
-    "ls": cmd_list,
-    "set": cmd_set,
-    "delete": cmd_delete,
-    "default": cmd_default,
-}

@@ -7,17 +7,23 @@ import sys
 import time
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpupool.core.units import format_duration
 
+if TYPE_CHECKING:
+    from gpupool.client import JobView, JsonValue
 
-def print_json(data: Any) -> None:
+# A table's cell: text, or a figure (str() of it is shown; None shows as "").
+Cell = str | int | float | None
+
+
+def print_json(data: JsonValue) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 
 
-def print_json_list(items: Sequence[Any]) -> None:
+def print_json_list(items: Sequence[JsonValue]) -> None:
     """A JSON array with one item per line (keys sorted): as readable as `print_json` for
     a list of records, and written in one go by the C encoder, where an indented dump of
     10,000 jobs goes through Python's encoder value by value (seconds)."""
@@ -27,7 +33,7 @@ def print_json_list(items: Sequence[Any]) -> None:
 
 def print_table(
     columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
+    rows: Sequence[Sequence[Cell]],
     title: str = "",
     limits: Mapping[str, int] | None = None,
 ) -> None:
@@ -96,18 +102,20 @@ def printable(text: str) -> str:
     return "".join("?" if unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
-def reason_cell(job: Mapping[str, Any]) -> str:
+def reason_cell(job: JobView) -> str:
     """The queue's REASON: a running job asked to stop shows it is stopping (its grace
     period), not a blank."""
-    if job["state"] == "RUNNING" and job.get("cancel_requested"):
+    from gpupool.core.job import JobState
+
+    if job.state is JobState.RUNNING and job.cancel_requested:
         return "Cancelling"
-    return str(job["reason"] or "-")
+    return job.reason or "-"
 
 
-def state_cell(job: Mapping[str, Any]) -> str:
+def state_cell(job: JobView) -> str:
     """'RUNNING  [Cancelling]', 'PENDING  [Resources]', or the state alone."""
     reason = reason_cell(job)
-    return str(job["state"]) + (f"  [{reason}]" if reason != "-" else "")
+    return job.state.value + (f"  [{reason}]" if reason != "-" else "")
 
 
 def clock_time(ts: float | None, now: float | None = None) -> str:
@@ -121,24 +129,24 @@ def clock_time(ts: float | None, now: float | None = None) -> str:
     return time.strftime("%b %d %H:%M", local)
 
 
-def elapsed(job: dict[str, Any], now: float | None = None) -> str:
-    start = job.get("start_time")
+def elapsed(job: JobView, now: float | None = None) -> str:
+    start = job.start_time
     if not start:
         return "-"
-    end = job.get("end_time") or now or time.time()
+    end = job.end_time or now or time.time()
     return format_duration(end - start)
 
 
-def gpus_cell(job: dict[str, Any]) -> str:
-    res = job["resources"]
-    want: Any = res["gpus"]
-    if res.get("gpu_fraction"):
-        want = f"{res['gpu_fraction']:g}"
-    elif res.get("gpu_memory_bytes"):
+def gpus_cell(job: JobView) -> str:
+    res = job.resources
+    want: str | int = res.gpus
+    if res.gpu_fraction:
+        want = f"{res.gpu_fraction:g}"
+    elif res.gpu_memory_bytes:
         from gpupool.core.units import format_size
 
-        want = format_size(res["gpu_memory_bytes"])
-    held = job.get("gpus") or []
+        want = format_size(res.gpu_memory_bytes)
+    held = job.gpus
     if held:
         return f"{want} ({','.join(str(g) for g in held)})"
     return str(want)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
-from gpupool.core.paths import state_dir
+from gpupool.cli.commands import Offline, Parents, Subparsers
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, parents: Parents) -> None:
+    p = sub.add_parser(
+        "server", parents=[parents.common], help="run the pool (daemon) in the foreground"
+    )
+    p.set_defaults(handler=Offline(cmd_server))
     p.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -42,19 +45,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lease-ttl", type=float, default=None, help=argparse.SUPPRESS)
 
 
-class _DaemonLogFormat(logging.Formatter):
-    """'2026-11-23 14:05:09 job 12 started on box:0,1'; warnings and errors say so."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
-
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  (logging's name)
-        if record.levelno >= logging.WARNING:
-            record.message = f"{record.levelname.lower()}: {record.message}"
-        return super().formatMessage(record)
-
-
 def _log_to_stderr() -> None:
+    """The daemon's log on stderr: '2026-11-23 14:05:09 job 12 started on box:0,1';
+    warnings and errors say so. (logging is imported here: every other verb builds this
+    module's parser, and none of them logs.)"""
+    import logging
+
+    class _DaemonLogFormat(logging.Formatter):
+        def __init__(self) -> None:
+            super().__init__("%(asctime)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+
+        def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  (logging's)
+            if record.levelno >= logging.WARNING:
+                record.message = f"{record.levelname.lower()}: {record.message}"
+            return super().formatMessage(record)
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_DaemonLogFormat())
     root = logging.getLogger()
@@ -75,6 +80,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     except DiscoveryError as exc:
         print(f"gpupool: GPU discovery failed: {exc}", file=sys.stderr)
         return 1
+    from gpupool.core.paths import state_dir
     from gpupool.core.units import parse_duration
     from gpupool.policy.snapshot import PolicyConfig
 

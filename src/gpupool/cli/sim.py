@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpupool.cli.commands import Offline, Parents, Subparsers
+
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
 PROFILE_NAMES = ("default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf")
@@ -22,7 +24,20 @@ PROFILE_NAMES = ("default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle"
 WIDE_PLACEMENTS = ("spread", "consolidate")
 
 
+def register(sub: Subparsers, parents: Parents) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="replay a job trace through scheduling policies and compare them",
+        description="Replay a job trace through named scheduling policies on a simulated "
+        "cluster, with the daemon's own policy code (docs/simulator.md). Prints the "
+        "comparison; writes files (metrics.json, plots) only with --out DIR.",
+    )
+    p.set_defaults(handler=Offline(run))
+    add_arguments(p)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The replay's flags (also bench/vs_helios.py's, which replays the same plan)."""
     p.add_argument(
         "--trace",
         required=True,

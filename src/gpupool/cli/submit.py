@@ -15,13 +15,16 @@ import argparse
 import getpass
 import os
 import sys
-import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.jobs import detach_note, exit_status, final_line, stream_log, wait_for
-from gpupool.client import Client
+from gpupool.client import Client, JsonObject
 from gpupool.spec.flags import SPEC_KEYS
+
+if TYPE_CHECKING:
+    from gpupool.spec import SpecError
 
 SPEC_RULE = """which words are what:
   gpupool submit [flags] -- CMD ARGS...    after --, everything is the command
@@ -36,9 +39,27 @@ SPEC_RULE = """which words are what:
 # Every spec key is also a flag of the same name (gpu_type: --gpu-type); command and env
 # come from `-- CMD` and repeated --env instead.
 FLAG_FIELDS = tuple(k for k in SPEC_KEYS if k not in ("command", "env"))
+# Why the daemon refused a job it understood (exit 2, "job refused: ...").
+SUBMIT_REFUSALS = frozenset(
+    {"unsatisfiable", "quota_never_fits", "bad_workdir", "unknown_project", "not_a_member"}
+)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def register(sub: Subparsers, parents: Parents) -> None:
+    p = sub.add_parser(
+        "submit",
+        parents=[parents.common],
+        help="queue a job (flags or job.yaml)",
+        description="gpupool submit [flags] -- CMD ARGS...   or   gpupool submit job.yaml [flags]",
+        epilog=SPEC_RULE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command = OnPool(cmd_submit, prepare=take_spec_file, refusals=SUBMIT_REFUSALS)
+    p.set_defaults(handler=command)
+    _add_arguments(p)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpus",
         type=str,
@@ -137,7 +158,7 @@ def take_spec_file(args: argparse.Namespace) -> None:
         )
 
 
-def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
+def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     from gpupool.spec import (
         build_spec,
         drop_overridden_lines,
@@ -182,7 +203,7 @@ def build_wire_spec(args: argparse.Namespace) -> dict[str, Any]:
         base_env=dict(os.environ),
         default_workdir=os.getcwd(),
     )
-    wire = spec_to_wire(spec)
+    wire: JsonObject = spec_to_wire(spec)
     if merged.get("project") is None:
         wire["project"] = None  # not given: the daemon picks the user's default project
     return wire
@@ -198,7 +219,7 @@ def _absolute_workdir(merged: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _number(value: str | None) -> Any:
+def _number(value: str | None) -> int | float | str | None:
     if value is None:
         return None
     try:
@@ -240,12 +261,14 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(spec_error_text(exc, args.spec_file), file=sys.stderr)
         return 2
+    import uuid  # here: no other verb needs it
+
     job = client.submit(wire, getpass.getuser(), token=args.token or uuid.uuid4().hex)
-    job_id = job["id"]
+    job_id = job.id
     if args.parsable:
         print(job_id)
     else:
-        print(f"Submitted job {job_id} to project {job['project']}")
+        print(f"Submitted job {job_id} to project {job.project}")
     sys.stdout.flush()
     if not args.wait:
         return 0
@@ -259,7 +282,7 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
     return exit_status(final)
 
 
-def spec_error_text(exc: Any, spec_file: str | None) -> str:
+def spec_error_text(exc: SpecError, spec_file: str | None) -> str:
     """One line for one problem; a heading and one line per problem for several. A file
     read as a spec only because it is not executable gets a hint about --."""
     problems = str(exc).splitlines()

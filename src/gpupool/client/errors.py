@@ -8,7 +8,7 @@ Each has a plain-English `str()` for SDK users; the CLI words them itself.
 
 from __future__ import annotations
 
-from typing import Any
+from gpupool.client.wire_json import JsonObject
 
 # Every answer of a gpupool daemon carries this header (api/app.py): an answer without it
 # comes from something else listening at that address.
@@ -74,10 +74,27 @@ class SubmitUnconfirmed(PoolUnreachable):
         self.maybe_stored = maybe_stored
 
 
+class UnexpectedAnswer(PoolUnreachable):
+    """The daemon answered in a shape this client does not know (another gpupool version?):
+    `problem` names the value and what is wrong with it (client/wire_json.py)."""
+
+
 class ApiError(RuntimeError):
-    def __init__(self, status: int, code: str, message: str, body: dict[str, Any]) -> None:
+    """The daemon's refusal: HTTP `status`, the API's error `code` and `message`, and the
+    whole error `body` (e.g. `errors`: one {field, message} per bad field)."""
+
+    def __init__(self, status: int, code: str, message: str, body: JsonObject) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.body = body
+
+    def field_errors(self) -> list[tuple[str, str]]:
+        """(field, message) of each bad field the body lists; [] when it lists none."""
+        listed = self.body.get("errors")
+        out: list[tuple[str, str]] = []
+        for item in listed if isinstance(listed, list) else []:
+            if isinstance(item, dict):
+                out.append((str(item.get("field", "")), str(item.get("message", ""))))
+        return out

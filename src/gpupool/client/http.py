@@ -13,9 +13,10 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode, urlsplit
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
 
 from gpupool.client.errors import (
     API_HEADER,
@@ -27,8 +28,26 @@ from gpupool.client.errors import (
     NotAGpupoolDaemon,
     PoolUnreachable,
     SubmitUnconfirmed,
+    UnexpectedAnswer,
 )
+from gpupool.client.views import (
+    JobPage,
+    JobView,
+    LogChunk,
+    WireJobPage,
+    read_job,
+    read_job_page,
+    read_wire_job_page,
+)
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
+from gpupool.core.job import JobState
 from gpupool.core.paths import socket_path, state_dir
+
+if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from gpupool.client.pool_views import GpusView, PoolInfo
+    from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 # A submission cut off in flight is sent again with the same token (the store keeps one job
@@ -176,7 +195,11 @@ class Client:
             raise PoolUnreachable(self.where(), _os_problem(exc, self)) from None
 
     def request_raw(
-        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: JsonValue = None,
+        query: Mapping[str, str | int | None] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         if query:
             items = {k: v for k, v in query.items() if v is not None}
@@ -200,28 +223,42 @@ class Client:
         return status, headers, data
 
     def request(
-        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
-    ) -> Any:
+        self,
+        method: str,
+        path: str,
+        body: JsonValue = None,
+        query: Mapping[str, str | int | None] | None = None,
+    ) -> JsonValue:
+        """The decoded JSON answer; ApiError when the daemon refuses the request."""
         status, _, data = self.request_raw(method, path, body, query)
         decoded = _decode(data)
         if status >= 400:
             raise _api_error(status, decoded)
         return decoded
 
+    def _read(self, read: Callable[[JsonValue], T], answer: JsonValue) -> T:
+        """`answer` read as a view; UnexpectedAnswer when its shape is not the one known."""
+        try:
+            return read(answer)
+        except WireShapeError as exc:
+            raise UnexpectedAnswer(self.where(), str(exc)) from None
+
     # -- the API, one method per endpoint ---------------------------------------------------
-    def info(self) -> dict[str, Any]:
-        return self.request("GET", "/v1/info")  # type: ignore[no-any-return]
+    def info(self) -> PoolInfo:
+        from gpupool.client.pool_views import read_info
+
+        return self._read(read_info, self.request("GET", "/v1/info"))
 
     def submit(
-        self, spec: dict[str, Any], user: str, token: str | None = None, retry: bool = True
-    ) -> dict[str, Any]:
+        self, spec: JsonObject, user: str, token: str | None = None, retry: bool = True
+    ) -> JobView:
         """Queue a job. With a token (and `retry`), a try cut off in flight (connection
         reset or lost, no answer in time, refused while the daemon restarts) is sent again
         with the same token, which the daemon stores at most once. SubmitUnconfirmed when
         every try failed, saying whether the job may have been stored."""
-        body = {"spec": spec, "user": user, "token": token}
+        body: JsonObject = {"spec": spec, "user": user, "token": token}
         if token is None or not retry:
-            return self.request("POST", "/v1/jobs", body)  # type: ignore[no-any-return]
+            return self._read(read_job, self.request("POST", "/v1/jobs", body))
         first = time.monotonic()
         window = max(SUBMIT_RETRY_WINDOW_S, 2 * self.timeout)
         reached = False  # did any try get as far as sending the request?
@@ -229,7 +266,7 @@ class Client:
         while True:
             tries += 1
             try:
-                return self.request("POST", "/v1/jobs", body)  # type: ignore[no-any-return]
+                return self._read(read_job, self.request("POST", "/v1/jobs", body))
             except DaemonNotRunning as exc:
                 if not reached:
                     raise  # nothing was ever sent: the job is surely not stored
@@ -245,9 +282,9 @@ class Client:
                 raise SubmitUnconfirmed(self.where(), last, tries, elapsed, token, reached)
             time.sleep(delay)
 
-    def jobs(self, include_finished: bool = False, user: str | None = None) -> list[dict[str, Any]]:
+    def jobs(self, include_finished: bool = False, user: str | None = None) -> tuple[JobView, ...]:
         """Every active job (`include_finished`: every job), of `user` when given, by id."""
-        return self.job_page(include_finished, user)["jobs"]  # type: ignore[no-any-return]
+        return self.job_page(include_finished, user).jobs
 
     def job_page(
         self,
@@ -255,50 +292,132 @@ class Client:
         user: str | None = None,
         *,
         project: str | None = None,
-        states: list[str] | None = None,
+        states: Sequence[str] | None = None,
         limit: int | None = None,
         offset: int = 0,
         order: str = "id",
-    ) -> dict[str, Any]:
-        """A page of jobs: {"jobs", "total" (every match), "counts" (by state), "offset",
-        "limit"}; `order` "queue": running, then pending in queue order."""
-        query = {
-            "all": "true" if include_finished else None,
-            "user": user,
-            "project": project,
-            "state": ",".join(states) if states else None,
-            "limit": limit,
-            "offset": offset or None,
-            "order": order,
-        }
-        return self.request("GET", "/v1/jobs", query=query)  # type: ignore[no-any-return]
+    ) -> JobPage:
+        """A page of jobs, with the `total` and the `counts` (by state) of every match;
+        `order` "queue": running, then pending in queue order."""
+        query = _page_query(include_finished, user, project, states, limit, offset, order)
+        return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))
 
-    def job(self, job_id: int) -> dict[str, Any]:
-        return self.request("GET", f"/v1/jobs/{int(job_id)}")  # type: ignore[no-any-return]
+    def job_page_wire(
+        self,
+        include_finished: bool = False,
+        user: str | None = None,
+        *,
+        project: str | None = None,
+        states: Sequence[str] | None = None,
+        limit: int | None = None,
+        order: str = "id",
+    ) -> WireJobPage:
+        """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
+        query = _page_query(include_finished, user, project, states, limit, 0, order)
+        return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
 
-    def cancel(self, job_id: int, user: str = "") -> dict[str, Any]:
-        return self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {"user": user})  # type: ignore[no-any-return]
+    def job(self, job_id: int) -> JobView:
+        return self._read(read_job, self.request("GET", f"/v1/jobs/{int(job_id)}"))
 
-    def log(self, job_id: int, offset: int = 0) -> tuple[bytes, int, str]:
+    def cancel(self, job_id: int, user: str = "") -> JobView:
+        answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {"user": user})
+        return self._read(read_job, answer)
+
+    def log(self, job_id: int, offset: int = 0) -> LogChunk:
+        """The job's output from `offset` on (raw bytes: logs need not be UTF-8)."""
         status, headers, data = self.request_raw(
             "GET", f"/v1/jobs/{int(job_id)}/log", query={"offset": offset}
         )
         if status >= 400:
             raise _api_error(status, _decode(data))
-        return data, int(headers.get("x-offset", offset)), headers.get("x-state", "")
+        text = headers.get("x-state", "")
+        try:
+            state = JobState(text) if text else None
+        except ValueError:
+            raise UnexpectedAnswer(self.where(), f"X-State: not a job state: {text!r}") from None
+        return LogChunk(data, int(headers.get("x-offset", offset)), state)
 
-    def gpus(self) -> dict[str, Any]:
-        return self.request("GET", "/v1/gpus")  # type: ignore[no-any-return]
+    def gpus(self) -> GpusView:
+        from gpupool.client.pool_views import read_gpus
+
+        return self._read(read_gpus, self.request("GET", "/v1/gpus"))
+
+    # -- projects ----------------------------------------------------------------------------
+    def projects(self) -> ProjectList:
+        from gpupool.client.project_views import read_project_list
+
+        return self._read(read_project_list, self.request("GET", "/v1/projects"))
+
+    def project(self, name: str) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
+        return self._read(read_project, self.request("GET", _project_path(name)))
+
+    def create_project(self, name: str, user: str, fields: JsonObject) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
+        body: JsonObject = {"name": name, "user": user, **fields}
+        return self._read(read_project, self.request("POST", "/v1/projects", body))
+
+    def update_project(self, name: str, user: str, changes: JsonObject) -> ProjectView:
+        from gpupool.client.project_views import read_project
+
+        body: JsonObject = {**changes, "user": user}
+        return self._read(read_project, self.request("PATCH", _project_path(name), body))
+
+    def delete_project(self, name: str, user: str) -> None:
+        self.request("DELETE", _project_path(name), query={"user": user})
+
+    def default_project(self, user: str) -> DefaultProject:
+        from gpupool.client.project_views import read_default_project
+
+        answer = self.request("GET", _default_path(user))
+        return self._read(read_default_project, answer)
+
+    def set_default_project(self, user: str, project: str | None) -> DefaultProject:
+        from gpupool.client.project_views import read_default_project
+
+        answer = self.request("PUT", _default_path(user), {"project": project})
+        return self._read(read_default_project, answer)
 
 
-def _decode(data: bytes) -> Any:
+def _page_query(
+    include_finished: bool,
+    user: str | None,
+    project: str | None,
+    states: Sequence[str] | None,
+    limit: int | None,
+    offset: int,
+    order: str,
+) -> dict[str, str | int | None]:
+    return {
+        "all": "true" if include_finished else None,
+        "user": user,
+        "project": project,
+        "state": ",".join(states) if states else None,
+        "limit": limit,
+        "offset": offset or None,
+        "order": order,
+    }
+
+
+def _project_path(name: str) -> str:
+    return f"/v1/projects/{quote(name, safe='')}"
+
+
+def _default_path(user: str) -> str:
+    return f"/v1/projects/defaults/{quote(user, safe='')}"
+
+
+def _decode(data: bytes) -> JsonValue:
     try:
-        return json.loads(data) if data else {}
+        decoded: JsonValue = json.loads(data) if data else {}
     except ValueError:
         return {"message": data.decode(errors="replace")}
+    return decoded
 
 
-def _api_error(status: int, decoded: Any) -> ApiError:
+def _api_error(status: int, decoded: JsonValue) -> ApiError:
     if isinstance(decoded, dict):
         code = str(decoded.get("error", "error"))
         message = str(decoded.get("message") or decoded.get("detail") or f"HTTP {status}")

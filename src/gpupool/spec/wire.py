@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpupool.core.job import JobSpec
+from gpupool.core.json_types import JsonObject
 
 
-def spec_to_wire(spec: JobSpec) -> dict[str, object]:
+def spec_to_wire(spec: JobSpec) -> JsonObject:
     """JSON-safe dict; spec_from_wire(spec_to_wire(s)) == s for every valid spec."""
     r = spec.resources
     return {

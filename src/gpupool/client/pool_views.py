@@ -1,0 +1,113 @@
+"""The pool's GPUs and the daemon's own figures as the API gives them, typed: see
+client/views.py (imported by Client.gpus and Client.info only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHolder:
+    """A job on a GPU: of a shared GPU, with the memory granted to it."""
+
+    id: int
+    name: str
+    user: str
+    gpu_memory_bytes: int | None
+
+    @classmethod
+    def read(cls, f: Fields) -> GpuHolder:
+        return cls(f.whole("id"), f.text("name"), f.text("user"), f.opt_whole("gpu_memory_bytes"))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    index: int
+    model: str
+    memory_bytes: int
+    nvlink_peers: tuple[int, ...]
+    job: int | None  # the (first) job holding it
+    job_name: str | None
+    user: str | None
+    shared: bool
+    jobs: tuple[GpuHolder, ...]  # every job on it (several when shared)
+
+    @classmethod
+    def read(cls, f: Fields) -> GpuView:
+        return cls(
+            index=f.whole("index"),
+            model=f.text("model"),
+            memory_bytes=f.whole("memory_bytes"),
+            nvlink_peers=f.wholes("nvlink_peers"),
+            job=f.opt_whole("job"),
+            job_name=f.opt_text("job_name"),
+            user=f.opt_text("user"),
+            shared=f.flag("shared"),
+            jobs=tuple(GpuHolder.read(Fields(v, at)) for at, v in f.items("jobs")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    gpus: tuple[GpuView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpusView:
+    """Every GPU of the pool by node, with its holders (GET /v1/gpus)."""
+
+    source: str  # "nvml", "declared" or "demo"
+    note: str
+    nodes: tuple[NodeView, ...]
+    wire: JsonObject = field(repr=False, compare=False)
+
+    @property
+    def gpu_total(self) -> int:
+        return sum(len(node.gpus) for node in self.nodes)
+
+
+def read_gpus(value: JsonValue) -> GpusView:
+    f = Fields(value)
+    nodes = []
+    for at, v in f.items("nodes"):
+        n = Fields(v, at)
+        gpus = tuple(GpuView.read(Fields(g, where)) for where, g in n.items("gpus"))
+        nodes.append(NodeView(n.text("name"), gpus))
+    return GpusView(f.text("source"), f.opt_text("note") or "", tuple(nodes), f.data)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    """GET /v1/info: where the daemon runs, its GPUs, and how much it has done."""
+
+    version: str
+    pid: int
+    started: float
+    state_dir: str
+    socket: str
+    url: str | None  # its TCP address, when it listens on one
+    gpus: int
+    inventory_source: str
+    inventory_note: str
+    passes: int  # scheduling passes so far
+    polls: int  # executor polls so far
+
+
+def read_info(value: JsonValue) -> PoolInfo:
+    f = Fields(value)
+    return PoolInfo(
+        version=f.text("version"),
+        pid=f.whole("pid"),
+        started=f.number("started"),
+        state_dir=f.text("state_dir"),
+        socket=f.text("socket"),
+        url=f.opt_text("url"),
+        gpus=f.whole("gpus"),
+        inventory_source=f.text("inventory_source"),
+        inventory_note=f.opt_text("inventory_note") or "",
+        passes=f.whole("passes"),
+        polls=f.whole("polls"),
+    )

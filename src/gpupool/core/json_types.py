@@ -1,0 +1,9 @@
+"""JSON as a type: what `json.loads` gives and `json.dumps` takes. Shared by the layers that
+build or read wire JSON (spec/, client/), so a dict built by one is typed as the other reads it."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject: TypeAlias = dict[str, JsonValue]
