@@ -16,7 +16,9 @@ from gpupool.cli.main import main
 from gpupool.client import JsonObject, WaitCode, WireShapeError
 from gpupool.client.views import read_job, read_job_page
 from gpupool.core.job import Job, JobSpec, JobState, Resources, Transition
+from gpupool.engine.service import Explanation
 from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.snapshot import PriorityFactors, Reservation
 from gpupool.policy.status import Code, Rule, Status
 
 
@@ -43,17 +45,12 @@ def _wire() -> JsonObject:
         Rule.NO_FIT,
         short=Insufficient("box", Dimension.GPU_COUNT, 4, 1, 8),
     )
-    explain = {
-        "status": status,
-        "estimated_start": 700.0,
-        "reservation": {
-            "node": "box",
-            "gpus": [0, 1, 2, 3],
-            "gpu_memory_bytes": None,
-            "time": 700.0,
-        },
-        "priority_factors": {"class": 200, "fairshare": 0.5, "age": 0.1, "size": 0.2, "score": 9.5},
-    }
+    explain = Explanation(
+        status=status,
+        estimated_start=700.0,
+        reservation=Reservation(7, "box", (0, 1, 2, 3), 700.0),
+        priority_factors=PriorityFactors(7, 200, 0.5, 0.1, 0.2, 9.5),
+    )
     wire: JsonObject = json.loads(json.dumps(job_to_wire(_pending_job(), explain, "/log")))
     return wire
 
