@@ -42,14 +42,16 @@ def test_running_jobs_survive_a_daemon_sigkill_and_are_readopted(
         pool.submit("--gpus", "1", "--", PY, str(script), str(starts), str(go[n]), str(n))
         for n in range(4)
     ]
+    for job_id in first:
+        pool.wait_state(job_id, "RUNNING")
+    # Submitted once the first hold every GPU: in one pass with them, a 2-GPU job could rank
+    # ahead (the size factor) and start first.
     at_once = tmp_path / "go-later"
     at_once.touch()  # the later jobs end as soon as they start
     later = [
         pool.submit("--gpus", "2", "--", PY, str(script), str(starts), str(at_once), "7")
         for _ in range(2)
     ]
-    for job_id in first:
-        pool.wait_state(job_id, "RUNNING")
     held_before = {g.index: g.job for g in pool.client.gpus().nodes[0].gpus}
     assert sorted(held_before.values()) == sorted(first)
     pool.kill()
