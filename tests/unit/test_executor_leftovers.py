@@ -29,9 +29,10 @@ def job_with_an_orphan(pidfile: Path) -> list[str]:
     """A job whose main process waits, with a child in another process group of its session
     (what `set -m` or a launcher makes): both must be found."""
     code = f"""
-import pathlib, subprocess, time
+import os, pathlib, subprocess, time
 p = subprocess.Popen(["sleep", "60"], process_group=0)
-pathlib.Path({str(pidfile)!r}).write_text(str(p.pid))
+pathlib.Path({str(pidfile) + ".tmp"!r}).write_text(str(p.pid))
+os.replace({str(pidfile) + ".tmp"!r}, {str(pidfile)!r})  # whole, or not there
 while True:
     time.sleep(60)
 """
@@ -73,7 +74,8 @@ def test_orphans_of_a_main_process_that_already_ended_are_killed(
     code = f"""
 import os, pathlib, subprocess, time
 p = subprocess.Popen(["sleep", "60"])
-pathlib.Path({str(pidfile)!r}).write_text(str(p.pid))
+pathlib.Path({str(pidfile) + ".tmp"!r}).write_text(str(p.pid))
+os.replace({str(pidfile) + ".tmp"!r}, {str(pidfile)!r})  # whole, or not there
 while not os.path.exists({str(stop)!r}):
     time.sleep(0.02)
 os._exit(0)  # leaves its child behind, in the job's session
