@@ -109,3 +109,15 @@ def test_a_page_merges_finished_jobs_by_id_and_counts_every_match() -> None:
     assert dict(got.counts) == {"SUCCEEDED": 1, "RUNNING": 1, "FAILED": 1, "PENDING": 1}
     queued = page(JobQuery(include_finished=True, order=Order.QUEUE), active, finished)
     assert ids(queued.jobs) == [2, 4, 1, 3]
+
+
+@pytest.mark.parametrize("order", [Order.ID, Order.QUEUE])
+def test_a_job_that_ended_between_the_view_and_the_store_is_listed_once(order: Order) -> None:
+    # The view still had job 6 running when the store's read found it finished (the
+    # integration test test_every_acknowledged_submission_exists_exactly_once saw [6, 6]).
+    active = [_job(6, JobState.RUNNING), _job(7, JobState.PENDING)]
+    finished = [_job(6, JobState.SUCCEEDED)]
+    got = page(JobQuery(include_finished=True, order=order), active, finished)
+    assert sorted(ids(got.jobs)) == [6, 7]
+    assert [j.state for j in got.jobs if j.id == 6] == [JobState.SUCCEEDED]
+    assert got.total == 2 and dict(got.counts) == {"SUCCEEDED": 1, "PENDING": 1}

@@ -125,8 +125,13 @@ def queue_ordered(jobs: Iterable[Job], places: Mapping[int, int]) -> list[Job]:
 
 def page(query: JobQuery, active: list[Job], finished: list[Job]) -> JobPage:
     """The page `query` asks for, of the active jobs (`select`ed) and the finished ones
-    that match it (read from the store, any order)."""
+    that match it (read from the store, any order). A job that ended between the view's
+    copy and the store's read is in both: the store's copy, the newer, is the one kept.
+    """
     finished = sorted(finished, key=_by_id)
+    if finished:
+        ended = {job.id for job in finished}
+        active = [job for job in active if job.id not in ended]
     if query.order is Order.ID:
         merged = sorted([*active, *finished], key=_by_id) if finished else active
     else:
