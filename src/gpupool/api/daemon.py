@@ -247,6 +247,7 @@ def _serve(
     import uvicorn
 
     from gpupool.api.app import create_app
+    from gpupool.api.connections import PoolProtocol
     from gpupool.engine import PoolService
     from gpupool.engine.lease_keeper import LeasedEngine, LeaseKeeper
     from gpupool.engine.log_lines import jobs_left_running
@@ -300,6 +301,7 @@ def _serve(
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(service, info),
+            http=PoolProtocol,  # tells each request its listener and, locally, its peer
             log_level="warning",
             access_log=False,
             lifespan="off",
