@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -358,9 +357,9 @@ def cmd_wait(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    me = getpass.getuser()
     ids = list(args.job_ids)
     if args.mine:
+        me = client.whoami().user  # the pool's name for you (over TCP: your token's user)
         ids += [j.id for j in client.jobs(user=me)]
         if not ids:
             print("nothing to cancel: you have no active jobs", file=sys.stderr)
@@ -369,7 +368,7 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
         print("gpupool: nothing to cancel: give job ids or --mine", file=sys.stderr)
         return 2
     for one in ids:
-        job = client.cancel(one, me)
+        job = client.cancel(one)
         verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
         print(f"job {one}: {verb}")
     return 0

@@ -152,18 +152,20 @@ def permit(authority: Authority, caller: Caller, action: Action, target: Target)
             f"({authority.pool_admin_words()}) may {_doing(action, target)}"
         )
     # MANAGE_PROJECTS, READ_AUDIT
-    return Refusal(f"only a pool admin ({authority.pool_admin_words()}) may {action.value}")
+    return Refusal(
+        f"only a pool admin ({authority.pool_admin_words()}) may {_doing(action, target)}"
+    )
 
 
 def _doing(action: Action, target: Target) -> str:
     """'cancel job 12', 'set the default project of bob', 'submit jobs'."""
     if action in _JOB_ACTIONS:
-        return f"{action.value} job {target.job_id}"
+        return f"{str(action.value)} job {target.job_id}"
     if action in _SELF_ACTIONS:
         return f"{action.value} {target.owner}"
     if action is Action.EDIT_PROJECT:
         return f"{action.value} project {target.project}"
-    return action.value
+    return str(action.value)
 
 
 # The fields of a project its own admins may change; any other field (quota, limit, weight,
