@@ -208,6 +208,9 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     ]
     if job.env:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
+    if job.hidden:  # not yours: the pool sent no command, workdir, env or log path
+        hidden = f"(hidden: only {job.user}, an admin of project {job.project} or a pool admin)"
+        lines = [(k, hidden if k in ("Command", "Workdir", "Log") else v) for k, v in lines]
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key:<{width}}  {value}")
