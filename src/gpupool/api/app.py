@@ -227,10 +227,8 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
         access.require(caller, Action.CANCEL_JOB, job_target(job))
         cancelled = service.cancel(job_id, caller.name, clock.now())
         if caller.name != job.user and not job.state.terminal:
-            access.audit(
-                caller, AuditAction.CANCEL_JOB, f"job {job_id}", f"owner {job.user}, was "
-                f"{job.state.value}, project {job.spec.project}"
-            )  # fmt: skip
+            detail = f"owner {job.user}, was {job.state.value}, project {job.spec.project}"
+            access.audit(caller, AuditAction.CANCEL_JOB, f"job {job_id}", detail)
         return wire(cancelled, caller)
 
     @api.get("/v1/jobs/{job_id}/log")
