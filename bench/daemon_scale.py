@@ -235,7 +235,7 @@ class Daemon:
     def submit(self, command: list[str], begin: float | None = None) -> int:
         wire = {"command": command, "gpus": 1, "workdir": "/", "begin_time": begin}
         wire["base_env"] = {f"BENCH_VAR_{i}": "x" * 40 for i in range(ENV_VARS)}
-        return self.client.submit(wire, "bench", uuid.uuid4().hex).id
+        return self.client.submit(wire, uuid.uuid4().hex).id
 
 
 def wait_marker(path: Path, timeout: float = 60.0) -> float:
@@ -280,7 +280,7 @@ def concurrent_submit(d: Daemon, clients: int, per_client: int) -> dict[str, Any
             wire = {"command": ["sleep", "1"], "gpus": 1, "workdir": "/", "begin_time": begin}
             t0 = time.perf_counter()
             try:
-                mine.submit(wire, "bench", uuid.uuid4().hex)
+                mine.submit(wire, uuid.uuid4().hex)
                 ms = (time.perf_counter() - t0) * 1000
                 with lock:
                     latencies.append(ms)

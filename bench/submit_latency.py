@@ -86,7 +86,7 @@ def bench_api(pool: Pool, tmp: Path, n: int, tag: str = "api", pause: float = 0.
             build_spec({"command": marker_command(marker), "gpus": 1}, default_workdir=str(tmp))
         )
         t0 = time.time()
-        pool.client.submit(wire, "bench", uuid.uuid4().hex)
+        pool.client.submit(wire, uuid.uuid4().hex)
         out.append((wait_marker(marker) - t0) * 1000)
     return out
 
@@ -106,7 +106,7 @@ def bench_throughput(pool: Pool, tmp: Path, n: int) -> float:
     wire = spec_to_wire(build_spec({"command": ["true"], "gpus": 8}, default_workdir=str(tmp)))
     t0 = time.perf_counter()
     for _ in range(n):
-        pool.client.submit(wire, "bench", uuid.uuid4().hex)
+        pool.client.submit(wire, uuid.uuid4().hex)
     return n / (time.perf_counter() - t0)
 
 

@@ -15,7 +15,6 @@ test creating `path`), never a duration.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import signal
@@ -164,7 +163,7 @@ class Pool:
         submitted from, the user's name, a fresh token). A spec file is the CLI's to read:
         use `cli_submit`. Raises ApiError when the daemon refuses the job."""
         wire = submit_spec(args, self.env, cwd or Path.cwd())
-        return self.client.submit(wire, getpass.getuser(), uuid.uuid4().hex).id
+        return self.client.submit(wire, uuid.uuid4().hex).id
 
     def cli_submit(self, *args: str, cwd: Path | None = None) -> int:
         """Queue a job with the real `gpupool submit --parsable` (spec files and all)."""
@@ -172,9 +171,14 @@ class Pool:
         return int(out.stdout.strip())
 
     def cancel(self, *job_ids: int) -> None:
-        """Ask the daemon to cancel these jobs, as their user (the client, not the CLI)."""
+        """Ask the daemon to cancel these jobs, as this process's user (the client)."""
         for job_id in job_ids:
-            self.client.cancel(job_id, getpass.getuser())
+            self.client.cancel(job_id)
+
+    def token(self, user: str | None = None) -> str:
+        """A new API token (for `user`, made by this process's user as pool admin), for
+        talking to this pool over TCP."""
+        return self.client.create_token(f"test-{uuid.uuid4().hex[:8]}", user).token
 
     def log(self, job_id: int) -> str:
         """The job's log so far (the client, not the CLI)."""

@@ -131,6 +131,16 @@ BAD_ARGUMENTS = [
     case("project", "set", "nosuch", "--quota", "1", code=1, says="nosuch"),
     case("project", "delete", "nosuch", code=1, says="nosuch"),
     case("project", "default", "nosuch", code=1, says="nosuch"),
+    # token, audit
+    case("token", says=USAGE),
+    case("token", "revoke", "abc", says=USAGE),
+    case("token", "revoke", "0", says=USAGE),
+    case("token", "revoke", "999999", code=1, says="no api token with id 999999"),
+    case("token", "create", "--expires", "soon", says="--expires"),
+    case("token", "create", "--name", "bad name", says="a token name is"),
+    case("token", "create", "--user", "no-such-user-x", says="no user no-such-user-x"),
+    case("audit", "extra", says=USAGE),
+    case("audit", "--since", "soon", says="--since"),
     # sim (offline)
     case("sim", says=USAGE),
     case("sim", "--trace", "nonexistent.csv", says="nonexistent.csv"),
@@ -313,6 +323,10 @@ NEEDS_A_POOL = [
     ("project", "set", "p9", "--quota", "1"),
     ("project", "delete", "p9"),
     ("project", "default"),
+    ("token", "list"),
+    ("token", "create"),
+    ("token", "revoke", "1"),
+    ("audit",),
     ("plan", "cost", "--capex", "8000", "--cloud-rate", "1.5", "--from-usage"),
 ]
 

@@ -131,6 +131,7 @@ def test_tcp_listener_serves_the_same_api(tmp_path: Path) -> None:
     p = Pool(tmp_path / "tcp", listen=f"127.0.0.1:{port}").start()
     try:
         env = dict(p.env, GPUPOOL_STATE_DIR=str(tmp_path / "elsewhere"))
+        env["GPUPOOL_TOKEN"] = p.token()
         url = f"http://127.0.0.1:{port}"
         proc = subprocess.run(
             [sys.executable, "-m", "gpupool", "--url", url, "submit", "--parsable", "--", "true"],

@@ -103,7 +103,7 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
             name, token = f"ack-{n}", uuid.uuid4().hex
             in_flight[:] = [(name, token)]
             try:  # one try: the test retries the cut-off submission itself, below
-                job = pool.client.submit(_spec(name), "tester", token, retry=False)
+                job = pool.client.submit(_spec(name), token, retry=False)
             except (DaemonNotRunning, ApiError, OSError):
                 return
             acknowledged[name] = job.id
@@ -119,8 +119,8 @@ def test_every_acknowledged_submission_exists_exactly_once(pool: Pool) -> None:
     assert len(acknowledged) > 5
     # The submission that was cut off is retried with its token: it lands at most once.
     name, token = in_flight[0]
-    retried = pool.client.submit(_spec(name), "tester", token)
-    again = pool.client.submit(_spec(name), "tester", token)
+    retried = pool.client.submit(_spec(name), token)
+    again = pool.client.submit(_spec(name), token)
     assert retried.id == again.id
     jobs = pool.client.jobs(include_finished=True)
     by_name: dict[str, list[int]] = {}

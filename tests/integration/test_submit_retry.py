@@ -32,6 +32,7 @@ def submit_through(
     proxy: FaultyProxy, pool: Pool, *args: str, timeout_s: float = 30
 ) -> subprocess.CompletedProcess[str]:
     env = dict(pool.env, GPUPOOL_URL=proxy.url, GPUPOOL_TIMEOUT=str(timeout_s))
+    env["GPUPOOL_TOKEN"] = pool.token()  # over TCP the pool needs an API token
     env.pop("GPUPOOL_STATE_DIR")
     return subprocess.run(
         [sys.executable, "-m", "gpupool", "submit", "--name", "once", *args, "--", "true"],
@@ -100,7 +101,7 @@ def test_the_store_keeps_one_job_per_token(pool: Pool) -> None:
     from gpupool.spec import build_spec, spec_to_wire
 
     spec = spec_to_wire(build_spec({"name": "once", "command": ["true"]}, default_workdir="/"))
-    first = pool.client.submit(spec, "tester", token="t-1")
-    second = pool.client.submit(spec, "tester", token="t-1")
+    first = pool.client.submit(spec, token="t-1")
+    second = pool.client.submit(spec, token="t-1")
     assert first.id == second.id
     assert stored(pool) == [first.id]

@@ -52,6 +52,15 @@ def test_a_full_file_parses_into_departments_projects_and_defaults() -> None:
     assert config.user_defaults == (("alice", "vision"),)
 
 
+def test_pool_and_project_admins_are_read_and_not_stored_with_the_project() -> None:
+    config = parse_config(
+        '[pool]\nadmins = ["ops", "kim"]\n[projects.vision]\nquota = 2\nadmins = ["lead"]\n'
+    )
+    assert config.pool_admins == ("ops", "kim")
+    assert config.project_admins == (("vision", ("lead",)),)
+    assert config.projects == (Project("vision", quota=2),)
+
+
 def test_an_empty_file_asks_for_nothing() -> None:
     assert parse_config("").empty
     assert parse_config("# nothing yet\n") == Config()
@@ -120,7 +129,22 @@ BAD = [
         "unknown-section",
         "[project.v]\nquota = 4\n",
         'gpupool.toml: project: unknown key, did you mean "projects"? (sections: '
-        "[departments.NAME], [projects.NAME], [users.NAME])",
+        "[pool], [departments.NAME], [projects.NAME], [users.NAME])",
+    ),
+    (
+        "pool-admins-not-a-list",
+        '[pool]\nadmins = "alice"\n',
+        "gpupool.toml: pool.admins: must be a list of user names, got 'alice'",
+    ),
+    (
+        "project-admin-not-a-user",
+        '[projects.v]\nadmins = ["a b"]\n',
+        "gpupool.toml: projects.v.admins: not a user name: 'a b'",
+    ),
+    (
+        "pool-unknown-key",
+        '[pool]\nadmin = ["x"]\n',
+        'gpupool.toml: pool.admin: unknown key, did you mean "admins"?',
     ),
     (
         "bad-project-name",

@@ -10,14 +10,17 @@ import logging
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from gpupool import __version__
 from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
+from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
 from gpupool.api.wire import gpus_to_wire, job_to_wire
-from gpupool.core.clock import Clock, SystemClock
+from gpupool.core.access import Action, Caller, Target
+from gpupool.core.audit import AuditAction
+from gpupool.core.clock import Clock
 from gpupool.core.job import Job, JobState
 from gpupool.core.units import format_size
 from gpupool.engine import PoolService, RequestRefused
@@ -45,17 +48,37 @@ def disk_full_message(full: StorageFull) -> str:
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
-def create_app(
-    service: PoolService, info: Mapping[str, object], clock: Clock | None = None
-) -> FastAPI:
-    clock = clock or SystemClock()
+def create_app(service: PoolService, info: Mapping[str, object], access: Access) -> FastAPI:
+    """The app. Every route but /healthz is on a router that resolves the caller first
+    (api/identity.py: 401 over TCP without a valid token); each checks what the caller may
+    do (core/access.py: 403 naming who may) before it acts."""
+    clock: Clock = access.clock
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.add_middleware(IdentifyAsGpupool, version=__version__)
+    app.state.access = access
+    api = APIRouter(dependencies=[Depends(caller_of)])
 
     from gpupool.api.projects import add_routes
+    from gpupool.api.tokens import add_token_routes
     from gpupool.core.project import InvalidProject
     from gpupool.spec import SpecError, spec_from_wire
-    from gpupool.store import ProjectExists, ProjectInUse, UnknownJob, UnknownProject
+    from gpupool.store import (
+        ProjectExists,
+        ProjectInUse,
+        UnknownJob,
+        UnknownProject,
+        UnknownToken,
+    )
+
+    @app.exception_handler(Unauthenticated)
+    def _unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
+        answer = _error(401, "unauthenticated", exc.message)
+        answer.headers["WWW-Authenticate"] = 'Bearer realm="gpupool"'
+        return answer
+
+    @app.exception_handler(Forbidden)
+    def _forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return _error(403, "forbidden", exc.message)
 
     @app.exception_handler(RequestValidationError)
     def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -65,6 +88,7 @@ def create_app(
 
     @app.exception_handler(UnknownJob)
     @app.exception_handler(UnknownProject)
+    @app.exception_handler(UnknownToken)
     def _unknown(_: Request, exc: KeyError) -> JSONResponse:
         return _error(404, "not_found", str(exc))
 
@@ -112,33 +136,61 @@ def create_app(
             needed_bytes=full.needed_bytes,
         )
 
-    def wire(job: Job, decision: Decision | None = None) -> dict[str, object]:
+    def wire(job: Job, caller: Caller, decision: Decision | None = None) -> dict[str, object]:
         explain = service.explain(job.id, decision) if job.state is JobState.PENDING else None
         log_path = service.log_location(job.id)
-        return job_to_wire(job, explain, log_path, service.gpu_count(job))
+        private = access.sees_private(caller, job)
+        return job_to_wire(job, explain, log_path, service.gpu_count(job), private)
+
+    def job_target(job: Job) -> Target:
+        return Target(owner=job.user, project=job.spec.project, job_id=job.id)
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
         return {"ok": True}
 
-    @app.get("/v1/info")
+    @api.get("/v1/info")
     def get_info() -> dict[str, object]:
         engine = service.engine
-        return {**info, "version": __version__, "passes": engine.passes, "polls": engine.polls}
+        authority = access.authority
+        return {
+            **info,
+            "version": __version__,
+            "passes": engine.passes,
+            "polls": engine.polls,
+            "mode": authority.mode.value,
+            "daemon_user": authority.daemon_user,
+        }
 
-    @app.post("/v1/jobs", status_code=201)
+    @api.get("/v1/whoami")
+    def whoami(caller: CallerDep) -> dict[str, object]:
+        """Who the server takes the caller to be, and how it knows."""
+        return {
+            "user": caller.name,
+            "via": caller.how(),
+            "pool_admin": access.authority.is_pool_admin(caller.name),
+            "mode": access.authority.mode.value,
+        }
+
+    @api.post("/v1/jobs", status_code=201)
     def submit(
+        caller: CallerDep,
         spec: dict[str, Any] = Body(...),
-        user: str = Body(...),
         token: str | None = Body(None),
     ) -> dict[str, object]:
+        """Queue a job as the caller (a `user` in the body is ignored: the server names
+        the submitter, api/identity.py)."""
+        access.require(caller, Action.SUBMIT)
         # A project absent or null means "not given": the user's default project applies.
         given = spec.get("project") not in (None, "")
-        job = service.submit(spec_from_wire(spec), user, clock.now(), token, project_given=given)
-        return wire(job)
+        job = service.submit(
+            spec_from_wire(spec), caller.name, clock.now(), token, project_given=given
+        )
+        return wire(job, caller)
 
-    @app.get("/v1/jobs")
+    @api.get("/v1/jobs")
     def list_jobs(
+        caller: CallerDep,
         all: bool = False,
         user: str | None = None,
         project: str | None = None,
@@ -161,20 +213,29 @@ def create_app(
         # Serialised here, a job at a time: FastAPI's encoder walks every value in Python
         # (seconds for a queue of 10,000 jobs), and a dict per job kept for them all would
         # cost the daemon tens of megabytes (docs/benchmarks.md).
-        jobs = ",".join(_dumps(wire(j, decision)) for j in found.jobs)
+        jobs = ",".join(_dumps(wire(j, caller, decision)) for j in found.jobs)
         body = f'{{"jobs":[{jobs}],{_dumps(rest)[1:]}'
         return Response(body, media_type="application/json")
 
-    @app.get("/v1/jobs/{job_id}")
-    def show(job_id: JobId) -> dict[str, object]:
-        return wire(service.get(job_id))
+    @api.get("/v1/jobs/{job_id}")
+    def show(job_id: JobId, caller: CallerDep) -> dict[str, object]:
+        return wire(service.get(job_id), caller)
 
-    @app.post("/v1/jobs/{job_id}/cancel")
-    def cancel(job_id: JobId, user: str = Body("", embed=True)) -> dict[str, object]:
-        return wire(service.cancel(job_id, user, clock.now()))
+    @api.post("/v1/jobs/{job_id}/cancel")
+    def cancel(job_id: JobId, caller: CallerDep) -> dict[str, object]:
+        job = service.get(job_id)
+        access.require(caller, Action.CANCEL_JOB, job_target(job))
+        cancelled = service.cancel(job_id, caller.name, clock.now())
+        if caller.name != job.user and not job.state.terminal:
+            detail = f"owner {job.user}, was {job.state.value}, project {job.spec.project}"
+            access.audit(caller, AuditAction.CANCEL_JOB, f"job {job_id}", detail)
+        return wire(cancelled, caller)
 
-    @app.get("/v1/jobs/{job_id}/log")
-    def log(job_id: JobId, offset: int = Query(0, ge=0, le=MAX_INT64)) -> Response:
+    @api.get("/v1/jobs/{job_id}/log")
+    def log(
+        job_id: JobId, caller: CallerDep, offset: int = Query(0, ge=0, le=MAX_INT64)
+    ) -> Response:
+        access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
         chunk = service.read_log(job_id, offset)
         # Raw bytes with the cursor in headers: logs need not be valid UTF-8.
         return Response(
@@ -183,17 +244,19 @@ def create_app(
             headers={"X-Offset": str(chunk.offset), "X-State": chunk.state.value},
         )
 
-    @app.get("/v1/gpus")
+    @api.get("/v1/gpus")
     def gpus() -> dict[str, object]:
         return gpus_to_wire(service.inventory, service.gpu_holders())
 
-    add_routes(app, service)
+    add_routes(api, service, access)
+    add_token_routes(api, access)
 
-    @app.post("/v1/internal/wake")
+    @api.post("/v1/internal/wake")
     def wake() -> dict[str, object]:
         service.engine.wake()
         return {"ok": True}
 
+    app.include_router(api)
     return app
 
 

@@ -46,6 +46,7 @@ from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 
 if TYPE_CHECKING:
+    from gpupool.core.access import Authority
     from gpupool.engine.projects import Config
     from gpupool.store import Store
 
@@ -142,6 +143,20 @@ def _describe_start(config: DaemonConfig, sock_path: Path, url: str | None) -> l
     return lines
 
 
+def _mode_line(authority: Authority) -> str:
+    """'shared mode (running as root): each job runs as its owner; pool admins: ...'."""
+    admins = authority.pool_admin_words()
+    if authority.shared:
+        return (
+            f"shared mode (running as root): each job runs as the user who submitted it; "
+            f"pool admins: {admins}"
+        )
+    return (
+        f"personal mode (running as {authority.daemon_user}): only {authority.daemon_user} "
+        "and root may submit or change anything; other users may read the queue"
+    )
+
+
 def run_daemon(config: DaemonConfig) -> int:
     """Run the pool in the foreground until SIGINT/SIGTERM, or until another daemon takes its
     database lease. Returns the exit status; DaemonError when it cannot start."""
@@ -198,7 +213,7 @@ def run_daemon(config: DaemonConfig) -> int:
             except ConfigError as exc:  # the store changed since the check: as bad input
                 store.release_lease(lease, time.time())
                 raise _bad_config(exc) from None
-        return _serve(config, stack, store, lease, tcp, sock_path, shown_url)
+        return _serve(config, stack, store, lease, tcp, sock_path, shown_url, projects_config)
     raise AssertionError("unreachable")  # for mypy: the with block returns or raises
 
 
@@ -240,6 +255,7 @@ def _serve(
     tcp: socket.socket | None,
     sock_path: Path,
     shown_url: str,
+    projects_config: Config | None,
 ) -> int:
     """Recover jobs and serve the API until stopped. Returns the exit status."""
     import signal
@@ -248,6 +264,8 @@ def _serve(
 
     from gpupool.api.app import create_app
     from gpupool.api.connections import PoolProtocol
+    from gpupool.api.identity import Access, pool_authority
+    from gpupool.core.clock import SystemClock
     from gpupool.engine import PoolService
     from gpupool.engine.lease_keeper import LeasedEngine, LeaseKeeper
     from gpupool.engine.log_lines import jobs_left_running
@@ -297,10 +315,15 @@ def _serve(
         "inventory_note": config.inventory.note,
         "gpus": config.inventory.total_gpus,
     }
+    authority = pool_authority(
+        projects_config.pool_admins if projects_config else (),
+        projects_config.project_admins if projects_config else (),
+    )
+    access = Access(authority, store, SystemClock())
     # log_config=None: uvicorn's own loggers go through ours (timestamps, one format).
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(service, info),
+            create_app(service, info, access),
             http=PoolProtocol,  # tells each request its listener and, locally, its peer
             log_level="warning",
             access_log=False,
@@ -318,6 +341,7 @@ def _serve(
 
     for line in _describe_start(config, sock_path, url):
         log.info("%s", line)
+    log.info("%s", _mode_line(authority))
     log.info("state in %s; database %s", state, shown_url)
     for warning in quota_warnings(store.projects(), config.inventory.total_gpus):
         log.warning("%s", warning)

@@ -1,17 +1,23 @@
 """/v1/projects: list, create, change and delete projects; users' default projects.
 
-Admin commands without authentication (none exists yet): the daemon trusts the user name the
-client sends, as the rest of the API does, so every local user may run them.
+Everyone may read them. Pool admins create, delete and change projects; a project's admins
+may change its members and default time limit (core/access.py). Everyone sets their own
+default project; a pool admin sets anyone's. Every change is in the audit log. The caller is
+the server's (api/identity.py): a `user` a client still sends is ignored.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from fastapi import Body, FastAPI
+from fastapi import APIRouter, Body
 
+from gpupool.api.identity import Access, CallerDep
+from gpupool.core.access import Action, Target, project_change_action
+from gpupool.core.audit import AuditAction
 from gpupool.core.project import InvalidProject, Project, ProjectEdit
 from gpupool.engine import PoolService, RequestRefused
+from gpupool.engine.log_lines import project_changes, project_fields
 
 # Project fields a request may set; members also through add_members / remove_members.
 FIELDS = ("quota", "limit", "weight", "department", "members", "default_time_limit_s")
@@ -53,7 +59,7 @@ def _fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
     return fields
 
 
-def add_routes(app: FastAPI, service: PoolService) -> None:
+def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
     @app.get("/v1/projects")
     def list_projects() -> dict[str, object]:
         usage = service.project_usage()
@@ -69,22 +75,39 @@ def add_routes(app: FastAPI, service: PoolService) -> None:
         return project_to_wire(service.store.project(name), service.project_usage().get(name))
 
     @app.post("/v1/projects", status_code=201)
-    def create_project(body: dict[str, Any] = Body(...)) -> dict[str, object]:
+    def create_project(caller: CallerDep, body: dict[str, Any] = Body(...)) -> dict[str, object]:
+        access.require(caller, Action.MANAGE_PROJECTS, Target(project=str(body.get("name"))))
         fields = _fields({k: v for k, v in body.items() if k != "name"}, FIELDS)
         fields["name"] = body.get("name")  # as sent, even missing: Project checks every field
-        project = service.create_project(Project(**fields), str(body.get("user", "")))
+        project = service.create_project(Project(**fields), caller.name)
+        access.audit(
+            caller, AuditAction.CREATE_PROJECT, f"project {project.name}", project_fields(project)
+        )
         return project_to_wire(project)
 
     @app.patch("/v1/projects/{name}")
-    def set_project(name: str, body: dict[str, Any] = Body(...)) -> dict[str, object]:
+    def set_project(
+        name: str, caller: CallerDep, body: dict[str, Any] = Body(...)
+    ) -> dict[str, object]:
         # Known fields only (_fields); their JSON values are checked as the project is changed.
         changes = cast(ProjectEdit, _fields(body, FIELDS + EDITS))
-        project = service.set_project(name, changes, str(body.get("user", "")))
+        action = project_change_action(frozenset(changes))
+        access.require(caller, action, Target(project=name))
+        before = service.store.project(name)  # UnknownProject
+        project = service.set_project(name, changes, caller.name)
+        access.audit(
+            caller,
+            AuditAction.CHANGE_PROJECT,
+            f"project {name}",
+            project_changes(before, project),
+        )
         return project_to_wire(project, service.project_usage().get(name))
 
     @app.delete("/v1/projects/{name}")
-    def delete_project(name: str, user: str = "") -> dict[str, object]:
-        service.delete_project(name, user)
+    def delete_project(name: str, caller: CallerDep) -> dict[str, object]:
+        access.require(caller, Action.MANAGE_PROJECTS, Target(project=name))
+        service.delete_project(name, caller.name)
+        access.audit(caller, AuditAction.DELETE_PROJECT, f"project {name}")
         return {"deleted": name}
 
     @app.get("/v1/projects/defaults/{user}")
@@ -103,6 +126,13 @@ def add_routes(app: FastAPI, service: PoolService) -> None:
         }
 
     @app.put("/v1/projects/defaults/{user}")
-    def set_default(user: str, project: str | None = Body(None, embed=True)) -> dict[str, object]:
+    def set_default(
+        user: str, caller: CallerDep, project: str | None = Body(None, embed=True)
+    ) -> dict[str, object]:
+        access.require(caller, Action.SET_DEFAULT_PROJECT, Target(owner=user))
         service.set_default_project(user, project)
+        if user != caller.name:
+            access.audit(
+                caller, AuditAction.SET_DEFAULT_PROJECT, f"user {user}", f"project {project}"
+            )
         return get_default(user)

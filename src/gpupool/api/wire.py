@@ -94,11 +94,14 @@ def job_to_wire(
     explain: Explanation | None = None,
     log_path: str = "",
     gpu_count: float | None = None,
+    private: bool = True,
 ) -> dict[str, object]:
     """A job as JSON; `explain` adds what the last scheduling pass said about it (its
     `status`, rendered here: `why` in words, `wait` as data). `gpu_count`: the GPUs it holds,
     or asks for before it runs, a fraction for a shared GPU (the engine's `GpuCounter`;
-    without it, the count the job's own figures give)."""
+    without it, the count the job's own figures give). `private` False: for a reader who may
+    not see the job's spec (core/access.py), its command, environment (keys and values),
+    workdir and log path are left out (empty) and `hidden` is true."""
     status = None if explain is None else explain.status
     why, wait = ("", None) if status is None else status_to_wire(status)
     spec = job.spec
@@ -143,7 +146,10 @@ def job_to_wire(
         "restart_count": job.restart_count,
         "cancel_requested": job.cancel_requested,
         "log_path": log_path,
+        "hidden": not private,
     }
+    if not private:
+        out.update(command=[], env={}, workdir="", log_path="")
     if job.events:
         out["events"] = [
             {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -209,6 +208,9 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     ]
     if job.env:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
+    if job.hidden:  # not yours: the pool sent no command, workdir, env or log path
+        hidden = f"(hidden: only {job.user}, an admin of project {job.project} or a pool admin)"
+        lines = [(k, hidden if k in ("Command", "Workdir", "Log") else v) for k, v in lines]
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key:<{width}}  {value}")
@@ -358,9 +360,9 @@ def cmd_wait(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    me = getpass.getuser()
     ids = list(args.job_ids)
     if args.mine:
+        me = client.whoami().user  # the pool's name for you (over TCP: your token's user)
         ids += [j.id for j in client.jobs(user=me)]
         if not ids:
             print("nothing to cancel: you have no active jobs", file=sys.stderr)
@@ -369,7 +371,7 @@ def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
         print("gpupool: nothing to cancel: give job ids or --mine", file=sys.stderr)
         return 2
     for one in ids:
-        job = client.cancel(one, me)
+        job = client.cancel(one)
         verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
         print(f"job {one}: {verb}")
     return 0

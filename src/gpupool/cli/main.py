@@ -2,8 +2,8 @@
 
 Exit codes: 0 ok; 1 an unknown job or project, or no pool answered (none running, not a gpupool
 daemon, no answer in time, an unusable state directory, a submission that could not be
-confirmed); 2 bad input or a request refused (at submit, or an admin change that cannot be
-made); with --wait/wait, the job's own exit code; 130 after Ctrl-C.
+confirmed); 2 bad input or a request refused (at submit, an admin change that cannot be
+made, no valid API token over TCP: 401, not allowed: 403); with --wait/wait, the job's own exit code; 130 after Ctrl-C.
 
 Every error is one line on stderr, `gpupool: ...`, and never a traceback. The exceptions are
 argparse's usage errors (the usage, then one `error:` line, exit 2: the usage is what the user
@@ -40,7 +40,7 @@ def _common(default: object) -> CliParser:
 
 def _nouns() -> tuple[Register, ...]:
     """Each noun module's `register`, in the order `gpupool --help` lists their verbs."""
-    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit
+    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens
 
     return (
         server.register,
@@ -48,6 +48,7 @@ def _nouns() -> tuple[Register, ...]:
         jobs.register,
         gpus.register,
         project.register,
+        tokens.register,
         sim.register,
         plan.register,
     )
@@ -62,7 +63,8 @@ def _parser() -> CliParser:
         description="A shared, scheduled pool of GPUs.",
         parents=[top],
         epilog="Environment: GPUPOOL_STATE_DIR, GPUPOOL_URL (as --state-dir, --url), "
-        "GPUPOOL_TIMEOUT (seconds to wait for the daemon's answer, default 30).",
+        "GPUPOOL_TIMEOUT (seconds to wait for the daemon's answer, default 30), "
+        "GPUPOOL_TOKEN (the API token sent over TCP; else ~/.config/gpupool/token, mode 0600).",
     )
     parser.add_argument("--version", action="version", version=f"gpupool {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
@@ -113,7 +115,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"gpupool: {'job refused: ' if refused else ''}{exc.message}", file=sys.stderr)
         if exc.code == "not_found":
             return 1
-        return 2 if exc.status in (400, 409, 422) else 1
+        return 2 if exc.status in (400, 401, 403, 409, 422) else 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """`gpupool project`: create, list, change and delete projects; set your default project.
 
-Like Slurm's sacctmgr, but small. There is no authentication yet: every local user may run
-these commands (the daemon trusts the user name the client sends).
+Like Slurm's sacctmgr, but small. The pool decides who may (docs/security.md): pool admins
+create, delete and change projects; a project's admins change its members and default time
+limit; everyone sets their own default project, pool admins anyone's.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import getpass
 import sys
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,8 @@ def register(sub: Subparsers, parents: Parents) -> None:
         parents=[common],
         help="projects (teams): quotas, limits, members, your default project",
         description="Projects (teams): who may submit where, and their GPU quota, limit and "
-        "weight. No authentication exists yet: every local user may run these commands.",
+        "weight. Pool admins create, delete and change projects; a project's admins (gpupool."
+        "toml) change its members and default time limit; everyone sets their own default.",
     )
     verbs = p.add_subparsers(dest="project_verb", metavar="ACTION")
     verbs.required = True
@@ -82,7 +83,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
     )
     f.add_argument("project", nargs="?", help="omit to show the current default")
     f.set_defaults(handler=_command(cmd_default))
-    f.add_argument("--user", help="for this user instead of you")
+    f.add_argument("--user", help="for this user instead of you (setting it: pool admins only)")
 
 
 def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
@@ -188,7 +189,7 @@ def _command(run: PoolHandler) -> OnPool:
 
 
 def cmd_create(client: Client, args: argparse.Namespace) -> int:
-    p = client.create_project(args.name, getpass.getuser(), _changes(args))
+    p = client.create_project(args.name, _changes(args))
     print(f"Created project {p.name}: {describe(p)}")
     return 0
 
@@ -220,7 +221,7 @@ def cmd_set(client: Client, args: argparse.Namespace) -> int:
     if not changes:
         print("gpupool: nothing to change (see gpupool project set --help)", file=sys.stderr)
         return 2
-    p = client.update_project(args.name, getpass.getuser(), changes)
+    p = client.update_project(args.name, changes)
     print(f"Updated project {p.name}: {describe(p)}")
     if not p.members and ("remove_members" in changes or "members" in changes):
         print(f"note: project {p.name} has no members now: it is open to every user")
@@ -228,13 +229,13 @@ def cmd_set(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_delete(client: Client, args: argparse.Namespace) -> int:
-    client.delete_project(args.name, getpass.getuser())
+    client.delete_project(args.name)
     print(f"Deleted project {args.name}")
     return 0
 
 
 def cmd_default(client: Client, args: argparse.Namespace) -> int:
-    user = args.user or getpass.getuser()
+    user = args.user or client.whoami().user  # the pool's name for you, not $USER
     if args.project is not None:
         d = client.set_default_project(user, args.project)
         print(f"Default project of {user}: {d.project}")

@@ -12,7 +12,6 @@ Which words are a spec file and which a command (README, `gpupool submit --help`
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import sys
 from pathlib import Path
@@ -263,7 +262,7 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
         return 2
     import uuid  # here: no other verb needs it
 
-    job = client.submit(wire, getpass.getuser(), token=args.token or uuid.uuid4().hex)
+    job = client.submit(wire, token=args.token or uuid.uuid4().hex)
     job_id = job.id
     if args.parsable:
         print(job_id)

@@ -44,6 +44,7 @@ from gpupool.core.job import JobState
 from gpupool.core.paths import socket_path, state_dir
 
 if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
 
@@ -59,7 +60,12 @@ SUBMIT_RETRY_WINDOW_S = 30.0
 
 
 def _exchange(
-    sock: socket.socket, method: str, path: str, body: bytes | None, host: str
+    sock: socket.socket,
+    method: str,
+    path: str,
+    body: bytes | None,
+    host: str,
+    token: str | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One HTTP/1.1 request with `Connection: close`, read to EOF.
 
@@ -74,6 +80,8 @@ def _exchange(
         "Connection: close",
         "Accept: application/json",
     ]
+    if token is not None:
+        head.append(f"Authorization: Bearer {token}")
     if body is not None:
         head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
@@ -154,10 +162,16 @@ class Client:
     """One pool: by URL (GPUPOOL_URL, http://host:port) or by state directory's socket.
 
     `timeout` (seconds; default $GPUPOOL_TIMEOUT or 30) bounds the wait for each answer.
-    Raises BadClientSetting for a URL or timeout that cannot be used."""
+    Over TCP every request carries an API token (`token`, else $GPUPOOL_TOKEN, else the token
+    file, client/credentials.py); over the Unix socket none: the kernel names the caller.
+    Raises BadClientSetting for a URL, timeout or token file that cannot be used."""
 
     def __init__(
-        self, state: str | Path | None = None, url: str | None = None, timeout: float | None = None
+        self,
+        state: str | Path | None = None,
+        url: str | None = None,
+        timeout: float | None = None,
+        token: str | None = None,
     ) -> None:
         source = "--url" if url is not None else "GPUPOOL_URL"
         self.url = url if url is not None else os.environ.get("GPUPOOL_URL") or None
@@ -165,6 +179,11 @@ class Client:
         self.state_dir = state_dir(str(state) if state else None)
         self.socket = socket_path(self.state_dir)
         self.timeout = _timeout_from_env() if timeout is None else timeout
+        self.token: str | None = None
+        if self.address is not None:
+            from gpupool.client.credentials import find_token
+
+            self.token = token if token is not None else find_token()
 
     def where(self) -> str:
         return self.url or f"the state directory {self.state_dir}"
@@ -208,7 +227,7 @@ class Client:
         payload = None if body is None else json.dumps(body).encode()
         sock, host = self._connect()
         try:
-            status, headers, data = _exchange(sock, method, path, payload, host)
+            status, headers, data = _exchange(sock, method, path, payload, host, self.token)
         except TimeoutError:
             raise DaemonTimeout(self.where(), self.timeout) from None
         except (NotAGpupoolDaemon, ConnectionLost) as exc:
@@ -249,14 +268,20 @@ class Client:
 
         return self._read(read_info, self.request("GET", "/v1/info"))
 
-    def submit(
-        self, spec: JsonObject, user: str, token: str | None = None, retry: bool = True
-    ) -> JobView:
-        """Queue a job. With a token (and `retry`), a try cut off in flight (connection
-        reset or lost, no answer in time, refused while the daemon restarts) is sent again
-        with the same token, which the daemon stores at most once. SubmitUnconfirmed when
-        every try failed, saying whether the job may have been stored."""
-        body: JsonObject = {"spec": spec, "user": user, "token": token}
+    def whoami(self) -> Identity:
+        """Who the pool takes this client to be (its user name, and how it knows)."""
+        from gpupool.client.access_views import read_identity
+
+        return self._read(read_identity, self.request("GET", "/v1/whoami"))
+
+    def submit(self, spec: JsonObject, token: str | None = None, retry: bool = True) -> JobView:
+        """Queue a job, as whoever the pool takes this client to be (the kernel's peer over
+        the Unix socket, the API token's user over TCP). With a token (and `retry`), a try
+        cut off in flight (connection reset or lost, no answer in time, refused while the
+        daemon restarts) is sent again with the same token, which the daemon stores at most
+        once. SubmitUnconfirmed when every try failed, saying whether the job may have been
+        stored."""
+        body: JsonObject = {"spec": spec, "token": token}
         if token is None or not retry:
             return self._read(read_job, self.request("POST", "/v1/jobs", body))
         first = time.monotonic()
@@ -319,8 +344,8 @@ class Client:
     def job(self, job_id: int) -> JobView:
         return self._read(read_job, self.request("GET", f"/v1/jobs/{int(job_id)}"))
 
-    def cancel(self, job_id: int, user: str = "") -> JobView:
-        answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {"user": user})
+    def cancel(self, job_id: int) -> JobView:
+        answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {})
         return self._read(read_job, answer)
 
     def log(self, job_id: int, offset: int = 0) -> LogChunk:
@@ -353,20 +378,19 @@ class Client:
 
         return self._read(read_project, self.request("GET", _project_path(name)))
 
-    def create_project(self, name: str, user: str, fields: JsonObject) -> ProjectView:
+    def create_project(self, name: str, fields: JsonObject) -> ProjectView:
         from gpupool.client.project_views import read_project
 
-        body: JsonObject = {"name": name, "user": user, **fields}
+        body: JsonObject = {"name": name, **fields}
         return self._read(read_project, self.request("POST", "/v1/projects", body))
 
-    def update_project(self, name: str, user: str, changes: JsonObject) -> ProjectView:
+    def update_project(self, name: str, changes: JsonObject) -> ProjectView:
         from gpupool.client.project_views import read_project
 
-        body: JsonObject = {**changes, "user": user}
-        return self._read(read_project, self.request("PATCH", _project_path(name), body))
+        return self._read(read_project, self.request("PATCH", _project_path(name), changes))
 
-    def delete_project(self, name: str, user: str) -> None:
-        self.request("DELETE", _project_path(name), query={"user": user})
+    def delete_project(self, name: str) -> None:
+        self.request("DELETE", _project_path(name))
 
     def default_project(self, user: str) -> DefaultProject:
         from gpupool.client.project_views import read_default_project
@@ -379,6 +403,40 @@ class Client:
 
         answer = self.request("PUT", _default_path(user), {"project": project})
         return self._read(read_default_project, answer)
+
+    # -- API tokens and the audit log -------------------------------------------------------
+    def create_token(
+        self, name: str | None = None, user: str | None = None, expires_s: float | None = None
+    ) -> NewToken:
+        """A new API token (for `user`: pool admins only), valid `expires_s` seconds (None:
+        until revoked). Its text is in this answer only."""
+        from gpupool.client.access_views import read_new_token
+
+        body: JsonObject = {"expires_s": expires_s}
+        if name is not None:
+            body["name"] = name
+        if user is not None:
+            body["user"] = user
+        return self._read(read_new_token, self.request("POST", "/v1/tokens", body))
+
+    def tokens(self) -> TokenList:
+        """Your tokens (a pool admin's: everyone's)."""
+        from gpupool.client.access_views import read_token_list
+
+        return self._read(read_token_list, self.request("GET", "/v1/tokens"))
+
+    def revoke_token(self, token_id: int) -> TokenView:
+        from gpupool.client.access_views import read_token
+
+        answer = self.request("DELETE", f"/v1/tokens/{int(token_id)}")
+        return self._read(read_token, answer)
+
+    def audit(self, since: float | None = None) -> AuditLog:
+        """The audit log (pool admins), from `since` (seconds since the epoch) on."""
+        from gpupool.client.access_views import read_audit
+
+        query: dict[str, str | int | None] = {"since": None if since is None else repr(since)}
+        return self._read(read_audit, self.request("GET", "/v1/audit", query=query))
 
 
 def _page_query(

@@ -220,6 +220,8 @@ class JobView:
     cancel_requested: bool
     log_path: str
     events: tuple[JobEvent, ...]
+    # True when the caller may not see the job's spec: command, env, workdir, log path empty.
+    hidden: bool
     wire: JsonObject = field(repr=False, compare=False)  # as received (module docstring)
 
     @property
@@ -267,6 +269,7 @@ class JobView:
             cancel_requested=f.flag("cancel_requested"),
             log_path=f.text("log_path"),
             events=tuple(events),
+            hidden=f.flag("hidden") if "hidden" in f.data else False,
             wire=f.data,
         )
 

@@ -28,9 +28,18 @@ if TYPE_CHECKING:
     from gpupool.store import Store
 
 CONFIG_NAME = "gpupool.toml"
-SECTIONS = ("departments", "projects", "users")
+SECTIONS = ("pool", "departments", "projects", "users")
+POOL_KEYS = ("admins",)
 DEPARTMENT_KEYS = ("quota",)
-PROJECT_KEYS = ("quota", "limit", "weight", "department", "members", "default_time_limit")
+PROJECT_KEYS = (
+    "quota",
+    "limit",
+    "weight",
+    "department",
+    "members",
+    "default_time_limit",
+    "admins",
+)
 USER_KEYS = ("default_project",)
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -54,6 +63,9 @@ class Config:
     departments: tuple[Department, ...] = ()
     projects: tuple[Project, ...] = ()
     user_defaults: tuple[tuple[str, str], ...] = ()  # (user, project)
+    # Who administers the pool and each project (core/access.py); read at start, not stored.
+    pool_admins: tuple[str, ...] = ()
+    project_admins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (project, admins)
 
     @property
     def empty(self) -> bool:
@@ -167,11 +179,19 @@ def _parse(text: str, source: str) -> _Parsed:
     except tomllib.TOMLDecodeError as exc:
         return _Parsed(Config(), (f"not valid TOML: {exc}",), frozenset(), frozenset())
     problems = [
-        f"{key_path(k)}: {_unknown_key(k, SECTIONS)} (sections: [departments.NAME], "
+        f"{key_path(k)}: {_unknown_key(k, SECTIONS)} (sections: [pool], [departments.NAME], "
         f"[projects.NAME], [users.NAME])"
         for k in data
         if k not in SECTIONS
     ]
+    pool_admins: tuple[str, ...] = ()
+    pool = data.get("pool", {})
+    if not isinstance(pool, dict):
+        problems.append(f"pool: must be a [pool] section, got {_got(pool)}")
+    else:
+        problems += _unknown(pool, POOL_KEYS, ("pool",))
+        pool_admins = _user_list(pool, ("pool", "admins"), problems)
+    project_admins = []
 
     departments = []
     department_tables = _tables(data, "departments", problems)
@@ -195,6 +215,8 @@ def _parse(text: str, source: str) -> _Parsed:
             except ValueError as exc:
                 problems.append(f"{key_path(*path, 'default_time_limit')}: {exc}")
         members = body.get("members", [])
+        if "admins" in body:
+            project_admins.append((name, _user_list(body, (*path, "admins"), problems)))
         try:
             projects.append(
                 Project(
@@ -227,11 +249,30 @@ def _parse(text: str, source: str) -> _Parsed:
         defaults.append((user, project))
 
     return _Parsed(
-        Config(tuple(departments), tuple(projects), tuple(defaults)),
+        Config(
+            tuple(departments),
+            tuple(projects),
+            tuple(defaults),
+            pool_admins,
+            tuple(project_admins),
+        ),
         tuple(problems),
         frozenset(project_tables),
         frozenset(department_tables),
     )
+
+
+def _user_list(body: dict[str, Any], path: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:
+    """`body[path[-1]]` as a list of user names (empty when absent); problems otherwise."""
+    value = body.get(path[-1], [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.append(f"{key_path(*path)}: must be a list of user names, got {_got(value)}")
+        return ()
+    bad = [v for v in value if not USER_RE.fullmatch(v)]
+    if bad:
+        problems.append(f"{key_path(*path)}: not a user name: {_got(bad[0])}")
+        return ()
+    return tuple(value)
 
 
 def read_config_text(path: Path) -> str | None:

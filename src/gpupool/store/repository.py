@@ -27,6 +27,7 @@ from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
 from gpupool.store.submissions import SubmitMethods
+from gpupool.store.tokens import TokenMethods
 
 T = TypeVar("T")
 
@@ -54,7 +55,7 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store(SubmitMethods, ProjectMethods, LeaseMethods):
+class Store(SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine

@@ -1,0 +1,184 @@
+"""Who is calling: resolved once per request, from what the server itself can trust.
+
+- The Unix socket: the kernel's peer credentials (api/connections.py, SO_PEERCRED); the
+  caller is the uid's user name (`uid-N` for a uid without a passwd entry).
+- TCP: `Authorization: Bearer gpupool_<id>_<secret>`, an API token (core/tokens.py) that
+  exists, is neither revoked nor expired, and whose secret matches its salted hash; the caller
+  is the token's user. Anything else is 401 `unauthenticated`.
+Nothing a client writes in a body, a query or a header other than its token names it.
+
+`caller_of` is the FastAPI dependency every /v1 route has (app.py puts it on the router, so
+a route that forgets it still authenticates); a route that needs the caller takes
+`CallerDep`, which FastAPI resolves once per request. `Access` also holds the pool's
+`Authority` (mode, admins) and writes the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+from fastapi import Depends, Request
+
+from gpupool.api.connections import Listener, listener_of, peer_of
+from gpupool.core import tokens
+from gpupool.core.access import Action, Authority, Caller, Mode, Target, Via, permit
+from gpupool.core.audit import AuditAction, AuditEntry
+from gpupool.core.clock import Clock
+from gpupool.core.tokens import Minted, TokenRecord
+
+if TYPE_CHECKING:
+    from gpupool.core.job import Job
+
+log = logging.getLogger("gpupool.audit")
+
+# last_used_at is written at most this often per token: a token in constant use must not
+# turn every request into a database write.
+TOUCH_EVERY_S = 60.0
+
+
+class Unauthenticated(Exception):
+    """401: over TCP without a valid API token."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Forbidden(Exception):
+    """403: the caller may not do this; the message says who may."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class AccessStore(Protocol):
+    """What identities, tokens and the audit log need of the store (store.Store has it)."""
+
+    def token(self, token_id: int) -> tokens.TokenRecord | None: ...
+
+    def tokens(self, user: str | None = None, *, revoked: bool = False) -> list[TokenRecord]: ...
+
+    def create_token(
+        self,
+        user: str,
+        name: str,
+        minted: Minted,
+        now: float,
+        expires_at: float | None,
+        created_by: str,
+    ) -> TokenRecord: ...
+
+    def revoke_token(self, token_id: int, now: float) -> TokenRecord: ...
+
+    def touch_token(self, token_id: int, now: float) -> None: ...
+
+    def record_audit(self, entry: AuditEntry) -> None: ...
+
+    def audit_entries(self, since: float | None = None) -> list[AuditEntry]: ...
+
+
+def user_name(uid: int) -> str:
+    """The user name of `uid`, or `uid-N` when the passwd database has none."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid-{uid}"
+
+
+NO_TOKEN = (
+    "this pool needs an API token over TCP: send `Authorization: Bearer TOKEN` (the CLI "
+    "reads $GPUPOOL_TOKEN or ~/.config/gpupool/token); create one with `gpupool token "
+    "create` on the pool's machine"
+)
+BAD_TOKEN = "the API token is not valid (unknown, revoked or expired): create a new one"
+
+
+class Access:
+    """The pool's authority, the token store, the clock: identifies callers, checks what
+    they may do, and records what the audit log keeps."""
+
+    def __init__(self, authority: Authority, store: AccessStore, clock: Clock) -> None:
+        self.authority = authority
+        self.store = store
+        self.clock = clock
+
+    def identify(self, scope: Mapping[str, object], authorization: str | None) -> Caller:
+        """The caller of a request (its ASGI scope and Authorization header)."""
+        if listener_of(scope) is Listener.UNIX:
+            peer = peer_of(scope)
+            if peer is not None:
+                return Caller(user_name(peer.uid), Via.UNIX, uid=peer.uid)
+        return self._token_caller(authorization)
+
+    def _token_caller(self, authorization: str | None) -> Caller:
+        if not authorization:
+            raise Unauthenticated(NO_TOKEN)
+        scheme, _, value = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            raise Unauthenticated(NO_TOKEN)
+        presented = tokens.parse(value)
+        if presented is None:
+            raise Unauthenticated(BAD_TOKEN)
+        record = self.store.token(presented.token_id)
+        now = self.clock.now()
+        if record is None or not tokens.matches(record, presented) or not record.usable(now):
+            raise Unauthenticated(BAD_TOKEN)
+        if record.last_used_at is None or now - record.last_used_at >= TOUCH_EVERY_S:
+            self.store.touch_token(record.id, now)
+        return Caller(record.user, Via.TOKEN, token_id=record.id)
+
+    def require(self, caller: Caller, action: Action, target: Target | None = None) -> None:
+        """Forbidden unless `caller` may do `action` to `target`."""
+        refusal = permit(self.authority, caller, action, target or Target())
+        if refusal is not None:
+            raise Forbidden(refusal.message)
+
+    def may(self, caller: Caller, action: Action, target: Target) -> bool:
+        return permit(self.authority, caller, action, target) is None
+
+    def sees_private(self, caller: Caller, job: Job) -> bool:
+        """Whether `caller` may see `job`'s environment, command, workdir and log."""
+        target = Target(owner=job.user, project=job.spec.project, job_id=job.id)
+        return permit(self.authority, caller, Action.READ_JOB_PRIVATE, target) is None
+
+    def audit(self, caller: Caller, action: AuditAction, target: str, detail: str = "") -> None:
+        entry = AuditEntry(self.clock.now(), caller.name, caller.how(), action, target, detail)
+        self.store.record_audit(entry)
+        log.info(
+            "audit: %s (%s) %s %s%s",
+            caller.name,
+            entry.via,
+            action.value,
+            target,
+            f": {detail}" if detail else "",
+        )
+
+
+def caller_of(request: Request) -> Caller:
+    """The FastAPI dependency: the request's caller (Unauthenticated over TCP without one)."""
+    access: Access = request.app.state.access
+    return access.identify(request.scope, request.headers.get("authorization"))
+
+
+CallerDep = Annotated[Caller, Depends(caller_of)]
+
+
+def pool_authority(
+    pool_admins: tuple[str, ...] = (),
+    project_admins: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    euid: int | None = None,
+) -> Authority:
+    """The Authority of a daemon running with effective uid `euid` (default: this
+    process's): shared mode as root, personal mode otherwise (common decision of issue 13)."""
+    euid = os.geteuid() if euid is None else euid
+    return Authority(
+        mode=Mode.SHARED if euid == 0 else Mode.PERSONAL,
+        daemon_user=user_name(euid),
+        pool_admins=frozenset(pool_admins),
+        project_admins={name: frozenset(admins) for name, admins in project_admins},
+    )
