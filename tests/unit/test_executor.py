@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 import stat
@@ -54,8 +55,6 @@ def child_of(ex: LocalExecutor, job_id: int) -> dict[str, Any]:
 
 
 def _has_uid(uid: int) -> bool:
-    import pwd
-
     try:
         pwd.getpwuid(uid)
     except KeyError:
@@ -135,7 +134,8 @@ def test_workdir_is_used(ex: LocalExecutor, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not _has_uid(65534), reason="needs root and uid 65534")
 def test_runs_as_the_given_user(ex: LocalExecutor) -> None:
-    rec = run_job(ex, 1, ["sh", "-c", "id -u; id -g; id -G"], uid=65534, gid=None)
+    name = pwd.getpwuid(65534).pw_name
+    rec = run_job(ex, 1, ["sh", "-c", "id -u; id -g; id -G"], user=name)
     assert rec.exit_code == 0, ex.log_path(1).read_text()
     uid, gid, groups = ex.log_path(1).read_text().splitlines()
     assert int(uid) == 65534
@@ -403,8 +403,8 @@ def test_launch_json_matches_the_contract(ex: LocalExecutor) -> None:
         "time_limit_s": 5.0,
         "grace_s": 2.0,
         "notify_socket": None,
-        "uid": None,
-        "gid": None,
+        "user": None,
+        "umask": None,
     }
     claim = read_json(ex.job_dir(4) / "claim.json")
     assert claim is not None and set(claim) >= {"supervisor_pid", "supervisor_start_ticks", "time"}
