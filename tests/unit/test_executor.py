@@ -142,6 +142,19 @@ def test_runs_as_the_given_user(ex: LocalExecutor) -> None:
     assert int(gid) != 0 and "0" not in groups.split()  # root's groups were dropped
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only root may run as another user")
+def test_a_user_without_a_passwd_entry_never_runs(ex: LocalExecutor, tmp_path: Path) -> None:
+    name = "gpupool-nobody-has-this-name"
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)
+    marker = tmp_path / "ran"
+    rec = run_job(ex, 1, ["touch", str(marker)], user=name)
+    assert (rec.exit_code, rec.reason) == (1, "spawn_failed")
+    assert rec.message == f"not started: user {name} has no passwd entry on this machine"
+    assert f"gpupool: {rec.message}\n" in ex.log_path(1).read_text()
+    assert not marker.exists() and read_json(ex.job_dir(1) / "child.json") is None
+
+
 def test_child_runs_in_its_own_session(ex: LocalExecutor) -> None:
     rec = run_job(ex, 1, py("import os; print(os.getpid(), os.getsid(0), os.getpgid(0))"))
     assert rec.exit_code == 0
