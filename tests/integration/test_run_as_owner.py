@@ -6,13 +6,15 @@ Unix socket from a forked child that has dropped to them (see unix_users.py); th
 stores the job as theirs and must run it as them: their uid, gid, groups, HOME, USER,
 LOGNAME, SHELL, in their working directory as they may enter it, with their log file.
 Cancel, the time limit and re-adoption after a daemon SIGKILL work on such jobs as on
-root's.
+root's. Every file of the state directory is private (0700/0600 below a 0711 top level,
+the socket 0666), and a state directory left by an older version is tightened at start.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,3 +163,71 @@ def test_an_owners_job_is_readopted_after_a_daemon_sigkill(
     assert job.state == "SUCCEEDED", shared.log(job_id)
     assert shared.log(job_id).splitlines() == [str(alice.pw_uid)]
     assert job.restart_count == 0
+
+
+def misfits(state: Path) -> list[str]:
+    """Every entry of `state` whose mode is not docs/security.md's, as "path mode"."""
+    wrong = []
+    top = stat.S_IMODE(state.stat().st_mode)
+    if top != 0o711:
+        wrong.append(f". {top:o}")
+    for root, dirs, files in os.walk(state):
+        for name in (*dirs, *files):
+            st = (Path(root) / name).lstat()
+            if stat.S_ISSOCK(st.st_mode):
+                expected = 0o666
+            elif stat.S_ISDIR(st.st_mode):
+                expected = 0o700
+            else:
+                expected = 0o600
+            if stat.S_IMODE(st.st_mode) != expected:
+                wrong.append(f"{Path(root, name).relative_to(state)} {st.st_mode & 0o777:o}")
+    return wrong
+
+
+def names_under(state: Path) -> set[str]:
+    return {name for _, dirs, files in os.walk(state) for name in (*dirs, *files)}
+
+
+def test_every_state_file_is_private_and_a_jobs_log_its_owners(
+    shared: Pool, alice: pwd.struct_passwd
+) -> None:
+    work = workdir_of(shared, alice)
+    hers = submit_as(
+        shared, alice, "--env", "API_KEY=s3cret", "--", "sh", "-c", "echo hi", cwd=work
+    )
+    running = shared.submit("--", "sleep", "infinity")  # root's: its files while it runs
+    assert shared.wait(hers).state == "SUCCEEDED"
+    shared.wait_state(running, "RUNNING")
+    _main_process(shared, running)
+    state = shared.state_dir
+    # While the daemon runs: the database with its WAL and SHM, the socket, launch.json.
+    assert {"state.db", "state.db-wal", "state.db-shm", "gpupool.sock"} <= names_under(state)
+    assert {"launch.json", "output.log", "exit.json"} <= names_under(state / "jobs" / str(hers))
+    assert misfits(state) == []
+    owners = {
+        job_id: (state / "jobs" / str(job_id) / "output.log").stat().st_uid
+        for job_id in (hers, running)
+    }
+    assert owners == {hers: alice.pw_uid, running: 0}
+
+
+def test_a_state_directory_of_an_older_version_is_tightened_at_start(
+    shared: Pool, alice: pwd.struct_passwd
+) -> None:
+    job_id = shared.submit("--", "true")
+    assert shared.wait(job_id).state == "SUCCEEDED"
+    shared.stop()
+    state = shared.state_dir
+    # As older versions left it: 0755 directories, 0644 files, the database included.
+    for root, dirs, files in os.walk(state):
+        for name in dirs:
+            Path(root, name).chmod(0o755)
+        for name in files:
+            Path(root, name).chmod(0o644)
+    state.chmod(0o755)
+    assert len(misfits(state)) > 5
+    shared.start()
+    assert misfits(state) == []
+    assert shared.wait(shared.submit("--", "true")).state == "SUCCEEDED"
+    assert misfits(state) == []

@@ -18,6 +18,7 @@ TOP_MODE = 0o711
 SOCKET_MODE = 0o666
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+PARENT_MODE = 0o755  # parents the daemon makes for a new state directory
 PRIVATE_UMASK = 0o077  # the daemon's: whatever it or SQLite creates is FILE_MODE/DIR_MODE
 
 
