@@ -53,9 +53,17 @@ def shared(alice: pwd.struct_passwd) -> Iterator[Pool]:
             pool.cleanup()
 
 
-def submit_as(pool: Pool, user: pwd.struct_passwd, *args: str, cwd: Path) -> int:
-    """Queue a job as `user` would, over the Unix socket, from a process of that user's."""
+KEEP = -1  # submit_as: the umask the harness sends (this process's)
+
+
+def submit_as(
+    pool: Pool, user: pwd.struct_passwd, *args: str, cwd: Path, umask: int | None = KEEP
+) -> int:
+    """Queue a job as `user` would, over the Unix socket, from a process of that user's;
+    with `umask` as the submission's (None: none, as an older client sends)."""
     wire = submit_spec(args, pool.env, cwd)  # built here: the child cannot import more
+    if umask != KEEP:
+        wire["umask"] = umask
     token = uuid.uuid4().hex
     answer = as_user(
         user.pw_uid,
@@ -106,6 +114,20 @@ def test_the_job_has_its_owners_identity_and_its_log_is_theirs(
     log = shared.state_dir / "jobs" / str(job_id) / "output.log"
     st = log.stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (alice.pw_uid, alice.pw_gid, 0o600)
+
+
+UMASK_AND_FILE = "umask; touch made; stat -c %a made"
+
+
+@pytest.mark.parametrize(("umask", "expected"), [(0o027, ["0027", "640"]), (None, ["0022", "644"])])
+def test_the_job_gets_its_submitters_umask_or_022(
+    shared: Pool, alice: pwd.struct_passwd, umask: int | None, expected: list[str]
+) -> None:
+    work = workdir_of(shared, alice)
+    job_id = submit_as(shared, alice, "--", "sh", "-c", UMASK_AND_FILE, cwd=work, umask=umask)
+    assert shared.wait(job_id).state == "SUCCEEDED", shared.log(job_id)
+    assert shared.log(job_id).splitlines() == expected
+    assert (work / "made").stat().st_uid == alice.pw_uid
 
 
 def test_a_workdir_its_owner_cannot_enter_fails_the_job(

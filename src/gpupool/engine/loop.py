@@ -395,6 +395,7 @@ class Engine:
             grace_s=spec.grace_s,
             allocation=Allocation(job.node, job.gpus, job.gpu_memory_bytes),
             user=job.user,  # run as its owner where the executor runs jobs so (shared mode)
+            umask=spec.umask,
         )
 
     # -- fair share ------------------------------------------------------------------------
