@@ -417,7 +417,7 @@ def test_launch_json_matches_the_contract(ex: LocalExecutor) -> None:
         "grace_s": 2.0,
         "notify_socket": None,
         "user": None,
-        "umask": None,
+        "umask": 0o022,  # DEFAULT_UMASK: none was given
     }
     claim = read_json(ex.job_dir(4) / "claim.json")
     assert claim is not None and set(claim) >= {"supervisor_pid", "supervisor_start_ticks", "time"}

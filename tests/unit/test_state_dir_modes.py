@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpupool.api.preflight import make_state_dir, secure_state_dir
+from gpupool.api.preflight import DaemonError, make_state_dir, secure_state_dir
 from gpupool.core.paths import PRIVATE_UMASK
 
 
@@ -67,3 +69,35 @@ def test_a_secured_state_directory_is_not_walked_again(tmp_path: Path) -> None:
     mine.chmod(0o644)
     secure_state_dir(state)
     assert mode(mine) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: makes a file of root's in nobody's dir")
+def test_an_entry_that_cannot_be_made_private_stops_the_start() -> None:
+    state = Path(tempfile.mkdtemp(prefix="gpupool-modes-", dir="/tmp"))
+    try:
+        theirs = state / "state.db"
+        theirs.write_text("")
+        theirs.chmod(0o644)  # root's: nobody, running the daemon, may not change it
+        os.chown(state, 65534, 65534)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - reports through the pipe
+            out = "no error"
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                secure_state_dir(state)
+            except DaemonError as exc:
+                out = str(exc)
+            finally:
+                os.write(w, out.encode())
+                os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            said = f.read()
+        os.waitpid(pid, 0)
+        assert said == f"--state-dir {state}: cannot make {theirs} private: Operation not permitted"
+        assert mode(theirs) == 0o644 and mode(state) != 0o711
+    finally:
+        shutil.rmtree(state)

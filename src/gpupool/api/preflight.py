@@ -91,18 +91,26 @@ def secure_state_dir(path: Path) -> None:
     top level set last, so that a start interrupted half-way walks again. Owners are kept
     (a job's log is its owner's); symbolic links and sockets are left alone.
     """
-    if stat.S_IMODE(os.lstat(path).st_mode) == TOP_MODE:
-        return
-    for root, dirs, files in os.walk(path):  # does not follow links to directories
-        for name in (*dirs, *files):
-            entry = os.path.join(root, name)
-            with contextlib.suppress(FileNotFoundError):  # gone meanwhile: nothing to do
-                st = os.lstat(entry)
-                if st.st_mode & 0o077 and not (
-                    stat.S_ISLNK(st.st_mode) or stat.S_ISSOCK(st.st_mode)
-                ):
-                    os.chmod(entry, stat.S_IMODE(st.st_mode) & ~0o077)
-    os.chmod(path, TOP_MODE)
+    try:
+        if stat.S_IMODE(os.lstat(path).st_mode) == TOP_MODE:
+            return
+        for root, dirs, files in os.walk(path):  # does not follow links to directories
+            for name in (*dirs, *files):
+                _make_private(os.path.join(root, name))
+        os.chmod(path, TOP_MODE)
+    except OSError as exc:  # e.g. an entry of another user's: refuse rather than run open
+        where = exc.filename or path
+        why = exc.strerror or str(exc)
+        raise DaemonError(f"--state-dir {path}: cannot make {where} private: {why}") from None
+
+
+def _make_private(entry: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # gone meanwhile: nothing to do
+        st = os.lstat(entry)
+        if stat.S_ISLNK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            return
+        if st.st_mode & 0o077:
+            os.chmod(entry, stat.S_IMODE(st.st_mode) & ~0o077)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

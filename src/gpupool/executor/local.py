@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.core.execution import (
+    DEFAULT_UMASK,
     Capabilities,
     ExitReason,
     ExitRecord,
@@ -199,7 +200,7 @@ class LocalExecutor:
             "grace_s": float(grace_s),
             "notify_socket": None if self.notify_socket is None else str(self.notify_socket),
             "user": user,
-            "umask": umask,
+            "umask": DEFAULT_UMASK if umask is None else umask,
         }
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
