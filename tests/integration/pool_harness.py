@@ -230,6 +230,7 @@ class Pool:
 def submit_spec(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
     """The wire spec that `gpupool submit ARGS`, run in `cwd` with `env`, would send (flags
     and a command; see Pool.submit)."""
+    from gpupool.cli.submit import current_umask
     from gpupool.spec import SPEC_KEYS, build_spec, parse_env_assignments, spec_to_wire
 
     valued = {f"--{k.replace('_', '-')}": k for k in SPEC_KEYS if k not in SWITCHES}
@@ -261,7 +262,12 @@ def submit_spec(args: Sequence[str], env: Mapping[str, str], cwd: Path) -> dict[
         fields["workdir"] = os.path.abspath(cwd / fields["workdir"])
     if assignments:
         fields["env"] = parse_env_assignments(assignments)
-    spec = build_spec({**fields, "command": command}, base_env=dict(env), default_workdir=str(cwd))
+    spec = build_spec(
+        {**fields, "command": command},
+        base_env=dict(env),
+        default_workdir=str(cwd),
+        umask=current_umask(),
+    )
     wire = spec_to_wire(spec)
     if "project" not in fields:
         wire["project"] = None  # as the CLI: the daemon picks the user's default project

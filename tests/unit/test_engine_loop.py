@@ -18,6 +18,7 @@ from executor_helpers import stop_everything
 from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
 
 from gpupool.core.clock import FakeClock
+from gpupool.core.execution import RunAs
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.project import Project
 from gpupool.engine import Engine, PoolService
@@ -58,7 +59,8 @@ class RacingStore(Store):
 
 @pytest.fixture
 def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
-    ex = LocalExecutor(tmp_path / "jobs-state")
+    # The jobs' users ("alice") are names here, not Unix users: run them as we are.
+    ex = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)
     yield ex
     stop_everything(ex)
     ex.close()

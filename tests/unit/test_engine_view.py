@@ -11,6 +11,7 @@ import pytest
 from executor_helpers import stop_everything
 from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
 
+from gpupool.core.execution import RunAs
 from gpupool.core.job import PRIORITY_CLASSES, Job, JobSpec, JobState, Resources
 from gpupool.engine import Engine, PoolService
 from gpupool.engine.view import JobQuery, Order, page, queue_ordered
@@ -24,7 +25,8 @@ FAR = time.time() + 365 * 86400.0
 @pytest.fixture
 def pool(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolService]]:
     store = Store.open(store_url)
-    executor = LocalExecutor(tmp_path / "jobs-state")
+    # The jobs' users are names here, not Unix users: run them as we are.
+    executor = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)
     inventory = resolve_inventory(gpus="2xA100-80GB")
     engine = Engine(store, executor, inventory)
     service = PoolService(store, executor, engine, inventory)

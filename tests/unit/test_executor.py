@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 import stat
@@ -54,8 +55,6 @@ def child_of(ex: LocalExecutor, job_id: int) -> dict[str, Any]:
 
 
 def _has_uid(uid: int) -> bool:
-    import pwd
-
     try:
         pwd.getpwuid(uid)
     except KeyError:
@@ -135,11 +134,25 @@ def test_workdir_is_used(ex: LocalExecutor, tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not _has_uid(65534), reason="needs root and uid 65534")
 def test_runs_as_the_given_user(ex: LocalExecutor) -> None:
-    rec = run_job(ex, 1, ["sh", "-c", "id -u; id -g; id -G"], uid=65534, gid=None)
+    name = pwd.getpwuid(65534).pw_name
+    rec = run_job(ex, 1, ["sh", "-c", "id -u; id -g; id -G"], user=name)
     assert rec.exit_code == 0, ex.log_path(1).read_text()
     uid, gid, groups = ex.log_path(1).read_text().splitlines()
     assert int(uid) == 65534
     assert int(gid) != 0 and "0" not in groups.split()  # root's groups were dropped
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only root may run as another user")
+def test_a_user_without_a_passwd_entry_never_runs(ex: LocalExecutor, tmp_path: Path) -> None:
+    name = "gpupool-nobody-has-this-name"
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)
+    marker = tmp_path / "ran"
+    rec = run_job(ex, 1, ["touch", str(marker)], user=name)
+    assert (rec.exit_code, rec.reason) == (1, "spawn_failed")
+    assert rec.message == f"not started: user {name} has no passwd entry on this machine"
+    assert f"gpupool: {rec.message}\n" in ex.log_path(1).read_text()
+    assert not marker.exists() and read_json(ex.job_dir(1) / "child.json") is None
 
 
 def test_child_runs_in_its_own_session(ex: LocalExecutor) -> None:
@@ -403,8 +416,8 @@ def test_launch_json_matches_the_contract(ex: LocalExecutor) -> None:
         "time_limit_s": 5.0,
         "grace_s": 2.0,
         "notify_socket": None,
-        "uid": None,
-        "gid": None,
+        "user": None,
+        "umask": 0o022,  # DEFAULT_UMASK: none was given
     }
     claim = read_json(ex.job_dir(4) / "claim.json")
     assert claim is not None and set(claim) >= {"supervisor_pid", "supervisor_start_ticks", "time"}

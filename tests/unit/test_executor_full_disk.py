@@ -52,8 +52,8 @@ def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) 
         "time_limit_s": None,
         "grace_s": 1.0,
         "notify_socket": None,
-        "uid": None,
-        "gid": None,
+        "user": None,
+        "umask": None,
     }
     staged.write_text(json.dumps(spec))
     command = ["sh", "-c", COPY_THEN_SUPERVISE, str(staged), str(jobdir), PY, str(SUPERVISOR)]

@@ -153,6 +153,10 @@ def test_processes_we_may_not_kill_keep_the_job_unfinished(tmp_path: Path) -> No
         ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
         child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         lose_supervisor(ex, 1)
+        # The job's files are private (0700/0600): let nobody read them, so that what
+        # stops it is the signal's permission alone.
+        for path in (ex.job_dir(1).parent, ex.job_dir(1), *ex.job_dir(1).iterdir()):
+            path.chmod(0o755 if path.is_dir() else 0o644)
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child reports through the pipe

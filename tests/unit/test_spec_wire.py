@@ -29,6 +29,7 @@ SAMPLE = JobSpec(
     env=(("A", "1"),),
     base_env=(("HOME", "/h"),),
     workdir="/w",
+    umask=0o022,
     grace_s=30.0,
     begin_time=1795392000.5,
 )
@@ -45,6 +46,7 @@ SAMPLE_WIRE = {
     "env": {"A": "1"},
     "base_env": {"HOME": "/h"},
     "workdir": "/w",
+    "umask": 18,
     "grace_s": 30.0,
     "begin_time": 1795392000.5,
     "gpu_memory_bytes": None,
@@ -137,6 +139,32 @@ def test_bad_wire_names_the_field(change: dict[str, Any], field: str, fragment: 
     assert info.value.source is None
 
 
+@pytest.mark.parametrize("umask", [-1, 0o1000, True, "022", 18.0])
+def test_a_umask_is_a_number_from_0_to_0o777(umask: object) -> None:
+    with pytest.raises(SpecError) as info:
+        spec_from_wire({"command": ["a"], "umask": umask})
+    assert [e.field for e in info.value.errors] == ["umask"]
+    assert "must be a umask from 0 to 511 (0o777), or null" in str(info.value)
+
+
+def test_a_submission_carries_its_umask() -> None:
+    spec = build_spec({"command": "a"}, umask=0o027)
+    assert spec.umask == 0o027
+    assert spec_to_wire(spec)["umask"] == 0o027
+    assert spec_from_wire({"command": ["a"]}).umask is None  # an older client: none
+
+
+def test_the_cli_sends_its_processs_umask() -> None:
+    from gpupool.cli.submit import current_umask
+
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+    finally:
+        os.umask(old)
+    assert current_umask() == old
+
+
 def test_wire_not_a_mapping() -> None:
     with pytest.raises(SpecError, match="must be a mapping"):
         spec_from_wire(["x"])  # type: ignore[arg-type]
@@ -216,6 +244,7 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         env=tuple(sorted(draw(st.dictionaries(_env_name, _no_nul, max_size=4)).items())),
         base_env=tuple(sorted(draw(st.dictionaries(_base_name, _no_nul, max_size=4)).items())),
         workdir=draw(st.just("") | _no_nul.map(lambda p: "/" + p)),
+        umask=draw(st.none() | st.integers(0, 0o777)),
         grace_s=draw(st.floats(min_value=0, max_value=3600.0, exclude_min=True)),
         begin_time=draw(st.none() | st.floats(min_value=0, max_value=253402300799.0)),
         preemptible=draw(st.none() | st.booleans()),

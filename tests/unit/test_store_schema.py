@@ -222,6 +222,7 @@ specs = st.builds(
     env=_pairs,
     base_env=_pairs,
     workdir=_text,
+    umask=st.none() | st.integers(0, 0o777),
     grace_s=st.floats(min_value=0, max_value=3600),
 )
 

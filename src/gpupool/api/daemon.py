@@ -36,11 +36,12 @@ from gpupool.api.preflight import (
     check_state_dir,
     make_state_dir,
     parse_listen,
+    secure_state_dir,
 )
 from gpupool.api.preflight import database_url as checked_database_url
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import JobState
-from gpupool.core.paths import database_url, socket_path
+from gpupool.core.paths import PRIVATE_UMASK, SOCKET_MODE, database_url, socket_path
 from gpupool.core.units import format_duration, plural
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
@@ -87,8 +88,9 @@ def _unix_socket(path: Path) -> socket.socket:
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(path))
-    # Every local user may submit (jobs run as the daemon's user; see docs/ARCHITECTURE.md).
-    os.chmod(path, 0o666)
+    # Every local user may connect: the API knows each one by its peer credentials and
+    # decides what they may do (docs/security.md).
+    os.chmod(path, SOCKET_MODE)
     sock.listen(128)
     return sock
 
@@ -163,6 +165,9 @@ def run_daemon(config: DaemonConfig) -> int:
     from gpupool.engine.projects import CONFIG_NAME, ConfigError, read_config_text
     from gpupool.store.opening import StoreUnavailable, open_existing, open_store
 
+    # Whatever the daemon or SQLite creates (the database, its WAL and SHM, launch.json,
+    # job files) is its owner's alone; jobs get their own umask (docs/security.md).
+    os.umask(PRIVATE_UMASK)
     state = config.state_dir
     sock_path = socket_path(state)
     # 1. What can be checked without writing anything.
@@ -195,6 +200,7 @@ def run_daemon(config: DaemonConfig) -> int:
         make_state_dir(state)
         lock = _lock_state_dir(state)
         stack.callback(lock.close)
+        secure_state_dir(state)  # tightens one left by an older version, once
         if store is None:
             try:
                 store = open_store(url)

@@ -8,13 +8,16 @@ its database is created. DaemonError carries the line and the exit status.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
+import stat
 from pathlib import Path
 
 from sqlalchemy.engine import URL
 
+from gpupool.core.paths import DIR_MODE, PARENT_MODE, TOP_MODE
 from gpupool.store.urls import BadDatabaseUrl, check_database_url
 
 BAD_INPUT = 2  # the CLI's exit status for bad input
@@ -53,13 +56,20 @@ def check_state_dir(path: Path) -> None:
 
 
 def make_state_dir(path: Path) -> None:
-    """Create `path` and its missing parents; on failure, remove what was made (DaemonError)."""
+    """Create `path` and its missing parents; on failure, remove what was made (DaemonError).
+
+    The parents are made PARENT_MODE whatever the umask (the daemon's is private): other
+    users must pass through them to reach the socket. `path` itself is made DIR_MODE;
+    `secure_state_dir` gives it its final mode.
+    """
     missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
     made: list[Path] = []
     try:
         for p in reversed(missing):
-            p.mkdir()
+            p.mkdir(mode=DIR_MODE)
             made.append(p)
+            if p != path:
+                p.chmod(PARENT_MODE)
     except OSError as exc:
         for p in reversed(made):
             try:
@@ -68,6 +78,39 @@ def make_state_dir(path: Path) -> None:
                 pass
         why = exc.strerror or str(exc)
         raise DaemonError(f"--state-dir {path}: cannot be created: {why}", BAD_INPUT) from None
+
+
+def secure_state_dir(path: Path) -> None:
+    """Give the state directory its modes (core/paths.py, docs/security.md): the top level
+    TOP_MODE, every directory and file below it its owner's alone.
+
+    A top level at TOP_MODE was secured by an earlier start, and since then everything was
+    created under the daemon's PRIVATE_UMASK: nothing to walk. Any other (new, or left by an
+    older version with 0755 directories and 0644 files, the database and launch.json among
+    them) has group and other permissions taken off every entry below it first, and its
+    top level set last, so that a start interrupted half-way walks again. Owners are kept
+    (a job's log is its owner's); symbolic links and sockets are left alone.
+    """
+    try:
+        if stat.S_IMODE(os.lstat(path).st_mode) == TOP_MODE:
+            return
+        for root, dirs, files in os.walk(path):  # does not follow links to directories
+            for name in (*dirs, *files):
+                _make_private(os.path.join(root, name))
+        os.chmod(path, TOP_MODE)
+    except OSError as exc:  # e.g. an entry of another user's: refuse rather than run open
+        where = exc.filename or path
+        why = exc.strerror or str(exc)
+        raise DaemonError(f"--state-dir {path}: cannot make {where} private: {why}") from None
+
+
+def _make_private(entry: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # gone meanwhile: nothing to do
+        st = os.lstat(entry)
+        if stat.S_ISLNK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            return
+        if st.st_mode & 0o077:
+            os.chmod(entry, stat.S_IMODE(st.st_mode) & ~0o077)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -201,11 +201,27 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
         source=spec_file,
         base_env=dict(os.environ),
         default_workdir=os.getcwd(),
+        umask=current_umask(),
     )
     wire: JsonObject = spec_to_wire(spec)
     if merged.get("project") is None:
         wire["project"] = None  # not given: the daemon picks the user's default project
     return wire
+
+
+def current_umask() -> int:
+    """This process's umask, which the job gets. From /proc (Linux 4.7+): read without
+    changing it; else by setting it and back (the CLI has one thread)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _absolute_workdir(merged: dict[str, Any]) -> dict[str, Any]:

@@ -121,8 +121,26 @@ class LaunchRequest:
     time_limit_s: float | None  # enforced by the executor: stopped as TIMEOUT after it
     grace_s: float  # SIGTERM -> SIGKILL at a stop or the time limit
     allocation: Allocation
-    uid: int | None = None  # run as this user (None: the executor's own)
-    gid: int | None = None
+    # The job's owner (`Job.user`, a Unix user name). An executor that runs jobs as their
+    # owners (`RunAs.OWNER`, the daemon's shared mode) runs the command as this user, with
+    # that user's groups, HOME, USER, LOGNAME and SHELL; None: as the executor's own user.
+    user: str | None = None
+    umask: int | None = None  # the command's umask (None: DEFAULT_UMASK)
+
+
+DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none
+
+
+class RunAs(StrEnum):
+    """Whose identity a job's command takes: the decision of the daemon's mode."""
+
+    DAEMON = "daemon"  # personal mode: every job runs as the daemon's own user
+    OWNER = "owner"  # shared mode (the daemon is root): each job runs as its owner
+
+    @classmethod
+    def for_euid(cls, euid: int) -> RunAs:
+        """Shared mode is a daemon whose effective uid is 0; anything else is personal."""
+        return cls.OWNER if euid == 0 else cls.DAEMON
 
 
 @dataclass(frozen=True)

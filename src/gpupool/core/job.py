@@ -145,6 +145,9 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()  # what the user asked for explicitly (--env, env:)
     base_env: tuple[tuple[str, str], ...] = ()  # the submitter's environment (sbatch --export=ALL)
     workdir: str = ""
+    # The submitter's umask, which the job's command gets (as sbatch's jobs do); None: the
+    # submission carried none (an older client), the command gets DEFAULT_UMASK (022).
+    umask: int | None = None
     grace_s: float = 30.0  # SIGTERM -> SIGKILL delay on cancel and time limit
     begin_time: float | None = None  # held until then (epoch seconds), as sbatch --begin
     # May it be stopped and requeued to give GPUs back (and so borrow above its project's

@@ -9,6 +9,18 @@ from pathlib import Path
 SOCKET_NAME = "gpupool.sock"
 DATABASE_NAME = "state.db"
 
+# The state directory's modes (docs/security.md, "State files"). Its top level can be
+# passed through by anyone, to reach the socket by its name, and listed by nobody else;
+# the socket takes every local user (the API decides who may do what); everything else in
+# it (the database and its WAL, launch.json with the submitter's environment, job logs) is
+# its owner's alone.
+TOP_MODE = 0o711
+SOCKET_MODE = 0o666
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+PARENT_MODE = 0o755  # parents the daemon makes for a new state directory
+PRIVATE_UMASK = 0o077  # the daemon's: whatever it or SQLite creates is FILE_MODE/DIR_MODE
+
 
 def state_dir(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """--state-dir, else $GPUPOOL_STATE_DIR, else $XDG_DATA_HOME/gpupool (~/.local/share)."""

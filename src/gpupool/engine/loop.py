@@ -394,6 +394,8 @@ class Engine:
             time_limit_s=time_limit_s,
             grace_s=spec.grace_s,
             allocation=Allocation(job.node, job.gpus, job.gpu_memory_bytes),
+            user=job.user,  # run as its owner where the executor runs jobs so (shared mode)
+            umask=spec.umask,
         )
 
     # -- fair share ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from gpupool.core.paths import DIR_MODE
 from gpupool.executor.files import fsync_dir
 
 # One run's files, claim.json last: while any of the others is still in JOBDIR, so is the
@@ -78,7 +79,7 @@ def archive(jobdir: Path) -> int:
     while True:  # mkdir is the allocation: two archivers never share a number
         target = jobdir / f"attempt-{n}.partial"
         try:
-            target.mkdir()
+            target.mkdir(mode=DIR_MODE)
             break
         except FileExistsError:
             n += 1

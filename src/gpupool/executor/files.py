@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpupool.core.paths import FILE_MODE
+
 if TYPE_CHECKING:
     from gpupool.executor.supervisor import ClaimFile
 
@@ -42,9 +44,19 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def append_private(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path``, created FILE_MODE (0600) if it is missing."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
 def _write_temporary(tmp: Path, data: bytes, durable: bool) -> None:
-    """Create ``tmp`` with ``data``; on any failure (a full disk) remove it and raise."""
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    """Create ``tmp`` with ``data``; on any failure (a full disk) remove it and raise.
+    FILE_MODE: launch.json holds the submitter's environment."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         try:
             write_all(fd, data)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.core.execution import (
+    DEFAULT_UMASK,
     Capabilities,
     ExitReason,
     ExitRecord,
@@ -37,11 +38,14 @@ from gpupool.core.execution import (
     Leftovers,
     LogChunk,
     Observation,
+    RunAs,
     RunState,
     StopKind,
 )
+from gpupool.core.paths import DIR_MODE
 from gpupool.executor import attempts
 from gpupool.executor.files import (
+    append_private,
     atomic_write_json,
     create_json,
     own_claim,
@@ -63,9 +67,14 @@ class LocalExecutor:
     # Jobs outlive the daemon and are found again; SIGUSR1 tells a preemption from a cancel.
     capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True)
 
-    def __init__(self, state_dir: Path, notify_socket: Path | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, notify_socket: Path | None = None, run_as: RunAs | None = None
+    ) -> None:
         # Absolute: supervisors run with cwd "/" and get these paths as text.
         self.state_dir = Path(state_dir).absolute()
+        # Whose identity jobs take (docs/security.md); by default the daemon's mode, from
+        # its effective uid. Supervisors stay the daemon's user either way.
+        self.run_as = RunAs.for_euid(os.geteuid()) if run_as is None else run_as
         self.notify_socket = None if notify_socket is None else Path(notify_socket).absolute()
         self._procs: dict[int, list[subprocess.Popen[bytes]]] = {}
         self._standby: subprocess.Popen[bytes] | None = None
@@ -92,8 +101,8 @@ class LocalExecutor:
             request.workdir,
             request.time_limit_s,
             request.grace_s,
-            request.uid,
-            request.gid,
+            request.user if self.run_as is RunAs.OWNER else None,
+            request.umask,
         )
 
     def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
@@ -169,17 +178,19 @@ class LocalExecutor:
         workdir: str,
         time_limit_s: float | None,
         grace_s: float,
-        uid: int | None = None,
-        gid: int | None = None,
+        user: str | None = None,
+        umask: int | None = None,
     ) -> None:
-        """Start a supervisor for the job and return at once.
+        """Start a supervisor for the job and return at once; the command runs as Unix user
+        ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022).
 
         Safe to call again for a job that may already run: the supervisors race for
         claim.json and every loser exits without starting anything. After ``archive``,
         starts the next attempt (marked in output.log, which keeps the earlier ones).
         """
         d = self.job_dir(job_id)
-        d.mkdir(parents=True, exist_ok=True)
+        d.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)  # only we may look inside
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
         spec: LaunchFile = {
             "job_id": int(job_id),
             "command": [str(a) for a in command],
@@ -188,15 +199,15 @@ class LocalExecutor:
             "time_limit_s": None if time_limit_s is None else float(time_limit_s),
             "grace_s": float(grace_s),
             "notify_socket": None if self.notify_socket is None else str(self.notify_socket),
-            "uid": uid,
-            "gid": gid,
+            "user": user,
+            "umask": DEFAULT_UMASK if umask is None else umask,
         }
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)
             if n and not (d / "launch.json").exists() and not (d / "claim.json").exists():
-                with open(d / "output.log", "ab") as log:
-                    log.write(f"gpupool: --- attempt {n} (restart) ---\n".encode())
+                marker = f"gpupool: --- attempt {n} (restart) ---\n".encode()
+                append_private(d / "output.log", marker)
             # Not fsynced: if the machine dies before the claim, nothing ran and a relaunch
             # rewrites it. Atomic so a supervisor never reads a torn spec.
             atomic_write_json(d / "launch.json", spec)

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
         time_limit_s: float | None
         grace_s: float
         notify_socket: str | None  # the daemon's socket, poked once exit.json is written
-        uid: int | None
-        gid: int | None
+        user: str | None  # run as this Unix user (shared mode); None: as we are
+        umask: int | None  # the command's umask; None: DEFAULT_UMASK
 
     class ClaimFile(TypedDict):
         """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
@@ -84,6 +84,10 @@ if TYPE_CHECKING:
         user: int
         group: int
         extra_groups: list[int]
+
+
+DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
+FILE_MODE = 0o600  # as core.paths.FILE_MODE: every file here is private (docs/security.md)
 
 
 _cancel_requested = False
@@ -128,7 +132,7 @@ def _start_ticks(pid: int | str = "self") -> int:
 def _write_file(path: str, data: bytes, durable: bool) -> None:
     """Create ``path`` with all of ``data``; on failure (a full disk) remove it and raise.
     On a nearly full disk write() may take only part of the data without an error."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
     try:
         try:
             view = memoryview(data)
@@ -277,7 +281,7 @@ class Supervisor:
             self.record(1, None, "spawn_failed", f"bad launch.json: {exc}")
             return
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        self.log_fd = os.open(os.path.join(self.jobdir, "output.log"), flags, 0o644)
+        self.log_fd = os.open(os.path.join(self.jobdir, "output.log"), flags, FILE_MODE)
         if _cancel_requested or _preempt_requested:  # between the claim and here: never start
             why: StopReason = "cancelled" if _cancel_requested else "preempted"
             self.log(f"{why} before start")
@@ -298,37 +302,51 @@ class Supervisor:
         self.record(code if sig is None else 128 + sig, sig, reason or "exited", message)
 
     def spawn(self) -> "subprocess.Popen[bytes] | None":
-        """Start the command; returns the Popen, or None after recording why it failed."""
+        """Start the command; returns the Popen, or None after recording why it failed.
+
+        As the job's owner when launch.json names one (shared mode): that user's uid,
+        primary gid and groups, HOME/USER/LOGNAME/SHELL, in the working directory as that
+        user may enter it. A user without a passwd entry never runs anything.
+        """
         command = [str(a) for a in self.spec.get("command") or []]
-        workdir = self.spec.get("workdir") or "/"
+        workdir = str(self.spec.get("workdir") or "/")
         if not command:
             self.fail(127, "command not found: (empty command)")
             return None
-        if not os.path.isdir(workdir):
-            self.fail(1, f"working directory does not exist: {workdir}")
-            return None
-        try:
-            ids = _identity(self.spec.get("uid"), self.spec.get("gid"))
-        except KeyError:
-            self.fail(1, f"no such user: uid {self.spec.get('uid')}")
+        owner: Owner | None = None
+        name = self.spec.get("user")
+        if name is not None:
+            try:
+                owner = Owner(str(name))
+            except (KeyError, ValueError):
+                self.fail(1, f"not started: user {name} has no passwd entry on this machine")
+                return None
+            if os.geteuid() not in (0, owner.uid):
+                self.fail(1, f"not started: cannot run as {name}: the supervisor is not root")
+                return None
+            with contextlib.suppress(OSError):  # the log is its owner's (docs/security.md)
+                os.fchown(self.log_fd, owner.uid, owner.gid)
+        why = _enter(workdir, owner)
+        if why is not None:
+            self.fail(1, why)
             return None
         env = {str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}
+        if owner is not None:
+            env.update(owner.env)  # who the job is, from passwd: not what the submitter said
+        umask = self.spec.get("umask")
         try:
             return subprocess.Popen(
                 command,
-                cwd=workdir,
                 env=env,  # the job's PATH is also where the command is looked up
                 stdin=subprocess.DEVNULL,
                 stdout=self.log_fd,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own session and group: we signal the group
                 close_fds=True,
-                **ids,
+                umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
+                **_identity(owner),  # cwd: ours, entered by _enter
             )
         except OSError as exc:
-            if exc.filename == workdir:  # chdir failed in the child (e.g. no permission)
-                self.fail(1, f"cannot enter working directory {workdir}: {exc.strerror}")
-                return None
             if isinstance(exc, FileNotFoundError):
                 self.fail(127, f"command not found: {command[0]}")
                 return None
@@ -338,6 +356,9 @@ class Supervisor:
         except (ValueError, TypeError) as exc:  # e.g. a NUL byte in an argument
             self.fail(127, f"invalid command: {exc}")
             return None
+        finally:
+            with contextlib.suppress(OSError):
+                os.chdir("/")  # do not keep the job's directory busy
 
     def after_spawn(self, pid: int) -> None:
         try:
@@ -420,20 +441,63 @@ class Supervisor:
         return code, reason
 
 
-def _identity(uid: int | None, gid: int | None) -> "Identity":
-    """Popen arguments to run as uid/gid (None: as we are)."""
-    ids: Identity = {} if gid is None else {"group": int(gid)}
-    if uid is not None and os.geteuid() == 0:
-        # Dropping to a user must also drop root's gid and supplementary groups: take
-        # the user's own, as login would. KeyError: no such user.
-        import pwd
+class Owner:
+    """The Unix user a job runs as, from its passwd entry, with the groups login(1) would
+    give it (initgroups). KeyError: no such user."""
 
-        pw = pwd.getpwuid(int(uid))
-        ids.setdefault("group", pw.pw_gid)
-        ids["extra_groups"] = os.getgrouplist(pw.pw_name, ids["group"])
-    if uid is not None:
-        ids["user"] = int(uid)
-    return ids
+    def __init__(self, name: str) -> None:
+        import pwd  # only in shared mode, off the personal launch path
+
+        pw = pwd.getpwnam(name)
+        self.name = pw.pw_name
+        self.uid = pw.pw_uid
+        self.gid = pw.pw_gid
+        self.groups = os.getgrouplist(pw.pw_name, pw.pw_gid)
+        self.env = {
+            "HOME": pw.pw_dir,
+            "USER": pw.pw_name,
+            "LOGNAME": pw.pw_name,
+            "SHELL": pw.pw_shell or "/bin/sh",
+        }
+
+
+def _identity(owner: Owner | None) -> "Identity":
+    """Popen arguments to run as ``owner`` (None, or we are not root: as we are). Dropping
+    root takes root's gid and supplementary groups away too: the owner's own replace them."""
+    if owner is None or os.geteuid() != 0:
+        return {}
+    return {"user": owner.uid, "group": owner.gid, "extra_groups": owner.groups}
+
+
+def _enter(workdir: str, owner: Owner | None) -> str | None:
+    """chdir into ``workdir`` with the owner's permissions; None, or why it cannot be.
+
+    Done here, in the supervisor with its effective ids switched to the owner's, not by
+    Popen's ``cwd`` (which chdirs while still root): a job must not start in a directory its
+    owner could not reach, nor learn what root could see there. The child inherits the
+    directory; the supervisor goes back to "/" after the spawn.
+    """
+    switch = owner is not None and os.geteuid() == 0 and owner.uid != 0
+    groups, egid = os.getgroups(), os.getegid()
+    try:
+        if owner is not None and switch:
+            os.setgroups(owner.groups)
+            os.setegid(owner.gid)
+            os.seteuid(owner.uid)
+        os.chdir(workdir)
+    except (FileNotFoundError, NotADirectoryError):
+        return f"working directory does not exist: {workdir}"
+    except OSError as exc:
+        who = "" if owner is None else f" as {owner.name}"
+        return f"cannot enter working directory {workdir}{who}: {exc.strerror}"
+    except ValueError as exc:  # a NUL byte
+        return f"invalid working directory {workdir!r}: {exc}"
+    finally:
+        if switch:
+            os.seteuid(0)  # the saved set-user-ID is 0: we may take it back
+            os.setegid(egid)
+            os.setgroups(groups)
+    return None
 
 
 def _main_exited(pid: int) -> bool:

@@ -46,6 +46,7 @@ def build_spec(
     source: str | None = None,
     base_env: Mapping[str, str] | None = None,
     default_workdir: str = "",
+    umask: int | None = None,
     now: float | None = None,
 ) -> JobSpec:
     """Validate a raw spec (file data, flags, or both merged) into a JobSpec.
@@ -54,7 +55,8 @@ def build_spec(
     `source` (the file's path) let each error point at its line. `base_env` is the
     submitter's environment, kept minus what the pool sets for each job
     (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUPOOL_*). `default_workdir` (absolute,
-    or "") is used when the spec gives no workdir. `now`
+    or "") is used when the spec gives no workdir; `umask` is the submitter's (None: not
+    known; the job then gets 022). `now`
     (epoch seconds; time.time() when None) is what `begin: now+1h` or `begin: 22:00` are
     read against, in local time (time.localtime, so TZ decides).
     """
@@ -66,5 +68,6 @@ def build_spec(
         source=source,
         base_env=base_env,
         default_workdir=default_workdir,
+        umask=umask,
         now=now,
     )

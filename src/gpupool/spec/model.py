@@ -37,6 +37,7 @@ from gpupool.spec.rules import (
     check_priority,
     check_project,
     check_time,
+    check_umask,
     check_workdir,
     clean_base_env,
     got,
@@ -109,6 +110,7 @@ class WireModel(_Strict):
     env: Env = {}
     base_env: Annotated[tuple[tuple[str, str], ...], _v(clean_base_env)] = ()
     workdir: Annotated[str, _v(wire_workdir)] = ""
+    umask: Annotated[int | None, _v(check_umask)] = None
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
     begin_time: Annotated[float | None, _v(wire_begin)] = None
     preemptible: Annotated[bool | None, _v(check_preemptible)] = None
@@ -226,6 +228,7 @@ def build_spec(
     source: str | None = None,
     base_env: Mapping[str, str] | None = None,
     default_workdir: str = "",
+    umask: int | None = None,
     now: float | None = None,
 ) -> JobSpec:
     """See gpupool.spec.build_spec."""
@@ -250,6 +253,7 @@ def build_spec(
         env=tuple(sorted(m.env.items())),
         base_env=base,
         workdir=m.workdir if m.workdir is not None else default_workdir,
+        umask=umask,
         grace_s=m.grace,
         begin_time=m.begin,
         preemptible=m.preemptible,
@@ -278,6 +282,7 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         env=tuple(sorted(m.env.items())),
         base_env=m.base_env,
         workdir=m.workdir,
+        umask=m.umask,
         grace_s=m.grace_s,
         begin_time=m.begin_time,
         preemptible=m.preemptible,

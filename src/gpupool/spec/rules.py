@@ -373,6 +373,18 @@ def wire_begin(value: Any) -> float | None:
     return float(value)
 
 
+MAX_UMASK = 0o777
+
+
+def check_umask(value: Any) -> int | None:
+    """A umask as a number (JSON has no octal: 18 is 022), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_UMASK:
+        raise BadValue(f"must be a umask from 0 to 511 (0o777), or null, got {got(value)}")
+    return value
+
+
 def wire_workdir(value: Any) -> str:
     # "" is a spec built with no default_workdir: the daemon decides.
     return "" if value in (None, "") else check_workdir(value) or ""

@@ -33,6 +33,7 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         "env": dict(spec.env),
         "base_env": dict(spec.base_env),
         "workdir": spec.workdir,
+        "umask": spec.umask,  # the submitter's: its job's files are created as theirs
         "grace_s": spec.grace_s,
         "begin_time": spec.begin_time,  # epoch seconds, or None: free to start now
         "preemptible": spec.preemptible,  # None: the default of its priority class

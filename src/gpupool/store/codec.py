@@ -41,6 +41,7 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         "env": [[k, v] for k, v in spec.env],
         "base_env": [[k, v] for k, v in spec.base_env],
         "workdir": spec.workdir,
+        "umask": spec.umask,
         "grace_s": spec.grace_s,
         "begin_time": spec.begin_time,
         "preemptible": spec.preemptible,
