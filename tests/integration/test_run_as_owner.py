@@ -68,7 +68,7 @@ def submit_as(
     answer = as_user(
         user.pw_uid,
         user.pw_gid,
-        lambda: str(pool.client.submit(wire, user.pw_name, token).id),
+        lambda: str(pool.client.submit(wire, token).id),
     )
     job_id = int(answer)
     assert pool.client.job(job_id).user == user.pw_name
