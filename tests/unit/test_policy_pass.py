@@ -12,6 +12,7 @@ from test_policy_properties import NOW, SETTINGS, snapshots
 from test_policy_quota_properties import snapshots as quota_snapshots
 
 from gpupool.policy import Snapshot, decide
+from gpupool.policy.quota import QuotaBook
 from gpupool.policy.scheduling_pass import SchedulingPass
 from gpupool.policy.snapshot import PolicyConfig
 
@@ -47,3 +48,15 @@ def test_borrowers_answered_in_line_decide_as_taken(snap: Snapshot) -> None:
         mp.setattr(SchedulingPass, "_answered", _always_take)
         by_take = decide(snap, NOW)
     assert in_line == by_take
+
+
+@SETTINGS
+@given(quota_snapshots())
+def test_the_verdict_in_line_decides_as_the_quota_book(snap: Snapshot) -> None:
+    # SchedulingPass.run answers most borrowers from the book's borrow floors in line; with
+    # no floors every job's verdict comes from `QuotaBook.admit`.
+    in_line = decide(snap, NOW)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(QuotaBook, "borrow_floors", lambda self: None)
+        by_admit = decide(snap, NOW)
+    assert in_line == by_admit
