@@ -138,17 +138,29 @@ class QuotaBook:
         return (self.in_use.get(name, 0.0) - p.quota) / p.weight
 
     def verdict(self, job: PendingJob) -> Verdict | Status:
-        """`admit`, answered for most borrowers from `_least_over` (the fast path: the same
-        verdict, tested against `admit`)."""
+        """`admit`, answered for most borrowers from the project's borrow floor (the fast
+        path: the same verdict, tested against `admit`; SchedulingPass.run has it in line)."""
         if self._fast:
             res = job.resources
             if res.gpu_memory_bytes is None and res.gpu_fraction is None and job.preemptible:
                 over = self._least.get(job.project)
                 if over is None:
-                    over = self._least[job.project] = self._least_over(job.project)
+                    over = self.borrow_floor(job.project)
                 if res.gpus >= over:
                     return Verdict.BORROW
         return self.admit(job)
+
+    def borrow_floors(self) -> dict[str, float] | None:
+        """The borrow floors worked out so far, by project (emptied by `add`, when they may no
+        longer hold); None when the fast path does not apply (limits, or no quota). A
+        preemptible job asking whole GPUs, at least its project's floor, borrows."""
+        return self._least if self._fast else None
+
+    def borrow_floor(self, project: str) -> float:
+        """The fewest whole GPUs with which a job of `project` is over its quota
+        (`_least_over`), remembered in `borrow_floors` until the next `add`."""
+        floor = self._least[project] = self._least_over(project)
+        return floor
 
     def admit(self, job: PendingJob) -> Verdict | Status:
         """Whether the job may start as far as its project goes, and how (module docstring)."""
