@@ -41,6 +41,10 @@ def disk_full_message(full: StorageFull) -> str:
     return f"the state disk is full: {where}; nothing was changed (free some space, retry)"
 
 
+# Free text a client sends besides the spec (whose fields spec/rules.py limits).
+MAX_USER = 256
+MAX_TOKEN = 128
+
 # A job id the store can hold (a 64-bit integer column): larger ones are refused by name.
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
@@ -129,8 +133,8 @@ def create_app(
     @app.post("/v1/jobs", status_code=201)
     def submit(
         spec: dict[str, Any] = Body(...),
-        user: str = Body(...),
-        token: str | None = Body(None),
+        user: str = Body(..., max_length=MAX_USER),
+        token: str | None = Body(None, max_length=MAX_TOKEN),
     ) -> dict[str, object]:
         # A project absent or null means "not given": the user's default project applies.
         given = spec.get("project") not in (None, "")
@@ -170,7 +174,9 @@ def create_app(
         return wire(service.get(job_id))
 
     @app.post("/v1/jobs/{job_id}/cancel")
-    def cancel(job_id: JobId, user: str = Body("", embed=True)) -> dict[str, object]:
+    def cancel(
+        job_id: JobId, user: str = Body("", embed=True, max_length=MAX_USER)
+    ) -> dict[str, object]:
         return wire(service.cancel(job_id, user, clock.now()))
 
     @app.get("/v1/jobs/{job_id}/log")

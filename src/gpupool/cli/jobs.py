@@ -20,6 +20,7 @@ from gpupool.cli.render import (
     print_json_list,
     print_table,
     reason_cell,
+    shown,
     state_cell,
 )
 from gpupool.client import Client, JobView
@@ -211,11 +212,11 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
-        print(f"{key:<{width}}  {value}")
+        print(f"{key:<{width}}  {shown(value)}")  # free text from the store: escaped, cut
     print("\nStory:")
     for e in job.events:
         frm = e.frm.value if e.frm else "(new)"
-        print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {e.cause}")
+        print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {shown(e.cause)}")
     return 0
 
 

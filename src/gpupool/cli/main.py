@@ -113,7 +113,10 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except ApiError as exc:
         refused = isinstance(command, OnPool) and exc.code in command.refusals
-        print(f"gpupool: {'job refused: ' if refused else ''}{exc.message}", file=sys.stderr)
+        from gpupool.cli.render import shown_lines  # the daemon's words may quote user input
+
+        said = shown_lines(exc.message)
+        print(f"gpupool: {'job refused: ' if refused else ''}{said}", file=sys.stderr)
         if exc.code == "not_found":
             return 1
         return 2 if exc.status in (400, 409, 413, 422) else 1
