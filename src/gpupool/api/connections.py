@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import http
 import json
 import logging
 import socket
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from gpupool import __version__
+from gpupool.api.checks import API_HEADER
 from gpupool.api.limits import HttpLimits
 
 if TYPE_CHECKING:
@@ -120,14 +123,24 @@ http_log.addFilter(QuietLog())
 
 
 class _Connection(h11.Connection):
-    """h11's connection, remembering the last protocol error (its status hint: 431 for a
-    head too large) for the answer uvicorn would give as a plain 400."""
+    """h11's connection, refusing a request whose head is over `max_head` bytes, and
+    remembering the last protocol error (its status hint: 431 for a head too large) for the
+    answer uvicorn would give as a plain 400. (h11's own limit only bounds a head that
+    arrives in pieces; one that arrives whole is parsed whatever its size.)"""
 
-    last_error: h11.RemoteProtocolError | None = None
+    def __init__(self, max_head: int) -> None:
+        super().__init__(h11.SERVER, max_head)
+        self.max_head = max_head
+        self.last_error: h11.RemoteProtocolError | None = None
 
     def next_event(self) -> Any:
         try:
-            return super().next_event()
+            event = super().next_event()
+            if isinstance(event, h11.Request):
+                size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
+                if size > self.max_head:
+                    raise h11.RemoteProtocolError("head too large", error_status_hint=431)
+            return event
         except h11.RemoteProtocolError as exc:
             self.last_error = exc
             raise
@@ -143,7 +156,7 @@ class OpenConnections:
 
 _TIMEOUT_ANSWER = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+    b"connection: close\r\n%s: %s\r\ncontent-length: %d\r\n\r\n%s"
 )
 
 
@@ -165,7 +178,7 @@ class PoolProtocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.h11 = _Connection(h11.SERVER, self.limits.max_head_bytes)
+        self.h11 = _Connection(self.limits.max_head_bytes)
         self.conn = self.h11
         self.logger = http_log
         self.listener: Listener | None = None  # None: refused (over the cap) or not yet made
@@ -232,10 +245,13 @@ class PoolProtocol(H11Protocol):
         body = json.dumps({"error": code, "message": message}).encode()
         headers = [
             (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (API_HEADER.encode(), __version__.encode()),
             (b"connection", b"close"),
         ]
         try:
-            event = h11.Response(status_code=status, headers=headers)
+            reason = http.HTTPStatus(status).phrase.encode()
+            event = h11.Response(status_code=status, headers=headers, reason=reason)
             self.transport.write(self.conn.send(event) or b"")
             self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
             self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
@@ -264,5 +280,6 @@ class PoolProtocol(H11Protocol):
                     f"{self.limits.read_timeout_s:g} s",
                 }
             ).encode()
-            self.transport.write(_TIMEOUT_ANSWER % (len(body), body))
+            header = (API_HEADER.encode(), __version__.encode())
+            self.transport.write(_TIMEOUT_ANSWER % (*header, len(body), body))
         self.transport.close()

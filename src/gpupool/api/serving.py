@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from gpupool.api.checks import Asgi
 
 
+LISTEN_BACKLOG = 128
+
+
 @dataclass(frozen=True)
 class Tls:
     cert: Path
@@ -91,6 +94,9 @@ def _server(app: Asgi, limits: HttpLimits, sock: socket.socket, tls: Tls | None)
         lifespan="off",
         log_config=None,  # uvicorn's own loggers go through ours (timestamps, one format)
         proxy_headers=False,  # X-Forwarded-For would let a client choose its address
+        # asyncio accepts up to `backlog` connections per wakeup before any is closed for
+        # being over the cap: this bounds that burst (uvicorn's default is 2048).
+        backlog=LISTEN_BACKLOG,
         ssl_certfile=tls.cert if tls else None,
         ssl_keyfile=tls.key if tls else None,
     )

@@ -81,14 +81,16 @@ def _exchange(
         # daemon refuses any other (a browser cannot send it cross-site: docs/security.md).
         payload = body or b""
         head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
-    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
-    chunks = []
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    try:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        # The daemon may refuse a request before reading all of it (a body over its limit:
+        # 413) and close: its answer is what the caller needs.
+        raw = _read_answer(sock, quietly=True)
+        if not raw:
+            raise exc
+    else:
+        raw = _read_answer(sock)
     header_blob, sep, payload = raw.partition(b"\r\n\r\n")
     if not sep:
         if not raw:
@@ -108,6 +110,22 @@ def _exchange(
     elif headers.get("content-length", "").isdigit():
         payload = payload[: int(headers["content-length"])]
     return status, headers, payload
+
+
+def _read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
+    """Everything the daemon sends, to EOF; `quietly`: what came before a reset."""
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            if not quietly:
+                raise
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _dechunk(data: bytes) -> bytes:
