@@ -205,3 +205,50 @@ def test_over_long_fields_are_refused_naming_the_field(
     fields = [e["field"] for e in answer["errors"]]
     assert any(f == field or f.startswith(field + ".") for f in fields), answer
     assert "at most" in answer["message"] or "must be" in answer["message"], answer
+
+
+def test_tls_handshakes_that_never_come_are_capped_and_dropped(tmp_path: Path) -> None:
+    from integration.test_http_guards import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    pool = LimitedPool(
+        tmp_path / "pool",
+        listen=f"127.0.0.1:{port}",
+        args=(
+            "--read-timeout",
+            f"{READ_TIMEOUT_S}s",
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ),
+    ).start()
+    assert pool.proc is not None
+    pid = pool.proc.pid
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < FLOOD + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, FLOOD + 1000), hard))
+    socks: list[socket.socket] = []
+    most_fds = 0
+    try:
+        for i in range(FLOOD):  # connect, and never start the handshake
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=30))
+            if i % 100 == 0:
+                most_fds = max(most_fds, _fds(pid))
+        most_fds = max(most_fds, _fds(pid))
+        queue = pool.cli("queue", timeout=30)
+        assert queue.returncode == 0, queue.stderr
+        assert most_fds < SOFT - 200, most_fds
+        wait_for(
+            lambda: _fds(pid) < 100, READ_TIMEOUT_S * 10 + 30, "the silent connections dropped"
+        )
+        for s in socks:
+            s.close()
+        secure = Client(url=f"https://127.0.0.1:{port}", ca_file=str(cert))
+        assert secure.request("GET", "/healthz")
+        assert "Traceback" not in pool.daemon_log()
+    finally:
+        for s in socks:
+            s.close()
+        pool.cleanup()

@@ -15,7 +15,10 @@ It also keeps what one client may cost the daemon within `HttpLimits` (api/limit
   answer on it): a half-sent request is dropped (408 when its head had not arrived);
 - the head's size: past it, 431 (uvicorn would say 400);
 - its log is rate-limited (`gpupool.http`): a flood costs a few lines, not a traceback a
-  connection.
+  connection;
+- TLS (TCP only) is done here, after the connection is counted and its deadline armed, so
+  connections that never finish their handshake are capped and dropped like the rest
+  (asyncio's own TLS would hold each, uncounted, for 60 s).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import http
 import json
 import logging
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
@@ -167,13 +171,16 @@ class PoolProtocol(H11Protocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     open_connections: ClassVar[OpenConnections] = OpenConnections()
+    tls: ClassVar[ssl.SSLContext | None] = None  # TCP connections speak TLS with it
 
     @classmethod
-    def configured(cls, limits: HttpLimits) -> type[PoolProtocol]:
+    def configured(
+        cls, limits: HttpLimits, tls: ssl.SSLContext | None = None
+    ) -> type[PoolProtocol]:
         return type(
             "PoolProtocol",
             (cls,),
-            {"limits": limits, "open_connections": OpenConnections()},
+            {"limits": limits, "open_connections": OpenConnections(), "tls": tls},
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -182,6 +189,8 @@ class PoolProtocol(H11Protocol):
         self.conn = self.h11
         self.logger = http_log
         self.listener: Listener | None = None  # None: refused (over the cap) or not yet made
+        self.raw_transport: asyncio.Transport | None = None  # before TLS, if any
+        self.served = False  # uvicorn's connection_made has run (after TLS, if any)
         self.deadline: asyncio.TimerHandle | None = None
         self.cycle_before: RequestResponseCycle | None = None  # the cycle answered last
 
@@ -204,20 +213,52 @@ class PoolProtocol(H11Protocol):
             return
         opened.count[listener] += 1
         self.listener = listener
+        self.raw_transport = transport
         if unix:
             self.app = _tagged(self.app, Listener.UNIX, peer_credentials(sock))
         else:
             self.app = _tagged(self.app, Listener.TCP, None)
+        self._arm()  # the deadline covers the TLS handshake too
+        if self.tls is not None and not unix:
+            transport.pause_reading()  # no byte of the handshake may reach h11
+            self.loop.create_task(self._start_tls(transport, self.tls))
+            return
+        self.served = True
         super().connection_made(transport)
-        self._arm()
+
+    async def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        try:
+            secure = await self.loop.start_tls(
+                transport,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self.limits.read_timeout_s,
+            )
+        except (OSError, RuntimeError, ValueError):  # SSLError and TimeoutError are OSErrors
+            # A failed handshake: nothing to answer. asyncio does not call connection_lost
+            # for a connection lost during its handshake: count it out here.
+            transport.abort()
+            self._release()
+            return
+        if secure is None or self.listener is None:  # lost meanwhile
+            return
+        self.served = True
+        super().connection_made(secure)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._release() and self.served:
+            super().connection_lost(exc)
+
+    def _release(self) -> bool:
+        """Count this connection out (once); False if it was never counted in (refused) or
+        already counted out."""
         if self.listener is None:
-            return  # refused: uvicorn never knew it
+            return False
         self.open_connections.count[self.listener] -= 1
         self.listener = None
         self._disarm()
-        super().connection_lost(exc)
+        return True
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -270,6 +311,11 @@ class PoolProtocol(H11Protocol):
 
     def _timed_out(self) -> None:
         self.deadline = None
+        if not self.served:  # the TLS handshake did not finish in time
+            if self.raw_transport is not None:
+                self.raw_transport.abort()
+            self._release()
+            return
         if self.transport.is_closing():
             return
         if self.cycle is None or self.cycle is self.cycle_before:  # not even the head came

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import ssl
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,9 +87,14 @@ def make_servers(
 
 
 def _server(app: Asgi, limits: HttpLimits, sock: socket.socket, tls: Tls | None) -> ListenerServer:
+    context = None
+    if tls is not None:  # done by PoolProtocol, so that handshakes are capped and timed
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls.cert, tls.key)
     config = uvicorn.Config(
         app,
-        http=PoolProtocol.configured(limits),  # its own class: its own connection count
+        # Its own class: its own connection count.
+        http=PoolProtocol.configured(limits, context),
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -97,8 +103,6 @@ def _server(app: Asgi, limits: HttpLimits, sock: socket.socket, tls: Tls | None)
         # asyncio accepts up to `backlog` connections per wakeup before any is closed for
         # being over the cap: this bounds that burst (uvicorn's default is 2048).
         backlog=LISTEN_BACKLOG,
-        ssl_certfile=tls.cert if tls else None,
-        ssl_keyfile=tls.key if tls else None,
     )
     return ListenerServer(config, sock)
 
