@@ -56,13 +56,14 @@ def test_host_headers_are_split(header: str, expected: tuple[str | None, int | N
     assert split_host(header) == expected
 
 
-def test_only_this_servers_names_and_port_are_allowed() -> None:
-    hosts = HostNames.of("127.0.0.1", 8765, ["pool.example"])
+def test_only_this_servers_names_are_allowed() -> None:
+    hosts = HostNames.of("127.0.0.1", ["pool.example"])
     assert hosts.allows("localhost:8765") and hosts.allows("10.1.2.3:8765")
     assert hosts.allows("pool.example") and hosts.allows("[::1]:8765")
+    assert hosts.allows("localhost:9000")  # an ssh tunnel's port
     assert not hosts.allows("evil.example:8765")
-    assert not hosts.allows("localhost:8766")
     assert not hosts.allows("127.0.0.1.nip.io:8765")
+    assert not hosts.allows("localhost:x")
 
 
 def test_connection_caps_fit_the_file_limit() -> None:

@@ -6,7 +6,8 @@ form data) to http://127.0.0.1:PORT, and, by pointing evil.example's DNS at 127.
 read the answers under its own origin. So, over TCP:
 - the Host header must name this server: localhost, a literal IP address (no page can
   rebind those: its origin is that address), this machine's host name, the name --listen
-  gave, or a name given with `--server-name`; with a port, the port TCP listens on;
+  gave, or a name given with `--server-name`. Any port: an ssh tunnel or a proxy forwards
+  from ports of its own, and the name is what a rebinding page cannot fake;
 - every request that is not a GET or HEAD must say `Content-Type: application/json`,
   which no browser sends cross-origin without a CORS preflight, which this API never grants.
 The Unix socket is not reachable from a browser: any Host, any content type (the job
@@ -29,29 +30,26 @@ JSON = "application/json"
 
 @dataclass(frozen=True)
 class HostNames:
-    """The names the TCP listener answers to, and its port."""
+    """The names the TCP listener answers to."""
 
     names: frozenset[str]  # lower case; IPv6 literals without brackets
-    port: int
 
     @classmethod
-    def of(cls, listen_host: str, port: int, server_names: Iterable[str] = ()) -> HostNames:
+    def of(cls, listen_host: str, server_names: Iterable[str] = ()) -> HostNames:
         names = {"localhost", listen_host.strip("[]").lower()}
         for name in (socket.gethostname(), socket.getfqdn()):
             if name:
                 names.add(name.lower())
         names.update(n.strip().strip("[]").lower() for n in server_names if n.strip())
-        return cls(frozenset(names), port)
+        return cls(frozenset(names))
 
     def allows(self, host_header: str) -> bool:
-        name, port = split_host(host_header)
-        if name is None or (port is not None and port != self.port):
-            return False
-        return name in self.names or _is_ip(name)
+        name, _ = split_host(host_header)
+        return name is not None and (name in self.names or _is_ip(name))
 
     def describe(self) -> str:
         shown = sorted(f"[{n}]" if ":" in n else n for n in self.names)
-        return f"{', '.join(shown)} or an IP address, on port {self.port}"
+        return f"{', '.join(shown)} or an IP address"
 
 
 def split_host(header: str) -> tuple[str | None, int | None]:

@@ -57,8 +57,7 @@ def guarded(app: Asgi, settings: HttpSettings, tcp: socket.socket | None) -> Asg
     inner: Asgi = LimitBody(app, settings.limits.max_body_bytes, __version__)
     inner = SubmitRateLimit(inner, settings.submit_rate, __version__)
     if tcp is not None:
-        host, port = tcp.getsockname()[:2]
-        hosts = HostNames.of(str(host), int(port), settings.server_names)
+        hosts = HostNames.of(str(tcp.getsockname()[0]), settings.server_names)
         inner = BrowserGuard(inner, hosts, __version__)
     return inner
 
