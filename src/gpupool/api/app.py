@@ -44,6 +44,10 @@ def disk_full_message(full: StorageFull) -> str:
     return f"the state disk is full: {where}; nothing was changed (free some space, retry)"
 
 
+# Free text a client sends besides the spec (whose fields spec/rules.py limits).
+MAX_USER = 256
+MAX_TOKEN = 128
+
 # A job id the store can hold (a 64-bit integer column): larger ones are refused by name.
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
@@ -176,7 +180,7 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
     def submit(
         caller: CallerDep,
         spec: dict[str, Any] = Body(...),
-        token: str | None = Body(None),
+        token: str | None = Body(None, max_length=MAX_TOKEN),
     ) -> dict[str, object]:
         """Queue a job as the caller (a `user` in the body is ignored: the server names
         the submitter, api/identity.py)."""

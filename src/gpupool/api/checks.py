@@ -57,3 +57,31 @@ def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
             message += f", got {given if len(given) <= 60 else given[:57] + '...'}"
         out.append({"field": field, "message": message})
     return out
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    version: str,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    close: bool = False,
+) -> None:
+    """An answer in the API's error shape ({"error", "message"}), from ASGI middleware that
+    refuses a request before the app sees it; `close` ends the connection after it (a
+    request whose body is left unread cannot be followed by another on that connection)."""
+    import json
+
+    body = json.dumps({"error": code, "message": message}).encode()
+    head = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (API_HEADER.encode(), version.encode()),
+        *headers,
+    ]
+    if close:
+        head.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})

@@ -6,18 +6,41 @@ TCP) and, on the Unix socket, the client's process, user and group from the kern
 (SO_PEERCRED: nothing the client sends can change it). Every request on that connection
 then carries both in its scope, under `LISTENER_KEY` and `PEER_KEY`; `listener_of` and
 `peer_of` read them back with their types.
+
+It also keeps what one client may cost the daemon within `HttpLimits` (api/limits.py):
+- a cap on open connections per listener: past it, a new connection is closed as soon as
+  it is accepted, so a flood of TCP connections can take neither every file descriptor nor
+  the Unix socket's share of them (the caps are cut from the file limit);
+- a deadline for each request's head and body, from the connection (or the previous
+  answer on it): a half-sent request is dropped (408 when its head had not arrived);
+- the head's size: past it, 431 (uvicorn would say 400);
+- its log is rate-limited (`gpupool.http`): a flood costs a few lines, not a traceback a
+  connection;
+- TLS (TCP only) is done here, after the connection is counted and its deadline armed, so
+  connections that never finish their handshake are capped and dropped like the rest
+  (asyncio's own TLS would hold each, uncounted, for 60 s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import http
+import json
+import logging
 import socket
+import ssl
 import struct
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+
+from gpupool import __version__
+from gpupool.api.checks import API_HEADER
+from gpupool.api.limits import HttpLimits
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -74,13 +97,235 @@ def _tagged(app: ASGIApp, listener: Listener, peer: Peer | None) -> ASGIApp:
     return tagged
 
 
+class QuietLog(logging.Filter):
+    """Lets through at most `burst` records per `window_s` seconds; the first record after a
+    quiet spell says how many were left out."""
+
+    def __init__(self, burst: int = 10, window_s: float = 60.0) -> None:
+        super().__init__()
+        self.burst, self.window_s = burst, window_s
+        self.window_start, self.passed, self.dropped = 0.0, 0, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self.window_start >= self.window_s:
+            if self.dropped:
+                record.msg = (
+                    f"{self.dropped} messages about HTTP connections left out in the last "
+                    f"{self.window_s:.0f} s; then: {record.msg}"
+                )
+            self.window_start, self.passed, self.dropped = now, 0, 0
+        if self.passed >= self.burst:
+            self.dropped += 1
+            return False
+        self.passed += 1
+        return True
+
+
+http_log = logging.getLogger("gpupool.http")
+http_log.addFilter(QuietLog())
+
+
+class _Connection(h11.Connection):
+    """h11's connection, refusing a request whose head is over `max_head` bytes, and
+    remembering the last protocol error (its status hint: 431 for a head too large) for the
+    answer uvicorn would give as a plain 400. (h11's own limit only bounds a head that
+    arrives in pieces; one that arrives whole is parsed whatever its size.)"""
+
+    def __init__(self, max_head: int) -> None:
+        super().__init__(h11.SERVER, max_head)
+        self.max_head = max_head
+        self.last_error: h11.RemoteProtocolError | None = None
+
+    def next_event(self) -> Any:
+        try:
+            event = super().next_event()
+            if isinstance(event, h11.Request):
+                size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
+                if size > self.max_head:
+                    raise h11.RemoteProtocolError("head too large", error_status_hint=431)
+            return event
+        except h11.RemoteProtocolError as exc:
+            self.last_error = exc
+            raise
+
+
+@dataclass
+class OpenConnections:
+    """Connections open now on each listener (shared by a server's protocol objects)."""
+
+    count: dict[Listener, int] = field(default_factory=lambda: dict.fromkeys(Listener, 0))
+    refused: int = 0
+
+
+_TIMEOUT_ANSWER = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\n%s: %s\r\ncontent-length: %d\r\n\r\n%s"
+)
+
+
 class PoolProtocol(H11Protocol):
-    """uvicorn's h11 protocol, with the listener and the peer put into every request's scope."""
+    """uvicorn's h11 protocol, with the listener and the peer put into every request's scope,
+    within `limits` (see the module's docstring). `configured` makes the class a server
+    uses, with its limits and its own connection counts."""
+
+    limits: ClassVar[HttpLimits] = HttpLimits()
+    open_connections: ClassVar[OpenConnections] = OpenConnections()
+    tls: ClassVar[ssl.SSLContext | None] = None  # TCP connections speak TLS with it
+
+    @classmethod
+    def configured(
+        cls, limits: HttpLimits, tls: ssl.SSLContext | None = None
+    ) -> type[PoolProtocol]:
+        return type(
+            "PoolProtocol",
+            (cls,),
+            {"limits": limits, "open_connections": OpenConnections(), "tls": tls},
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.h11 = _Connection(self.limits.max_head_bytes)
+        self.conn = self.h11
+        self.logger = http_log
+        self.listener: Listener | None = None  # None: refused (over the cap) or not yet made
+        self.raw_transport: asyncio.Transport | None = None  # before TLS, if any
+        self.served = False  # uvicorn's connection_made has run (after TLS, if any)
+        self.deadline: asyncio.TimerHandle | None = None
+        self.cycle_before: RequestResponseCycle | None = None  # the cycle answered last
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family == socket.AF_UNIX:
+        unix = sock is not None and sock.family == socket.AF_UNIX
+        listener = Listener.UNIX if unix else Listener.TCP
+        opened = self.open_connections
+        cap = self.limits.max_unix_connections if unix else self.limits.max_tcp_connections
+        if opened.count[listener] >= cap:
+            opened.refused += 1
+            http_log.warning(
+                "%s connections at their cap (%d): closing new ones (%d so far; "
+                "`gpupool server --max-connections`)",
+                listener.value,
+                cap,
+                opened.refused,
+            )
+            transport.abort()
+            return
+        opened.count[listener] += 1
+        self.listener = listener
+        self.raw_transport = transport
+        if unix:
             self.app = _tagged(self.app, Listener.UNIX, peer_credentials(sock))
         else:
             self.app = _tagged(self.app, Listener.TCP, None)
+        self._arm()  # the deadline covers the TLS handshake too
+        if self.tls is not None and not unix:
+            transport.pause_reading()  # no byte of the handshake may reach h11
+            self.loop.create_task(self._start_tls(transport, self.tls))
+            return
+        self.served = True
         super().connection_made(transport)
+
+    async def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        try:
+            secure = await self.loop.start_tls(
+                transport,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self.limits.read_timeout_s,
+            )
+        except (OSError, RuntimeError, ValueError):  # SSLError and TimeoutError are OSErrors
+            # A failed handshake: nothing to answer. asyncio does not call connection_lost
+            # for a connection lost during its handshake: count it out here.
+            transport.abort()
+            self._release()
+            return
+        if secure is None or self.listener is None:  # lost meanwhile
+            return
+        self.served = True
+        super().connection_made(secure)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._release() and self.served:
+            super().connection_lost(exc)
+
+    def _release(self) -> bool:
+        """Count this connection out (once); False if it was never counted in (refused) or
+        already counted out."""
+        if self.listener is None:
+            return False
+        self.open_connections.count[self.listener] -= 1
+        self.listener = None
+        self._disarm()
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        cycle = self.cycle
+        if cycle is not None and cycle is not self.cycle_before and not cycle.more_body:
+            self._disarm()  # the whole request is in: the deadline is met
+
+    def on_response_complete(self) -> None:
+        self.cycle_before = self.cycle
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on this connection has its own deadline
+
+    def send_400_response(self, msg: str) -> None:
+        error = self.h11.last_error
+        status = error.error_status_hint if error is not None else 400
+        if status == 431:
+            code = "head_too_large"
+            message = (
+                f"the request line and headers are too large: at most "
+                f"{self.limits.max_head_bytes} bytes"
+            )
+        else:
+            status, code, message = 400, "bad_http", f"not a valid HTTP request: {error or msg}"
+        body = json.dumps({"error": code, "message": message}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (API_HEADER.encode(), __version__.encode()),
+            (b"connection", b"close"),
+        ]
+        try:
+            reason = http.HTTPStatus(status).phrase.encode()
+            event = h11.Response(status_code=status, headers=headers, reason=reason)
+            self.transport.write(self.conn.send(event) or b"")
+            self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
+            self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        except h11.LocalProtocolError:
+            pass  # h11 cannot answer in this state: just close
+        self.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self.deadline = self.loop.call_later(self.limits.read_timeout_s, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _timed_out(self) -> None:
+        self.deadline = None
+        if not self.served:  # the TLS handshake did not finish in time
+            if self.raw_transport is not None:
+                self.raw_transport.abort()
+            self._release()
+            return
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle is self.cycle_before:  # not even the head came
+            body = json.dumps(
+                {
+                    "error": "request_timeout",
+                    "message": f"the request did not arrive whole within "
+                    f"{self.limits.read_timeout_s:g} s",
+                }
+            ).encode()
+            header = (API_HEADER.encode(), __version__.encode())
+            self.transport.write(_TIMEOUT_ANSWER % (*header, len(body), body))
+        self.transport.close()

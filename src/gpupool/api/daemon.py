@@ -18,7 +18,6 @@ and restart at any moment.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import logging
 import os
@@ -33,12 +32,14 @@ from gpupool.api.preflight import (
     BAD_INPUT,
     DaemonError,
     bind_tcp,
+    check_exposure,
     check_state_dir,
     make_state_dir,
     parse_listen,
     secure_state_dir,
 )
 from gpupool.api.preflight import database_url as checked_database_url
+from gpupool.api.serving import HttpSettings
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import JobState
 from gpupool.core.paths import PRIVATE_UMASK, SOCKET_MODE, database_url, socket_path
@@ -65,6 +66,9 @@ class DaemonConfig:
     poll_interval: float = 0.5
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lease_ttl_s: float = DEFAULT_TTL_S
+    http: HttpSettings = field(default_factory=HttpSettings)
+    # TCP on an address other than loopback without TLS: refused unless this is set.
+    insecure_listen: bool = False
 
 
 def _lock_state_dir(state: Path) -> TextIO:
@@ -174,6 +178,10 @@ def run_daemon(config: DaemonConfig) -> int:
     check_state_dir(state)
     if config.listen:
         parse_listen(config.listen)
+    tls = config.http.tls
+    check_exposure(
+        config.listen, (str(tls.cert), str(tls.key)) if tls else None, config.insecure_listen
+    )
     url = checked_database_url(config.database_url or database_url(state))
     shown_url = url.render_as_string(hide_password=True)
     config_path = state / CONFIG_NAME
@@ -264,13 +272,10 @@ def _serve(
     projects_config: Config | None,
 ) -> int:
     """Recover jobs and serve the API until stopped. Returns the exit status."""
-    import signal
-
-    import uvicorn
-
     from gpupool.api.app import create_app
-    from gpupool.api.connections import PoolProtocol
     from gpupool.api.identity import Access, pool_authority
+    from gpupool.api.limits import raise_file_limit
+    from gpupool.api.serving import ListenerServer, guarded, make_servers, serve
     from gpupool.core.clock import SystemClock
     from gpupool.engine import PoolService
     from gpupool.engine.lease_keeper import LeasedEngine, LeaseKeeper
@@ -279,7 +284,7 @@ def _serve(
     from gpupool.executor import LocalExecutor
 
     state = config.state_dir
-    servers: list[uvicorn.Server] = []  # the one server, once made
+    servers: list[ListenerServer] = []  # the Unix socket's and TCP's, once made
     lost: list[Lease | None] = []
 
     def _lost(now_held: Lease | None) -> None:
@@ -304,13 +309,13 @@ def _serve(
         lease=keeper,
     )
     service = PoolService(store, executor, engine, config.inventory)
-    sockets = [_unix_socket(sock_path)]
+    unix = _unix_socket(sock_path)
     stack.callback(sock_path.unlink, missing_ok=True)
     url = None
     if tcp is not None:
-        sockets.append(tcp)
         host, port = tcp.getsockname()[:2]
-        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        scheme = "https" if config.http.tls else "http"
+        url = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
     info = {
         "state_dir": str(state),
         "socket": str(sock_path),
@@ -326,18 +331,17 @@ def _serve(
         projects_config.project_admins if projects_config else (),
     )
     access = Access(authority, store, SystemClock())
-    # log_config=None: uvicorn's own loggers go through ours (timestamps, one format).
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(service, info, access),
-            http=PoolProtocol,  # tells each request its listener and, locally, its peer
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            log_config=None,
-        )
+    # Connections take file descriptors: as many as this process may have, and the
+    # connection caps cut to fit, TCP's well below it (api/limits.py).
+    http = HttpSettings(
+        config.http.limits.within(raise_file_limit()),
+        config.http.submit_rate,
+        config.http.server_names,
+        config.http.tls,
     )
-    servers.append(server)
+    servers.extend(
+        make_servers(guarded(create_app(service, info, access), http, tcp), unix, tcp, http)
+    )
     stack.callback(executor.close)
     keeper.start()
     stack.callback(keeper.stop)
@@ -356,15 +360,11 @@ def _serve(
         "(running jobs keep running and are re-adopted at the next start)"
     )
 
-    def _stop(*_: object) -> None:
-        server.should_exit = True
-
-    if lost:  # lost before the server was made
-        server.should_exit = True
-
-    signal.signal(signal.SIGTERM, _stop)
+    if lost:  # lost before the servers were made
+        for server in servers:
+            server.should_exit = True
     try:
-        asyncio.run(server.serve(sockets=sockets))
+        serve(servers)  # until SIGINT/SIGTERM or a lost lease
     except KeyboardInterrupt:
         pass
     finally:

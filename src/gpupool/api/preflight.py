@@ -160,3 +160,48 @@ def database_url(text: str) -> URL:
         return check_database_url(text)
     except BadDatabaseUrl as exc:
         raise DaemonError(f"--database-url {exc}", BAD_INPUT) from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1); an unknown
+    host is not (bind_tcp says why it cannot be used)."""
+    import ipaddress
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(
+        ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses
+    )
+
+
+def check_exposure(listen: str | None, tls: tuple[str, str] | None, insecure_listen: bool) -> None:
+    """DaemonError (bad input) for TCP that would carry requests in clear text beyond this
+    machine, unless --insecure-listen says so; for half a TLS pair, or TLS without TCP; for
+    a certificate and key that do not load."""
+    if tls is not None and listen is None:
+        raise DaemonError("--tls-cert/--tls-key: TLS is for TCP: give --listen too", BAD_INPUT)
+    if listen is None:
+        return
+    host, _ = parse_listen(listen)
+    if tls is None and not insecure_listen and not is_loopback(host):
+        raise DaemonError(
+            f"--listen {listen}: not a loopback address, and without TLS every request (API "
+            "tokens included) would cross the network in clear text: serve HTTPS with "
+            "--tls-cert FILE --tls-key FILE, listen on 127.0.0.1 behind a TLS proxy, or add "
+            "--insecure-listen on a network you trust",
+            BAD_INPUT,
+        )
+    if tls is not None:
+        import ssl
+
+        cert, key = tls
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise DaemonError(
+                f"--tls-cert {cert} --tls-key {key}: cannot be used: {why}", BAD_INPUT
+            ) from None

@@ -6,7 +6,7 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from gpupool.cli.render import clock_time, elapsed, print_json, print_table
+from gpupool.cli.render import clock_time, elapsed, print_json, print_table, shown
 from gpupool.client import Client, JobView, Wait, WaitCode
 from gpupool.core.job import JobState
 from gpupool.core.units import format_duration, format_size
@@ -104,7 +104,7 @@ def cmd_why(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print_json({k: job.wire.get(k) for k in WHY_FIELDS})
         return 0
-    print("\n".join(describe(job)))
+    print("\n".join(shown(line) for line in describe(job)))  # free text: escaped, cut
     return 0
 
 

@@ -19,6 +19,7 @@ from gpupool.cli.render import (
     print_json_list,
     print_table,
     reason_cell,
+    shown,
     state_cell,
 )
 from gpupool.client import Client, JobView
@@ -213,11 +214,11 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         lines = [(k, hidden if k in ("Command", "Workdir", "Log") else v) for k, v in lines]
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
-        print(f"{key:<{width}}  {value}")
+        print(f"{key:<{width}}  {shown(value)}")  # free text from the store: escaped, cut
     print("\nStory:")
     for e in job.events:
         frm = e.frm.value if e.frm else "(new)"
-        print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {e.cause}")
+        print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {shown(e.cause)}")
     return 0
 
 

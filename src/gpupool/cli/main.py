@@ -33,7 +33,9 @@ def _common(default: object) -> CliParser:
     common.add_argument(
         "--url",
         default=default,
-        help="talk to a pool over TCP instead, e.g. http://127.0.0.1:8765 (or $GPUPOOL_URL)",
+        help="talk to a pool over TCP instead, e.g. http://127.0.0.1:8765 or "
+        "https://pool.example:8765 (or $GPUPOOL_URL; $GPUPOOL_CA_CERT: the CA file that "
+        "checks an https daemon's certificate)",
     )
     return common
 
@@ -63,6 +65,7 @@ def _parser() -> CliParser:
         description="A shared, scheduled pool of GPUs.",
         parents=[top],
         epilog="Environment: GPUPOOL_STATE_DIR, GPUPOOL_URL (as --state-dir, --url), "
+        "GPUPOOL_CA_CERT (CA file for an https:// URL), "
         "GPUPOOL_TIMEOUT (seconds to wait for the daemon's answer, default 30), "
         "GPUPOOL_TOKEN (the API token sent over TCP; else ~/.config/gpupool/token, mode 0600).",
     )
@@ -112,10 +115,13 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except ApiError as exc:
         refused = isinstance(command, OnPool) and exc.code in command.refusals
-        print(f"gpupool: {'job refused: ' if refused else ''}{exc.message}", file=sys.stderr)
+        from gpupool.cli.render import shown_lines  # the daemon's words may quote user input
+
+        said = shown_lines(exc.message)
+        print(f"gpupool: {'job refused: ' if refused else ''}{said}", file=sys.stderr)
         if exc.code == "not_found":
             return 1
-        return 2 if exc.status in (400, 401, 403, 409, 422) else 1
+        return 2 if exc.status in (400, 401, 403, 409, 413, 422) else 1
 
 
 if __name__ == "__main__":

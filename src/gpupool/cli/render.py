@@ -42,14 +42,16 @@ def print_table(
 
     Widths are display columns (an emoji or a CJK character takes two), so rows stay
     aligned. `limits` caps name columns ({"NAME": 32}): a longer name is cut with an
-    ellipsis, so one long name does not widen every row; other cells are never cut."""
+    ellipsis, so one long name does not widen every row; other cells are cut only past
+    MAX_CELL columns (free text from the store: a 10 MB user name prints as 200 columns).
+    Control characters show escaped (`printable`)."""
     limits = limits or {}
     cells = []
     for row in rows:
         line = []
         for column, value in zip(columns, row):
-            text = printable("" if value is None else str(value))
-            line.append(fit(text, limits[column]) if column in limits else text)
+            text = "" if value is None else str(value)
+            line.append(shown(text, limits.get(column, MAX_CELL)))
         cells.append(line)
     widths = [max([width(c)] + [width(r[i]) for r in cells]) for i, c in enumerate(columns)]
     bold = sys.stdout.isatty()
@@ -96,10 +98,48 @@ def fit(text: str, columns: int) -> str:
     return "".join(out) + "…"
 
 
+# The widest a table cell gets (unless its column has a limit), and a line of `show`.
+MAX_CELL = 200
+MAX_LINE = 4096
+
+
+def shown(text: str, columns: int = MAX_LINE) -> str:
+    """Free text from the store as it may be printed: control characters escaped
+    (`printable`), cut to `columns` display columns with an ellipsis. Only the start of a
+    huge value is looked at: the cost follows what is printed, not what is stored."""
+    return fit(printable(text[: columns * 4 + 4]), columns)
+
+
+def shown_lines(text: str, columns: int = MAX_LINE) -> str:
+    """`shown`, line by line: for messages whose lines are meant (a spec's errors)."""
+    return "\n".join(shown(line, columns) for line in text.split("\n")[:200])
+
+
+# Shown escaped besides the C0/C1 controls (category Cc): the format characters that
+# reorder or hide text (bidirectional overrides and isolates, "Trojan Source"), the line
+# and paragraph separators. Zero-width joiners and variation selectors (emoji) are kept.
+_HIDDEN = frozenset("\u061c\u200e\u200f\u2028\u2029") | frozenset(
+    chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def printable(text: str) -> str:
-    """Control characters (a newline or an escape sequence in a job name) shown as '?', so
-    a name can neither break a table's rows nor drive the terminal."""
-    return "".join("?" if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    """`text` with every control character shown as its escape (an ESC as `\\x1b`, a
+    newline as `\\n`, a bidi override as `\\u202e`), so free text a user sent can neither
+    break a table's rows nor drive another user's terminal, and still shows what it holds."""
+    if text.isprintable():
+        return text  # the common case, in C
+    out = []
+    for ch in text:
+        if ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif unicodedata.category(ch) == "Cc" or ch in _HIDDEN:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def reason_cell(job: JobView) -> str:

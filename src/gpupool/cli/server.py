@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import Offline, Parents, Subparsers
+
+if TYPE_CHECKING:
+    from gpupool.api.serving import HttpSettings
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -17,8 +21,10 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "--listen",
         metavar="HOST:PORT",
         help="also serve the JSON API over TCP, for clients on other machines "
-        "(gpupool --url http://HOST:PORT ...)",
+        "(gpupool --url http://HOST:PORT ...); an address other than loopback needs "
+        "--tls-cert/--tls-key or --insecure-listen",
     )
+    _network_flags(p)
     p.add_argument(
         "--gpus",
         dest="declare_gpus",
@@ -43,6 +49,108 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     # Seconds a database lease lasts without a heartbeat (store/lease.py); for tests.
     p.add_argument("--lease-ttl", type=float, default=None, help=argparse.SUPPRESS)
+
+
+def _network_flags(p: argparse.ArgumentParser) -> None:
+    """TCP's exposure and the limits on what one client may cost (docs/security.md)."""
+    # Defaults are written out rather than imported: every verb builds this parser, and the
+    # api package imports uvicorn (tests/unit/test_http_limits.py checks they agree).
+    p.add_argument("--tls-cert", metavar="FILE", help="serve TCP as HTTPS with this certificate")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
+    p.add_argument(
+        "--insecure-listen",
+        action="store_true",
+        help="allow --listen on an address other than loopback without TLS (requests, API "
+        "tokens included, cross the network in clear text)",
+    )
+    p.add_argument(
+        "--server-name",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help="a name clients reach TCP by (the Host header), besides localhost, IP addresses "
+        "and this machine's host name; repeatable. Other names are refused (421): DNS "
+        "rebinding protection",
+    )
+    p.add_argument(
+        "--max-body",
+        metavar="SIZE",
+        help="largest request body; larger ones are refused (413) unread (default 1MiB)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        metavar="DURATION",
+        help="a request's head and body must arrive within it, or the connection is closed "
+        "(default 10s)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open TCP connections at most; more are closed at once, and the Unix socket "
+        "keeps its own share (default 256, and at most a third of the file limit)",
+    )
+    p.add_argument(
+        "--submit-rate",
+        type=float,
+        metavar="PER_S",
+        help="jobs a second each user may submit, after --submit-burst; more are refused "
+        "with 429 and Retry-After (default 100; 0: no limit)",
+    )
+    p.add_argument(
+        "--submit-burst",
+        type=int,
+        metavar="N",
+        help="jobs each user may submit at once (default 10000)",
+    )
+
+
+def http_settings(args: argparse.Namespace) -> HttpSettings:
+    """The HttpSettings the flags give; ValueError naming the flag when one is wrong."""
+    from pathlib import Path
+
+    from gpupool.api.limits import HttpLimits
+    from gpupool.api.ratelimit import SubmitRate
+    from gpupool.api.serving import HttpSettings, Tls
+    from gpupool.core.units import parse_duration, parse_size
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together: give both")
+    limits, rate = HttpLimits(), SubmitRate()
+    max_body, read_timeout = limits.max_body_bytes, limits.read_timeout_s
+    if args.max_body is not None:
+        try:
+            max_body = parse_size(args.max_body)
+        except ValueError as exc:
+            raise ValueError(f"--max-body: {exc}") from None
+        if not 1024 <= max_body <= 1 << 30:
+            raise ValueError(f"--max-body: must be from 1KiB to 1GiB, got {args.max_body}")
+    if args.read_timeout is not None:
+        try:
+            read_timeout = parse_duration(args.read_timeout)
+        except ValueError as exc:
+            raise ValueError(f"--read-timeout: {exc}") from None
+        if not 0 < read_timeout <= 3600:
+            raise ValueError(f"--read-timeout: must be from 1s to 1h, got {args.read_timeout}")
+    connections = limits.max_tcp_connections
+    if args.max_connections is not None:
+        connections = args.max_connections
+        if connections < 1:
+            raise ValueError(f"--max-connections: must be at least 1, got {connections}")
+    submit_rate = rate.rate if args.submit_rate is None else args.submit_rate
+    burst = rate.burst if args.submit_burst is None else args.submit_burst
+    if not 0 <= submit_rate <= 1e6:
+        raise ValueError(f"--submit-rate: must be 0 (no limit) to 1000000, got {submit_rate:g}")
+    if burst < 1:
+        raise ValueError(f"--submit-burst: must be at least 1, got {burst}")
+    names = tuple(n.strip() for arg in args.server_name for n in arg.split(",") if n.strip())
+    tls = Tls(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None
+    limits = HttpLimits(
+        max_body_bytes=max_body,
+        read_timeout_s=read_timeout,
+        max_tcp_connections=connections,
+    )
+    return HttpSettings(limits, SubmitRate(submit_rate, burst), names, tls)
 
 
 def _log_to_stderr() -> None:
@@ -89,6 +197,7 @@ def cmd_server(args: argparse.Namespace) -> int:
             default_time_limit_s=parse_duration(args.default_time_limit),
             fairshare_half_life_s=parse_duration(args.fairshare_half_life),
         )
+        http = http_settings(args)
     except ValueError as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
         return 2
@@ -99,6 +208,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         database_url=args.database_url,
         poll_interval=args.poll_interval,
         policy=policy,
+        http=http,
+        insecure_listen=args.insecure_listen,
     )
     if args.lease_ttl is not None:
         config.lease_ttl_s = args.lease_ttl

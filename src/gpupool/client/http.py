@@ -44,6 +44,8 @@ from gpupool.core.job import JobState
 from gpupool.core.paths import socket_path, state_dir
 
 if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    import ssl
+
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
@@ -82,16 +84,21 @@ def _exchange(
     ]
     if token is not None:
         head.append(f"Authorization: Bearer {token}")
-    if body is not None:
-        head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
-    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
-    chunks = []
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    if body is not None or method not in ("GET", "HEAD"):
+        # Every request that changes something says it is JSON, body or not: over TCP the
+        # daemon refuses any other (a browser cannot send it cross-site: docs/security.md).
+        payload = body or b""
+        head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    try:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        # The daemon may refuse a request before reading all of it (a body over its limit:
+        # 413) and close: its answer is what the caller needs.
+        raw = _read_answer(sock, quietly=True)
+        if not raw:
+            raise exc
+    else:
+        raw = _read_answer(sock)
     header_blob, sep, payload = raw.partition(b"\r\n\r\n")
     if not sep:
         if not raw:
@@ -111,6 +118,22 @@ def _exchange(
     elif headers.get("content-length", "").isdigit():
         payload = payload[: int(headers["content-length"])]
     return status, headers, payload
+
+
+def _read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
+    """Everything the daemon sends, to EOF; `quietly`: what came before a reset."""
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            if not quietly:
+                raise
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _dechunk(data: bytes) -> bytes:
@@ -143,19 +166,31 @@ def _timeout_from_env() -> float:
     return value
 
 
-def _tcp_address(url: str, source: str) -> tuple[str, int]:
-    """(host, port) of an http:// URL; BadClientSetting naming --url or GPUPOOL_URL."""
-    example = "expected http://HOST:PORT, e.g. http://127.0.0.1:8765"
+def _tcp_address(url: str, source: str) -> tuple[str, int, bool]:
+    """(host, port, tls) of an http:// or https:// URL; BadClientSetting naming --url or
+    GPUPOOL_URL."""
+    example = "expected http(s)://HOST:PORT, e.g. http://127.0.0.1:8765"
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:  # a port out of range or not a number
         raise BadClientSetting(source, f"{exc} in {url!r} ({example})") from None
-    if parts.scheme == "https":
-        raise BadClientSetting(source, f"https is not supported yet, got {url!r} ({example})")
-    if parts.scheme != "http" or not parts.hostname:
-        raise BadClientSetting(source, f"not an http:// URL: {url!r} ({example})")
-    return parts.hostname, port or 80
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadClientSetting(source, f"not an http:// or https:// URL: {url!r} ({example})")
+    tls = parts.scheme == "https"
+    return parts.hostname, port or (443 if tls else 80), tls
+
+
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """The context that checks the daemon's certificate: against `ca_file`
+    ($GPUPOOL_CA_CERT, for a self-signed or private CA) or the system's CAs."""
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise BadClientSetting("GPUPOOL_CA_CERT", f"cannot load {ca_file}: {why}") from None
 
 
 class Client:
@@ -164,7 +199,9 @@ class Client:
     `timeout` (seconds; default $GPUPOOL_TIMEOUT or 30) bounds the wait for each answer.
     Over TCP every request carries an API token (`token`, else $GPUPOOL_TOKEN, else the token
     file, client/credentials.py); over the Unix socket none: the kernel names the caller.
-    Raises BadClientSetting for a URL, timeout or token file that cannot be used."""
+    An https:// URL checks the daemon's certificate against `ca_file` (default
+    $GPUPOOL_CA_CERT; else the system's CAs). Raises BadClientSetting for a URL, timeout,
+    token file or CA file that cannot be used."""
 
     def __init__(
         self,
@@ -172,10 +209,17 @@ class Client:
         url: str | None = None,
         timeout: float | None = None,
         token: str | None = None,
+        ca_file: str | None = None,
     ) -> None:
         source = "--url" if url is not None else "GPUPOOL_URL"
         self.url = url if url is not None else os.environ.get("GPUPOOL_URL") or None
-        self.address = _tcp_address(self.url, source) if self.url else None
+        found = _tcp_address(self.url, source) if self.url else None
+        self.address = found[:2] if found else None
+        self.tls = (
+            _tls_context(ca_file or os.environ.get("GPUPOOL_CA_CERT") or None)
+            if found and found[2]
+            else None
+        )
         self.state_dir = state_dir(str(state) if state else None)
         self.socket = socket_path(self.state_dir)
         self.timeout = _timeout_from_env() if timeout is None else timeout
@@ -195,7 +239,13 @@ class Client:
             if self.address:
                 host, port = self.address
                 sock = socket.create_connection((host, port), timeout=self.timeout)
-                return sock, f"{host}:{port}"
+                if self.tls is not None:
+                    try:
+                        sock = self.tls.wrap_socket(sock, server_hostname=host)
+                    except BaseException:
+                        sock.close()
+                        raise
+                return sock, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
             try:
@@ -210,7 +260,7 @@ class Client:
             raise DaemonTimeout(self.where(), self.timeout) from None
         except socket.gaierror as exc:
             raise PoolUnreachable(self.where(), f"unknown host ({exc.strerror})") from None
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError is one: a certificate that does not check out
             raise PoolUnreachable(self.where(), _os_problem(exc, self)) from None
 
     def request_raw(
@@ -485,6 +535,16 @@ def _api_error(status: int, decoded: JsonValue) -> ApiError:
 
 def _os_problem(exc: OSError, client: Client) -> str:
     """Why a socket could not be used, in the user's terms."""
+    if client.tls is not None:
+        import ssl
+
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return (
+                f"its TLS certificate does not check out ({exc.verify_message}): give the "
+                "CA that signed it with GPUPOOL_CA_CERT=FILE"
+            )
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed: {exc.reason or exc}"
     if client.address is None:
         if isinstance(exc, NotADirectoryError) or (
             client.state_dir.exists() and not client.state_dir.is_dir()

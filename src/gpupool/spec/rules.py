@@ -39,6 +39,19 @@ MAX_NAME = 128
 MAX_GPU_TYPE = 64
 MAX_BEGIN_AHEAD_S = 366 * 86400.0
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z: past it, dates cannot be formatted
+# Sizes (characters) of the free-form fields. One string exec() takes (an argument, or an
+# environment entry NAME=value) is at most 128 KiB on Linux (MAX_ARG_STRLEN): a longer one
+# could never run. The totals keep one job's spec small in the store and in every answer
+# that lists it; the API's body limit (api/limits.py) is the first, cheaper, cut.
+MAX_ARG = 128 * 1024
+MAX_ARGS = 4096
+MAX_COMMAND_TOTAL = 256 * 1024
+MAX_ENV_NAME = 256
+MAX_ENV_ENTRY = 128 * 1024  # NAME=value
+MAX_ENV_VARS = 4096
+MAX_ENV_TOTAL = 256 * 1024  # the job's own --env
+MAX_BASE_ENV_TOTAL = 512 * 1024  # the submitter's environment
+MAX_WORKDIR = 4096  # PATH_MAX
 
 _PROJECT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -122,6 +135,11 @@ def split_command(value: Any, *, allow_string: bool = True) -> list[Any]:
         raise BadValue("must not be empty")
     if words[0] == "":
         raise BadValue("argv[0] (the program) must not be empty")
+    if len(words) > MAX_ARGS:
+        raise BadValue(f"must have at most {MAX_ARGS} words, got {len(words)}")
+    total = sum(len(w) for w in words if isinstance(w, str))
+    if total > MAX_COMMAND_TOTAL:
+        raise BadValue(f"must be at most {MAX_COMMAND_TOTAL} characters in all, got {total}")
     return words
 
 
@@ -131,6 +149,8 @@ def check_arg(value: Any) -> str:
         return str(value)
     if not isinstance(value, str):
         raise BadValue(f"must be a string, got {got(value)}")
+    if len(value) > MAX_ARG:
+        raise BadValue(f"must be at most {MAX_ARG} characters, got {len(value)}")
     return _no_nul(value)
 
 
@@ -277,10 +297,25 @@ def check_env_mapping(value: Any) -> Any:
         return {}
     if not isinstance(value, Mapping):
         raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
+    _check_env_size(value, MAX_ENV_TOTAL)
     return dict(value)
 
 
+def _check_env_size(env: Mapping[Any, Any], total_limit: int) -> None:
+    """BadValue for too many variables or too many characters in all (names and values that
+    are not strings are left to their own checks)."""
+    if len(env) > MAX_ENV_VARS:
+        raise BadValue(f"must have at most {MAX_ENV_VARS} variables, got {len(env)}")
+    total = sum(
+        len(k) + 1 + len(v) for k, v in env.items() if isinstance(k, str) and isinstance(v, str)
+    )
+    if total > total_limit:
+        raise BadValue(f"must be at most {total_limit} characters in all, got {total}")
+
+
 def check_env_name(value: Any) -> str:
+    if isinstance(value, str) and len(value) > MAX_ENV_NAME:
+        raise BadValue(f"must be at most {MAX_ENV_NAME} characters, got {len(value)}")
     if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
         raise BadValue(
             "is not a valid variable name (letters, digits and _, not starting with a digit)"
@@ -301,6 +336,8 @@ def check_env_value(value: Any) -> str:
         return str(value)
     if not isinstance(value, str):
         raise BadValue(f"must be a string, got {got(value)}")
+    if len(value) > MAX_ENV_ENTRY:
+        raise BadValue(f"must be at most {MAX_ENV_ENTRY} characters, got {len(value)}")
     return _no_nul(value)
 
 
@@ -312,6 +349,8 @@ def check_workdir(value: Any) -> str | None:
     if not os.path.isabs(value):
         hint = " (~ is not expanded)" if value.startswith("~") else ""
         raise BadValue(f"must be an absolute path{hint}, got {got(value)}")
+    if len(value) > MAX_WORKDIR:
+        raise BadValue(f"must be at most {MAX_WORKDIR} characters, got {len(value)}")
     return _no_nul(value)
 
 
@@ -321,10 +360,13 @@ def clean_base_env(value: Any) -> tuple[tuple[str, str], ...]:
         return ()
     if not isinstance(value, Mapping):
         raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
+    _check_env_size(value, MAX_BASE_ENV_TOTAL)
     kept = []
     for k, v in value.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise BadValue(f"names and values must be strings, got {got(k)}: {got(v)}")
+        if len(k) + 1 + len(v) > MAX_ENV_ENTRY:
+            raise BadValue(f"{got(k)}: must be at most {MAX_ENV_ENTRY} characters as NAME=value")
         if k in RESERVED_ENV or k.startswith(RESERVED_ENV_PREFIX):
             continue
         if not k or "=" in k or "\x00" in k or "\x00" in v:  # cannot be passed to exec()

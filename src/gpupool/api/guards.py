@@ -1,0 +1,126 @@
+"""What a web browser must not be able to do to a daemon listening on TCP: DNS rebinding
+(the Host check, 421) and cross-site request forgery (the JSON content type, 415).
+
+A page on evil.example can make the browser send a "simple" cross-origin POST (text/plain,
+form data) to http://127.0.0.1:PORT, and, by pointing evil.example's DNS at 127.0.0.1, even
+read the answers under its own origin. So, over TCP:
+- the Host header must name this server: localhost, a literal IP address (no page can
+  rebind those: its origin is that address), this machine's host name, the name --listen
+  gave, or a name given with `--server-name`. Any port: an ssh tunnel or a proxy forwards
+  from ports of its own, and the name is what a rebinding page cannot fake;
+- every request that is not a GET or HEAD must say `Content-Type: application/json`,
+  which no browser sends cross-origin without a CORS preflight, which this API never grants.
+The Unix socket is not reachable from a browser: any Host, any content type (the job
+supervisors' internal wake request sends neither).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupool.api.checks import Asgi, Receive, Scope, Send, send_error
+from gpupool.api.connections import Listener, listener_of
+
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class HostNames:
+    """The names the TCP listener answers to."""
+
+    names: frozenset[str]  # lower case; IPv6 literals without brackets
+
+    @classmethod
+    def of(cls, listen_host: str, server_names: Iterable[str] = ()) -> HostNames:
+        names = {"localhost", listen_host.strip("[]").lower()}
+        for name in (socket.gethostname(), socket.getfqdn()):
+            if name:
+                names.add(name.lower())
+        names.update(n.strip().strip("[]").lower() for n in server_names if n.strip())
+        return cls(frozenset(names))
+
+    def allows(self, host_header: str) -> bool:
+        name, _ = split_host(host_header)
+        return name is not None and (name in self.names or _is_ip(name))
+
+    def describe(self) -> str:
+        shown = sorted(f"[{n}]" if ":" in n else n for n in self.names)
+        return f"{', '.join(shown)} or an IP address"
+
+
+def split_host(header: str) -> tuple[str | None, int | None]:
+    """(name in lower case, port or None) of a Host header; (None, None) when malformed."""
+    text = header.strip().lower()
+    if text.startswith("["):  # [v6] or [v6]:port
+        end = text.find("]")
+        if end < 0:
+            return None, None
+        name, rest = text[1:end], text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None, None
+        port_text = rest[1:] if rest else ""
+    else:
+        name, _, port_text = text.partition(":")
+        if ":" in port_text:
+            return None, None
+    if not name:
+        return None, None
+    if port_text:
+        if not port_text.isdigit() or int(port_text) > 65535:
+            return None, None
+        return name, int(port_text)
+    return name, None
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class BrowserGuard:
+    """Pure ASGI middleware: the Host check and the JSON content type, over TCP only."""
+
+    def __init__(self, app: Asgi, hosts: HostNames, version: str) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.version = version
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or listener_of(scope) is Listener.UNIX:
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        if host is None or not self.hosts.allows(host):
+            given = "no Host header" if host is None else f"Host {host[:100]!r}"
+            message = (
+                f"{given} is not a name of this gpupool server: it answers to "
+                f"{self.hosts.describe()} (add a name with `gpupool server --server-name`)"
+            )
+            await send_error(send, 421, "wrong_host", message, version=self.version, close=True)
+            return
+        if scope["method"] not in SAFE_METHODS:
+            kind = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+            if kind != JSON:
+                message = (
+                    f"{scope['method']} requests must have Content-Type: {JSON}, got "
+                    f"{kind or 'none'!r} (a browser cannot send that cross-site)"
+                )
+                await send_error(
+                    send, 415, "unsupported_media_type", message, version=self.version, close=True
+                )
+                return
+        await self.app(scope, receive, send)
