@@ -17,6 +17,7 @@ from private_tmpfs import fill, on_tmpfs, view, write_syscalls
 
 from gpupool.client import Client
 from gpupool.executor.files import process_alive, read_json
+from integration.backends import Databases
 from integration.pool_harness import Pool, wait_for
 
 PY = sys.executable
@@ -66,9 +67,9 @@ def job_file(pool: Pool, job_id: int, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("daemon_up", [True, False], ids=["daemon-up", "daemon-restarted"])
 def test_a_job_whose_supervisor_died_is_killed_before_its_gpu_is_given_again(
-    tmp_path: Path, scripts: dict[str, str], daemon_up: bool
+    tmp_path: Path, scripts: dict[str, str], daemon_up: bool, databases: Databases
 ) -> None:
-    pool = Pool(tmp_path / "pool", gpus="1xA100-80GB").start()
+    pool = Pool(tmp_path / "pool", gpus="1xA100-80GB", database_url=databases.new_url()).start()
     try:
         first = pool.submit("--gpus", "1", "--", PY, scripts["until"], str(tmp_path / "never"), "0")
         pool.wait_state(first, "RUNNING")
