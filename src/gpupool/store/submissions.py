@@ -16,7 +16,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpupool.core.job import Job, JobSpec, JobState
+from gpupool.core.job import Job, JobSpec, JobState, Transition
 from gpupool.store import models
 from gpupool.store.codec import encode_spec
 from gpupool.store.models import JOBS, TRANSITIONS, JobRow
@@ -50,7 +50,7 @@ class SubmitMethods(SessionMethods):
         new = NewJob(spec, user, now, token, cause)
         try:
             with self._write() as s:
-                return _load(s, _insert_all(s, [new]))[0]
+                return _insert_all(s, [new])[0]
         except IntegrityError:
             # Another submission with the same token committed between our check and insert.
             if token is None:
@@ -69,15 +69,16 @@ class SubmitMethods(SessionMethods):
             return []
         try:
             with self._write() as s:
-                return _load(s, _insert_all(s, batch))
+                return _insert_all(s, batch)
         except IntegrityError:
             # A token another writer committed meanwhile: each on its own, as `submit` does.
             return [self.submit(*new) for new in batch]
 
 
-def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[int]:
-    """The id of the job each of `batch` stores, or of the job its token names (a committed
-    job's, or one earlier in the batch's), in order.
+def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
+    """The job each of `batch` stores, or the job its token names (a committed job, or one
+    earlier in the batch), in order. A new job is built from what was inserted, not read
+    back; only jobs stored before are read.
 
     Core statements, three for the whole batch (the tokens looked up, the jobs inserted with
     RETURNING, their first transitions): the ORM's unit of work took a flush per job, most
@@ -113,17 +114,33 @@ def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[int]:
                 for job_id, new in zip(ids, fresh, strict=True)
             ],
         )
-    made = iter(ids if fresh else [])
-    result: list[int] = []
+    made = iter(zip(ids, fresh, strict=True) if fresh else [])
+    result: list[Job | int] = []  # a job made here, or the id of one stored before
+    mine: dict[str, Job] = {}
     for new in batch:
-        if new.token is None:
-            result.append(next(made))
-        elif known[new.token] == -1:
-            known[new.token] = next(made)
-            result.append(known[new.token])
+        if new.token is None or known[new.token] == -1:
+            job = _new_job(*next(made))
+            if new.token is not None:
+                known[new.token], mine[new.token] = job.id, job
+            result.append(job)
         else:
-            result.append(known[new.token])
-    return result
+            result.append(mine.get(new.token) or known[new.token])
+    before = _load(s, [r for r in result if isinstance(r, int)])
+    return [r if isinstance(r, Job) else before[r] for r in result]
+
+
+def _new_job(job_id: int, new: NewJob) -> Job:
+    """The job as `_job_values` and its first transition stored it (job_from_row's Job)."""
+    first = Transition(new.now, None, JobState.PENDING, new.cause or f"submitted by {new.user}")
+    return Job(
+        id=job_id,
+        spec=new.spec,
+        user=new.user,
+        state=JobState.PENDING,
+        submit_time=new.now,
+        version=1,
+        events=(first,),
+    )
 
 
 def _job_values(new: NewJob) -> dict[str, object]:
@@ -147,6 +164,7 @@ def _job_values(new: NewJob) -> dict[str, object]:
     }
 
 
-def _load(s: Session, ids: list[int]) -> list[Job]:
-    by_id = {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
-    return [by_id[i] for i in ids]
+def _load(s: Session, ids: list[int]) -> dict[int, Job]:
+    if not ids:
+        return {}
+    return {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
