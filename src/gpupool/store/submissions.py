@@ -94,6 +94,7 @@ def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
             fresh.append(new)
             if new.token is not None:
                 known[new.token] = -1  # a later submission with this token is this one's
+    ids: list[int] = []
     if fresh:
         inserted = s.execute(
             insert(JOBS).returning(JOBS.c.id, sort_by_parameter_order=True),
@@ -114,7 +115,7 @@ def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
                 for job_id, new in zip(ids, fresh, strict=True)
             ],
         )
-    made = iter(zip(ids, fresh, strict=True) if fresh else [])
+    made = iter(zip(ids, fresh, strict=True))
     result: list[Job | int] = []  # a job made here, or the id of one stored before
     mine: dict[str, Job] = {}
     for new in batch:
