@@ -1,15 +1,18 @@
 """Fixtures of the integration tests: a real daemon (pool_harness.Pool) on a real database.
 
-Which tests run on both SQLite and PostgreSQL (the rule; docs/ARCHITECTURE.md, "Tests"):
+Which tests run on both SQLite and PostgreSQL (the rule; docs/ARCHITECTURE.md, "Tests on
+both databases"):
 - every test that stores or reads jobs, projects or the lease through a daemon runs on both:
   it takes the `pool` fixture, or `databases` for the pools it makes itself (one fresh
   database per pool on PostgreSQL, dropped after the test);
-- tests whose outcome the database cannot change run on SQLite only: the CLI's and the
-  API's checks of their input before anything is stored (test_bad_arguments, test_api_input,
-  test_submit_words, test_cli_messages), reaching or not reaching a daemon
-  (test_cli_errors, test_submit_retry's cut connections), the server's start-up checks
-  (test_server_start_errors, which checks PostgreSQL URLs itself), the local inventory
-  and the daemon's log lines.
+- tests whose outcome the database cannot change run on SQLite only, marked
+  `backend_independent` or making a pool without `databases`: the CLI's and the API's
+  checks of their input (test_bad_arguments, test_api_input, test_submit_words,
+  test_cli_messages, and test_cli_errors' refusals, YAML errors and flags), reaching a
+  daemon or not (test_cli_errors, the cut connections of test_submit_retry), the server's
+  start-up checks (test_server_start_errors, which checks PostgreSQL URLs itself), the
+  local inventory, the daemon's log lines, and a full state disk under SQLite
+  (test_faults: the state directory's disk; a PostgreSQL server's disk is its own).
 """
 
 from __future__ import annotations
