@@ -34,7 +34,9 @@ def _free_port() -> int:
 
 
 class PostgresServer:
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        """`durable`: fsync on, as in production (benchmarks); off for the tests' speed."""
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="gpupool-pg-"))
         self.port = _free_port()
         self.data = self.root / "data"
@@ -59,8 +61,8 @@ class PostgresServer:
             shutil.chown(self.sockdir, "postgres")
         self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
         opts = (
-            f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c max_connections=200"
+            f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 "
+            f"-c fsync={'on' if self.durable else 'off'} -c max_connections=200"
         )
         self._run(
             pg_ctl, "-D", str(self.data), "-w", "-l", str(self.root / "log"), "-o", opts, "start"

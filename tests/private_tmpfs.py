@@ -64,9 +64,9 @@ def view(pid: int, path: Path) -> Path:
     return Path(f"/proc/{pid}/root") / Path(path).absolute().relative_to("/")
 
 
-def fill(directory: Path) -> Path:
-    """Write a file in ``directory`` until its file system is full; returns the file (delete
-    it to give the space back)."""
+def fill(directory: Path, leave: int = 0) -> Path:
+    """Write a file in ``directory`` until its file system is full, then give ``leave``
+    bytes of it back; returns the file (delete it to give the space back)."""
     filler = directory / "filler"
     chunk = b"\0" * (1 << 16)
     with open(filler, "wb", buffering=0) as f:
@@ -77,6 +77,8 @@ def fill(directory: Path) -> Path:
                 if exc.errno != errno.ENOSPC:
                     raise
                 chunk = chunk[: len(chunk) // 2]  # the last pages, down to the last byte
+        if leave:
+            f.truncate(max(f.tell() - leave, 0))
     return filler
 
 

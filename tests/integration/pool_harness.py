@@ -48,9 +48,12 @@ class Pool:
         inventory: Path | None = None,
         listen: str | None = None,
         args: tuple[str, ...] = (),
+        database_url: str | None = None,
     ) -> None:
         self.root = root
-        self.args = args  # more `gpupool server` arguments, e.g. ("--database-url", URL)
+        self.args = args  # more `gpupool server` arguments, e.g. ("--lease-ttl", "2")
+        # None: the state directory's SQLite file (tests/integration/backends.py makes others)
+        self.database_url = database_url
         self.state_dir = root / "state"
         self.gpus = gpus
         self.inventory = inventory
@@ -74,6 +77,8 @@ class Pool:
             cmd += ["--gpus", self.gpus]
         if self.listen:
             cmd += ["--listen", self.listen]
+        if self.database_url:
+            cmd += ["--database-url", self.database_url]
         cmd += self.args
         self.root.mkdir(parents=True, exist_ok=True)
         self.starts += 1

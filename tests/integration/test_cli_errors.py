@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from integration.pool_harness import FOREVER, Pool, free_port
 
 
+@pytest.mark.backend_independent
 def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> None:
     too_big = pool.cli("submit", "--gpus", "16", "--", "true")
     assert too_big.returncode == 2
@@ -22,6 +25,7 @@ def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> No
     assert pool.client.jobs(include_finished=True) == ()  # nothing was queued
 
 
+@pytest.mark.backend_independent
 def test_malformed_yaml_names_file_line_and_field(pool: Pool, tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text("name: demo\ncommand: python train.py\ngpus: two\n")
@@ -31,6 +35,7 @@ def test_malformed_yaml_names_file_line_and_field(pool: Pool, tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.backend_independent
 def test_yaml_spec_runs_and_flags_override_it(pool: Pool, tmp_path: Path) -> None:
     spec = tmp_path / "job.yaml"
     spec.write_text(
@@ -68,6 +73,7 @@ def test_daemon_not_running_says_how_to_start_it(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.backend_independent
 def test_second_daemon_on_same_state_dir_is_refused(pool: Pool) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gpupool", "server", "--gpus", "1xA100-80GB"],

@@ -9,7 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from integration.pool_harness import Pool, interruptible, wait_for
+
+# the CLI's messages: the same on any database (the rule: integration/conftest.py)
+pytestmark = pytest.mark.backend_independent
 
 
 def read_line_with(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:

@@ -7,16 +7,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from private_tmpfs import fill, on_tmpfs, view, write_syscalls
 
-from gpupool.client import Client
+from gpupool.client import ApiError, Client
 from gpupool.executor.files import process_alive, read_json
+from integration.backends import Databases
 from integration.pool_harness import Pool, wait_for
 
 PY = sys.executable
@@ -66,9 +69,9 @@ def job_file(pool: Pool, job_id: int, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("daemon_up", [True, False], ids=["daemon-up", "daemon-restarted"])
 def test_a_job_whose_supervisor_died_is_killed_before_its_gpu_is_given_again(
-    tmp_path: Path, scripts: dict[str, str], daemon_up: bool
+    tmp_path: Path, scripts: dict[str, str], daemon_up: bool, databases: Databases
 ) -> None:
-    pool = Pool(tmp_path / "pool", gpus="1xA100-80GB").start()
+    pool = Pool(tmp_path / "pool", gpus="1xA100-80GB", database_url=databases.new_url()).start()
     try:
         first = pool.submit("--gpus", "1", "--", PY, scripts["until"], str(tmp_path / "never"), "0")
         pool.wait_state(first, "RUNNING")
@@ -236,5 +239,87 @@ def test_a_job_that_ends_on_a_full_disk_keeps_its_exit_code(
         assert pool.wait(other).state == "SUCCEEDED"
         leftovers = [p.name for p in (pool.state_dir / "jobs").glob("*/*.tmp-*")]
         assert leftovers == []
+    finally:
+        pool.cleanup()
+
+
+def read_in_namespace(pool: Pool, db: Path) -> tuple[str, dict[str, int], int]:
+    """SQLite's integrity check, the jobs (name -> id) and the count of first transitions of
+    the database `db` as the daemon's mount namespace has it (its tmpfs lives as long as the
+    daemon). SQLite resolves symbolic links, so /proc/PID/root/... would open the file
+    outside the namespace: a forked child chroots into the daemon's root instead (root only)."""
+    assert pool.proc is not None
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover  (the child reports through the pipe)
+        code = 1
+        try:
+            os.close(r)
+            os.chroot(f"/proc/{pool.proc.pid}/root")
+            os.chdir("/")
+            conn = sqlite3.connect(str(db), timeout=30)
+            (check,) = conn.execute("PRAGMA integrity_check").fetchone()
+            jobs = dict(conn.execute("SELECT name, id FROM jobs").fetchall())
+            (count,) = conn.execute(
+                "SELECT count(*) FROM transitions WHERE from_state IS NULL"
+            ).fetchone()
+            os.write(w, json.dumps([check, jobs, count]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(child, 0)
+    assert status == 0 and data, f"could not read {db} in the daemon's namespace"
+    check, jobs, count = json.loads(data)
+    return str(check), {str(k): int(v) for k, v in jobs.items()}, int(count)
+
+
+def test_submissions_until_the_disk_is_full_are_refused_plainly_and_none_is_lost(
+    tmp_path: Path,
+) -> None:
+    """The state disk fills up under a stream of submissions (SQLite grows on it): the one
+    that does not fit is refused with 507 disk_full, the CLI says so in one line, and once
+    space is freed the daemon goes on; every acknowledged job is intact,
+    and the database passes SQLite's integrity check."""
+    if os.geteuid() != 0:
+        pytest.skip("reading the database inside the daemon's mount namespace needs root")
+    pool = FullDiskPool(tmp_path / "pool", size=16 << 20).start()
+    try:
+        filler = fill(pool.state_dir, leave=2 << 20)
+        ten_years = time.time() + 10 * 365 * 86400.0  # held: nothing is launched
+
+        def submit(name: str) -> int:
+            wire = {"name": name, "command": ["true"], "workdir": "/", "begin_time": ten_years}
+            return pool.client.submit(wire, uuid.uuid4().hex, retry=False).id
+
+        acknowledged: dict[str, int] = {}
+        refusal: ApiError | None = None
+        for n in range(20_000):  # 2 MiB of room: a few hundred submissions at most
+            try:
+                acknowledged[f"full-{n}"] = submit(f"full-{n}")
+            except ApiError as exc:
+                refusal = exc
+                break
+        assert refusal is not None, "the disk never filled up"
+        assert (refusal.status, refusal.code) == (507, "disk_full"), refusal.body
+        assert len(acknowledged) > 10
+        out = pool.cli("submit", "--gpus", "1", "--", "true")
+        assert out.returncode == 1, out
+        (line,) = out.stderr.splitlines()
+        assert line.startswith("gpupool: the state disk is full"), line
+        assert "nothing was changed" in line
+        filler.unlink()
+        acknowledged["after"] = submit("after")  # the daemon goes on
+        jobs = {j.name: j for j in pool.client.jobs(include_finished=True)}
+        assert {n: j.id for n, j in jobs.items()} == acknowledged
+        assert {j.state for j in jobs.values()} == {"PENDING"}
+        # What the database itself holds, read beside the running daemon.
+        integrity, stored, firsts = read_in_namespace(pool, pool.real_state_dir / "state.db")
+        assert integrity == "ok"
+        assert stored == acknowledged
+        assert firsts == len(acknowledged)  # each job's first line of its story
+        assert "Traceback" not in pool.daemon_log()
     finally:
         pool.cleanup()

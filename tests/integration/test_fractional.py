@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from integration.backends import Databases
 from integration.pool_harness import Pool, wait_for
 
 # rec.py OUT: write what the job was given to OUT (whole, by a rename), then run until
@@ -20,8 +21,8 @@ while True:
 """
 
 
-def test_two_halves_share_a_gpu_and_a_whole_job_waits(tmp_path: Path) -> None:
-    pool = Pool(tmp_path / "frac", gpus="1xA100-80GB").start()
+def test_two_halves_share_a_gpu_and_a_whole_job_waits(tmp_path: Path, databases: Databases) -> None:
+    pool = Pool(tmp_path / "frac", gpus="1xA100-80GB", database_url=databases.new_url()).start()
     try:
         script = tmp_path / "rec.py"
         script.write_text(RECORD)

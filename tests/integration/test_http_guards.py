@@ -139,7 +139,7 @@ def test_submissions_past_the_rate_limit_are_429_with_retry_after(tmp_path: Path
         assert cli.returncode != 0
         assert "too many submissions" in cli.stderr and "retry in" in cli.stderr, cli.stderr
         with pytest.raises(ApiError) as caught:
-            pool.client.submit({"command": ["true"]}, "u", uuid.uuid4().hex)
+            pool.client.submit({"command": ["true"]}, uuid.uuid4().hex)
         assert caught.value.status == 429
     finally:
         pool.cleanup()

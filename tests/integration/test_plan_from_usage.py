@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from integration.backends import Databases
 from integration.pool_harness import FOREVER, Pool
 
 PY = sys.executable
 COST = ["plan", "cost", "--capex", "8000", "--cloud-rate", "1.5", "--from-usage", "--json"]
 
 
-def test_from_usage_counts_finished_running_and_fractional_jobs(tmp_path: Path) -> None:
-    pool = Pool(tmp_path / "usage", gpus="2xA100-80GB").start()
+def test_from_usage_counts_finished_running_and_fractional_jobs(
+    tmp_path: Path, databases: Databases
+) -> None:
+    pool = Pool(tmp_path / "usage", gpus="2xA100-80GB", database_url=databases.new_url()).start()
     try:
         whole = pool.submit("--gpus", "2", "--", PY, "-c", "import time; time.sleep(0.5)")
         done = pool.wait(whole)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from integration.backends import Databases
 from integration.pool_harness import FOREVER, Pool
 
 ME = getpass.getuser()
@@ -113,8 +114,8 @@ def test_the_default_project_applies_to_jobs_without_project(pool: Pool) -> None
     assert pool.client.default_project("bob").project == "nlp"
 
 
-def test_gpupool_toml_is_applied_at_start(tmp_path: Path) -> None:
-    pool = Pool(tmp_path / "pool")
+def test_gpupool_toml_is_applied_at_start(tmp_path: Path, databases: Databases) -> None:
+    pool = Pool(tmp_path / "pool", database_url=databases.new_url())
     pool.state_dir.mkdir(parents=True)
     (pool.state_dir / "gpupool.toml").write_text(
         "[departments.research]\nquota = 8\n"

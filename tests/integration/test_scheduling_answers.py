@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from gpupool.client import JobView
+from integration.backends import Databases
 from integration.pool_harness import FOREVER, Pool, until_file, wait_for
 
 T = TypeVar("T")
@@ -46,8 +47,8 @@ def test_queue_priority_json_lists_the_pending_jobs_in_queue_order_with_factors(
     pool.cli("cancel", "--mine", check=True)
 
 
-def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pool = Pool(tmp_path / "half", gpus="1xA100-80GB").start()
+def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path, databases: Databases) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "half", gpus="1xA100-80GB", database_url=databases.new_url()).start()
     try:
         pool.cli("project", "set", "default", "--limit", "1", check=True)
         stop = tmp_path / "stop"
@@ -84,8 +85,10 @@ def test_every_view_counts_a_half_gpu_job_as_half_a_gpu(tmp_path) -> None:  # ty
         pool.cleanup()
 
 
-def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pool = Pool(tmp_path / "reserve", gpus="2xA100-80GB").start()
+def test_a_half_gpu_job_first_in_line_holds_the_reservation_and_why_says_when(
+    tmp_path, databases: Databases
+) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "reserve", gpus="2xA100-80GB", database_url=databases.new_url()).start()
     try:
         stops = [tmp_path / "stop-0", tmp_path / "stop-1"]
         first = pool.submit("--gpus", "1", "--time", "1h", "--", *until_file(stops[0]))
@@ -141,8 +144,10 @@ def _reason(pool: Pool, job_id: int, reason: str) -> JobView | None:
     return job if job.reason == reason else None
 
 
-def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pool = Pool(tmp_path / "quota").start()
+def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(
+    tmp_path, databases: Databases
+) -> None:  # type: ignore[no-untyped-def]
+    pool = Pool(tmp_path / "quota", database_url=databases.new_url()).start()
     stop = tmp_path / "stop"
     try:
         pool.cli("project", "create", "ml", "--quota", "2", check=True)

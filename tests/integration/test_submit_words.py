@@ -12,6 +12,9 @@ import pytest
 
 from integration.pool_harness import Pool
 
+# how the CLI reads its words: the same on any database (the rule: integration/conftest.py)
+pytestmark = pytest.mark.backend_independent
+
 SPEC = "name: from-file\ncommand: [sh, -c, 'echo $CUDA_VISIBLE_DEVICES']\ngpus: 1\n"
 
 

@@ -171,3 +171,59 @@ def test_a_job_with_its_own_time_keeps_it_and_its_story_says_nothing_more(
         assert store.get(job.id).events[0].cause == "submitted by bob"
     finally:
         store.close()
+
+
+def _disk_full_error(tmp_path: Path) -> Exception:
+    """SQLite's own SQLITE_FULL ("database or disk is full"), through SQLAlchemy."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'capped.db'}")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA max_page_count=1")
+            conn.exec_driver_sql("CREATE TABLE t (x TEXT)")
+            conn.exec_driver_sql("INSERT INTO t VALUES (?)", ("y" * 100_000,))
+    except sa.exc.DBAPIError as exc:
+        return exc
+    finally:
+        engine.dispose()
+    raise AssertionError("the capped database took the row")
+
+
+def test_a_full_disk_under_the_engine_is_one_warning_line_not_a_traceback_per_round(
+    tmp_path: Path, executor: LocalExecutor, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's own writes (here the pending jobs' reasons) fail at every round while
+    the state disk is full: it says so in one line (at most once a minute), and goes on."""
+    full = _disk_full_error(tmp_path)
+
+    class FullStore(Store):
+        failures = 0
+
+        def set_reasons(self, reasons: Any) -> None:
+            self.failures += 1
+            raise full
+
+    store = FullStore.open(f"sqlite:///{tmp_path / 'state' / 'state.db'}")
+    engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=0.05)
+    engine.recover()
+    engine.start()
+    try:
+        far = time.time() + 86400.0
+        for n in range(3):  # each gives a pass new reasons to store
+            engine.stored(store.submit(spec(begin_time=far), "alice", 1.0))
+            deadline = time.monotonic() + 30
+            while store.failures <= n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert store.failures >= 3
+    finally:
+        engine.stop()
+        store.close()
+    said = [r for r in caplog.records if "reasons" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    (line,) = said
+    assert line.levelname == "WARNING" and line.exc_info is None
+    assert line.getMessage().startswith(
+        "engine: could not store the pending jobs' reasons: the state disk is full ("
+    ), line.getMessage()
+    assert line.getMessage().endswith("; done again once space is freed")

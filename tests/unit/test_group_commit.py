@@ -93,3 +93,18 @@ def test_submit_many_stores_a_batch_in_order_with_its_tokens(store: Store) -> No
     assert jobs[1].events[0].cause == "submitted by carol; time limit 1d0h"
     assert [j.id for j in store.active_jobs()] == [before.id, before.id + 1, before.id + 2]
     assert store.submit_many([]) == []
+
+
+def test_the_jobs_submit_many_returns_are_the_jobs_stored(store: Store) -> None:
+    """New jobs are built from what was inserted, not read back: they must be what a read
+    gives, events included."""
+    from test_store import full_spec
+
+    jobs = store.submit_many(
+        [NewJob(full_spec(), "alice", 2.5, "t-a"), NewJob(spec(gpus=2), "bob", 3.0, None, "why")]
+    )
+    jobs.append(store.submit(full_spec(), "carol", 4.0))
+    for job in jobs:
+        read = store.get(job.id)
+        assert job == read
+        assert job.spec == read.spec and job.events == read.events

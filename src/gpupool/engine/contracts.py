@@ -70,12 +70,15 @@ class EngineStore(Protocol):
 
     def set_reasons(self, reasons: Mapping[int, str]) -> None: ...
 
+    @property
+    def data_dir(self) -> Path | None:
+        """The directory whose disk holds the data (a full disk is told apart by it); None
+        for a database server."""
+        ...
+
 
 class PoolStore(EngineStore, Protocol):
     """What the pool service (the API's calls) reads and writes, besides the engine's."""
-
-    @property
-    def data_dir(self) -> Path | None: ...
 
     def submit(
         self,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project, fmt_gpus
 from gpupool.core.units import format_duration, format_size, plural
+from gpupool.store.space import StorageFull
 
 
 def placement(node: str | None, gpus: Sequence[int]) -> str:
@@ -99,3 +100,15 @@ def jobs_left_running(count: int) -> str:
     if count == 1:
         return "stopping: 1 job keeps running under its supervisor"
     return f"stopping: {plural(count, 'job')} keep running under their supervisors"
+
+
+def not_done_disk_full(what: str, full: StorageFull) -> str:
+    """'engine: could not store the pending jobs' reasons: the state disk is full (0B free
+    in /var/lib/gpupool, 1MiB needed); done again once space is freed'."""
+    if full.path is None:
+        where = "the database server has no space left"
+    else:
+        free = "?" if full.available_bytes is None else format_size(full.available_bytes)
+        where = f"the state disk is full ({free} free in {full.path}, "
+        where += f"{format_size(full.needed_bytes)} needed)"
+    return f"{what}: {where}; done again once space is freed"

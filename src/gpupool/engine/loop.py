@@ -24,6 +24,7 @@ from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
+from gpupool.engine import log_lines
 from gpupool.engine.contracts import EngineStore
 from gpupool.engine.environment import job_environment
 from gpupool.engine.events import (
@@ -62,8 +63,10 @@ from gpupool.engine.view import JobsView
 from gpupool.policy import Decision, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
+from gpupool.store.space import storage_full
 
 log = logging.getLogger("gpupool.engine")
+_DISK_FULL_SAID_EVERY_S = 60.0
 
 # Passes one round may run: a refused commit is followed at once by a pass on fresh state.
 _PASSES_PER_ROUND = 3
@@ -121,6 +124,7 @@ class Engine:
         self._round_lock = threading.Lock()  # rounds run one at a time, in one thread or not
         self._reasons_due: dict[int, str] = {}  # reason codes given, not stored yet
         self._reasons_at = 0.0
+        self._disk_full_said: dict[str, float] = {}  # what failed on a full disk -> when said
 
     # -- what other threads call -----------------------------------------------------------
 
@@ -181,8 +185,8 @@ class Engine:
                 break
             try:
                 self._round()
-            except Exception:  # the pool goes on; the next round retries
-                log.exception("engine round failed")
+            except Exception as exc:  # the pool goes on; the next round retries
+                self._failed("engine round failed", exc)
                 self.state.resync_needed = True
 
     def _wait_s(self) -> float:
@@ -265,9 +269,24 @@ class Engine:
         self._reasons_at = now
         try:
             self.store.set_reasons(due)
-        except Exception:
-            log.exception("engine: could not store the pending jobs' reasons")
+        except Exception as exc:
+            self._failed("engine: could not store the pending jobs' reasons", exc)
             self.state.resync_needed = True
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Log a failure the pool goes on after: with its traceback, but a full disk in one
+        warning line, at most once a minute for each `what` (it fails again at every round
+        until space is freed; the next pass does it again then)."""
+        full = storage_full(exc, self.store.data_dir) or storage_full(exc, self.executor.data_dir)
+        if full is None:
+            log.exception("%s", what)
+            return
+        now = time.monotonic()
+        if now - self._disk_full_said.get(what, -_DISK_FULL_SAID_EVERY_S) >= (
+            _DISK_FULL_SAID_EVERY_S
+        ):
+            self._disk_full_said[what] = now
+            log.warning("%s", log_lines.not_done_disk_full(what, full))
 
     def _poll(self) -> None:
         self.state.poll_soon = False
@@ -303,8 +322,8 @@ class Engine:
             ins = todo.popleft()
             try:
                 events, took_effect = self._do(ins)
-            except Exception:  # the view may now be behind the store: read it again
-                log.exception("engine: could not carry out %s", type(ins).__name__)
+            except Exception as exc:  # the view may now be behind the store: read it again
+                self._failed(f"engine: could not carry out {type(ins).__name__}", exc)
                 self.state.resync_needed = True
                 continue
             said = _said_of(ins)

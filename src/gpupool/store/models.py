@@ -118,6 +118,9 @@ class TransitionRow(Base):
     cause: Mapped[str] = mapped_column(Text)
 
 
+# The transitions table for Core statements (a batch of first transitions at submit).
+TRANSITIONS = cast(Table, TransitionRow.__table__)
+
 _WHOLE = text("memory_bytes IS NULL")
 
 

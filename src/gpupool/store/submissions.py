@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from gpupool.core.job import Job, JobSpec, JobState
+from gpupool.core.job import Job, JobSpec, JobState, Transition
 from gpupool.store import models
 from gpupool.store.codec import encode_spec
-from gpupool.store.models import JobRow, TransitionRow
+from gpupool.store.models import JOBS, TRANSITIONS, JobRow
 from gpupool.store.sessions import SessionMethods
 
 
@@ -50,7 +50,7 @@ class SubmitMethods(SessionMethods):
         new = NewJob(spec, user, now, token, cause)
         try:
             with self._write() as s:
-                return _load(s, [_insert(s, new, {})])[0]
+                return _insert_all(s, [new])[0]
         except IntegrityError:
             # Another submission with the same token committed between our check and insert.
             if token is None:
@@ -69,53 +69,103 @@ class SubmitMethods(SessionMethods):
             return []
         try:
             with self._write() as s:
-                seen: dict[str, int] = {}
-                return _load(s, [_insert(s, new, seen) for new in batch])
+                return _insert_all(s, batch)
         except IntegrityError:
             # A token another writer committed meanwhile: each on its own, as `submit` does.
             return [self.submit(*new) for new in batch]
 
 
-def _insert(s: Session, new: NewJob, seen: dict[str, int]) -> int:
-    """The id of the job `new` stores, or of the job its token names (`seen`: tokens of
-    this transaction so far)."""
-    spec, user, now, token, cause = new
-    if token is not None:
-        found = seen.get(token)
-        if found is None:
-            found = s.execute(select(JobRow.id).where(JobRow.token == token)).scalar()
-        if found is not None:
-            seen[token] = found
-            return found
+def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
+    """The job each of `batch` stores, or the job its token names (a committed job, or one
+    earlier in the batch), in order. A new job is built from what was inserted, not read
+    back; only jobs stored before are read.
+
+    Core statements, three for the whole batch (the tokens looked up, the jobs inserted with
+    RETURNING, their first transitions): the ORM's unit of work took a flush per job, most
+    of a batch's time under a burst of submissions (docs/benchmarks.md, "Many clients")."""
+    tokens = {new.token for new in batch if new.token is not None}
+    known: dict[str, int] = {}
+    if tokens:
+        found = s.execute(select(JOBS.c.token, JOBS.c.id).where(JOBS.c.token.in_(tokens)))
+        known = {token: job_id for token, job_id in found if token is not None}
+    fresh: list[NewJob] = []  # the submissions that make a job, in order
+    for new in batch:
+        if new.token is None or new.token not in known:
+            fresh.append(new)
+            if new.token is not None:
+                known[new.token] = -1  # a later submission with this token is this one's
+    ids: list[int] = []
+    if fresh:
+        inserted = s.execute(
+            insert(JOBS).returning(JOBS.c.id, sort_by_parameter_order=True),
+            [_job_values(new) for new in fresh],
+        )
+        ids = list(inserted.scalars())
+        s.execute(
+            insert(TRANSITIONS),
+            [
+                {
+                    "job_id": job_id,
+                    "time": new.now,
+                    # Creation is not an edge of the transition table: no state before it.
+                    "from_state": None,
+                    "to_state": JobState.PENDING,
+                    "cause": new.cause or f"submitted by {new.user}",
+                }
+                for job_id, new in zip(ids, fresh, strict=True)
+            ],
+        )
+    made = iter(zip(ids, fresh, strict=True))
+    result: list[Job | int] = []  # a job made here, or the id of one stored before
+    mine: dict[str, Job] = {}
+    for new in batch:
+        if new.token is None or known[new.token] == -1:
+            job = _new_job(*next(made))
+            if new.token is not None:
+                known[new.token], mine[new.token] = job.id, job
+            result.append(job)
+        else:
+            result.append(mine.get(new.token) or known[new.token])
+    before = _load(s, [r for r in result if isinstance(r, int)])
+    return [r if isinstance(r, Job) else before[r] for r in result]
+
+
+def _new_job(job_id: int, new: NewJob) -> Job:
+    """The job as `_job_values` and its first transition stored it (job_from_row's Job)."""
+    first = Transition(new.now, None, JobState.PENDING, new.cause or f"submitted by {new.user}")
+    return Job(
+        id=job_id,
+        spec=new.spec,
+        user=new.user,
+        state=JobState.PENDING,
+        submit_time=new.now,
+        version=1,
+        events=(first,),
+    )
+
+
+def _job_values(new: NewJob) -> dict[str, object]:
+    spec, user, now, token, _ = new
     # Job.name's own rule, so a filter on the column matches what users see.
     name = Job(id=0, spec=spec, user=user, state=JobState.PENDING, submit_time=now).name
-    row = JobRow(
-        token=token,
-        user=user,
-        name=name,
-        project=spec.project,
-        priority=spec.priority,
-        state=JobState.PENDING,
-        submit_time=now,
-        spec=encode_spec(spec),
-    )
-    s.add(row)
-    s.flush()  # assigns row.id
-    # Creation is not an edge of the transition table: there is no state before it.
-    s.add(
-        TransitionRow(
-            job_id=row.id,
-            time=now,
-            from_state=None,
-            to_state=JobState.PENDING,
-            cause=cause or f"submitted by {user}",
-        )
-    )
-    if token is not None:
-        seen[token] = row.id
-    return row.id
+    return {
+        "token": token,
+        "username": user,
+        "name": name,
+        "project": spec.project,
+        "priority": spec.priority,
+        "state": JobState.PENDING,
+        "submit_time": now,
+        "spec": encode_spec(spec),
+        "reason": "",
+        "gpus": [],
+        "restart_count": 0,
+        "cancel_requested": False,
+        "version": 1,  # the ORM's first version (JobRow's version_id_col)
+    }
 
 
-def _load(s: Session, ids: list[int]) -> list[Job]:
-    by_id = {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
-    return [by_id[i] for i in ids]
+def _load(s: Session, ids: list[int]) -> dict[int, Job]:
+    if not ids:
+        return {}
+    return {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
