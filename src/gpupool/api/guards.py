@@ -110,6 +110,7 @@ class BrowserGuard:
                 f"{given} is not a name of this gpupool server: it answers to "
                 f"{self.hosts.describe()} (add a name with `gpupool server --server-name`)"
             )
+            await _drain(receive)
             await send_error(send, 421, "wrong_host", message, version=self.version, close=True)
             return
         if scope["method"] not in SAFE_METHODS:
@@ -119,8 +120,27 @@ class BrowserGuard:
                     f"{scope['method']} requests must have Content-Type: {JSON}, got "
                     f"{kind or 'none'!r} (a browser cannot send that cross-site)"
                 )
+                await _drain(receive)
                 await send_error(
                     send, 415, "unsupported_media_type", message, version=self.version, close=True
                 )
                 return
         await self.app(scope, receive, send)
+
+
+DRAINED_BYTES = 64 * 1024  # of a refused request's body, read before answering
+
+
+async def _drain(receive: Receive) -> None:
+    """Read (and drop) a refused request's body, up to DRAINED_BYTES, before answering: a
+    socket closed with unread data in it is reset, and the reset can destroy the answer
+    before the client reads it. A longer body is left: its connection is closed anyway
+    (PoolProtocol's read deadline bounds the wait)."""
+    read = 0
+    while read <= DRAINED_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return

@@ -16,7 +16,21 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p = sub.add_parser(
         "server", parents=[parents.common], help="run the pool (daemon) in the foreground"
     )
-    p.set_defaults(handler=Offline(cmd_server))
+    p.set_defaults(handler=Offline(cmd_server), server_parser=p)
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["install-service"],
+        help="install-service: write the systemd unit that runs this pool as root with these "
+        "flags (shared mode: jobs run as their owners; state in /var/lib/gpupool unless "
+        "--state-dir), instead of running it",
+    )
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="install-service: where to write the unit (default "
+        "/etc/systemd/system/gpupool.service; - for stdout)",
+    )
     p.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -32,7 +46,12 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="declare the GPUs instead of discovering them, e.g. 4xA100-80GB",
     )
     p.add_argument("--inventory", metavar="FILE", help="YAML description of nodes, GPUs, links")
-    p.add_argument("--database-url", help="SQLAlchemy URL (default: SQLite in the state dir)")
+    p.add_argument(
+        "--database-url",
+        "--db",
+        help="SQLAlchemy URL: postgresql://USER@HOST/DATABASE or sqlite:////PATH "
+        "(default: SQLite in the state dir)",
+    )
     p.add_argument(
         "--default-time-limit",
         default="24h",
@@ -177,6 +196,10 @@ def _log_to_stderr() -> None:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    if args.action == "install-service":
+        from gpupool.cli.service_unit import install
+
+        return install(args, args.server_parser)
     from gpupool.api.daemon import DaemonConfig, DaemonError, run_daemon
     from gpupool.inventory import DiscoveryError, InventoryError, resolve_inventory
 
