@@ -4,7 +4,11 @@ run client or CLI code in-process, report back through a pipe.
 The venv's python lives under /root (0700), so another user cannot exec it: the child of
 `os.fork()` keeps the interpreter it has, sets its groups, gid and uid, and runs a function.
 Modules it imports after the switch must be readable by that user: `preload()` imports,
-before any fork, what the client and the CLI import lazily.
+before any fork, what the client and the CLI import lazily (or build requests in the
+parent and only send them in the child).
+
+A pool other users reach lives under a directory they can pass through (`public_dir`), not
+under pytest's tmp_path, which is root's alone.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import io
 import json
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +139,22 @@ def as_user(name: str, fn: Callable[[], object], env: Mapping[str, str] | None =
     os.waitpid(pid, 0)
     code, out, err, value = json.loads(data)
     return Outcome(code, out, err, value)
+
+
+@contextlib.contextmanager
+def public_dir(prefix: str) -> Iterator[Path]:
+    """A fresh directory under /tmp every user may pass through (0711), removed after."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        path.chmod(0o711)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def owned_dir(path: Path, user: pwd.struct_passwd, mode: int = 0o700) -> Path:
+    """`path` made a directory of `user`'s with `mode`."""
+    path.mkdir(exist_ok=True)
+    os.chown(path, user.pw_uid, user.pw_gid)
+    path.chmod(mode)
+    return path

@@ -2,7 +2,7 @@
 
 The issue's finding: `nobody` submitted `sh -c 'id; cat /etc/shadow'` to a daemon run by
 root and got the shadow file. Here real users (created by the test) submit through the
-Unix socket from a forked child that has dropped to them (see unix_users.py); the daemon
+Unix socket from a forked child that has dropped to them (see real_users.py); the daemon
 stores the job as theirs and must run it as them: their uid, gid, groups, HOME, USER,
 LOGNAME, SHELL, in their working directory as they may enter it, with their log file.
 Cancel, the time limit and re-adoption after a daemon SIGKILL work on such jobs as on
@@ -23,19 +23,14 @@ import pytest
 
 from gpupool.executor.files import process_alive, read_json
 from integration.pool_harness import Pool, submit_spec, wait_for
-from integration.unix_users import (
-    ALICE,
-    as_user,
-    ensure_user,
-    need_root,
-    owned_dir,
-    public_dir,
-)
+from integration.real_users import as_user, ensure_user, owned_dir, public_dir, require_root
+
+ALICE = "gpupool-alice"
 
 
 @pytest.fixture
 def alice() -> pwd.struct_passwd:
-    need_root()
+    require_root()
     return ensure_user(ALICE)
 
 
@@ -65,12 +60,9 @@ def submit_as(
     if umask != KEEP:
         wire["umask"] = umask
     token = uuid.uuid4().hex
-    answer = as_user(
-        user.pw_uid,
-        user.pw_gid,
-        lambda: str(pool.client.submit(wire, token).id),
-    )
-    job_id = int(answer)
+    answer = as_user(user.pw_name, lambda: str(pool.client.submit(wire, token).id))
+    assert answer.code == 0, answer.err
+    job_id = int(str(answer.value))
     assert pool.client.job(job_id).user == user.pw_name
     return job_id
 
