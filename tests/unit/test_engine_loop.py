@@ -21,7 +21,7 @@ from gpupool.core.clock import FakeClock
 from gpupool.core.execution import RunAs
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.project import Project
-from gpupool.engine import Engine, PoolService
+from gpupool.engine import Engine, PoolService, RequestRefused
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
 from gpupool.store import Store
@@ -227,3 +227,26 @@ def test_a_full_disk_under_the_engine_is_one_warning_line_not_a_traceback_per_ro
         "engine: could not store the pending jobs' reasons: the state disk is full ("
     ), line.getMessage()
     assert line.getMessage().endswith("; done again once space is freed")
+
+
+def test_a_submission_token_used_by_another_user_is_refused_and_shows_nothing(
+    store_url: str, executor: LocalExecutor
+) -> None:
+    # Submission tokens make a retry idempotent; one user's token must not hand another
+    # user's job back (its id, its spec) to a second user who sends it.
+    store = Store.open(store_url)
+    try:
+        inventory = resolve_inventory(gpus="1xA100-80GB")
+        engine = Engine(store, executor, inventory)
+        service = PoolService(store, executor, engine, inventory)
+        job_spec = JobSpec(command=("true",), workdir="/", base_env=ENV, begin_time=4e9)
+        first = service.submit(job_spec, "alice", time.time(), "t-shared")
+        again = service.submit(job_spec, "alice", time.time(), "t-shared")
+        assert again.id == first.id  # the owner's retry: the same job
+        with pytest.raises(RequestRefused) as refused:
+            service.submit(job_spec, "bob", time.time(), "t-shared")
+        assert refused.value.code == "token_in_use"
+        assert str(first.id) not in refused.value.message
+        assert [j.user for j in store.active_jobs()] == ["alice"]
+    finally:
+        store.close()

@@ -142,6 +142,12 @@ class PoolService:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
             cause = f"submitted by {user}; {limit.words(project)}"
         job = self._submits.write(NewJob(spec, user, now, token, cause))
+        if job.user != user:  # the token names another user's submission: theirs, not ours
+            raise RequestRefused(
+                "token_in_use",
+                "this submission token was already used by another user's submission: "
+                "nothing was queued; send a new token",
+            )
         self.engine.stored(job)
         log.info(
             "job %d submitted by %s to project %s: %s",
