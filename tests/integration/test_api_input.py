@@ -60,3 +60,30 @@ def test_every_answer_names_gpupool(api_pool: Pool) -> None:
     for path in ("/healthz", "/v1/jobs", "/v1/nosuch", "/v1/jobs/424242"):
         _, headers, _ = api_pool.client.request_raw("GET", path)
         assert headers.get("x-gpupool-version"), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/jobs/..%2F..%2F..%2Fetc%2Fpasswd/log",
+        "/v1/jobs/1/../../../../etc/passwd",
+        "/v1/jobs/1%2F..%2F..%2Fstate.db/log",
+        "/v1/jobs/%2E%2E/log",
+        "/v1/jobs/1/log/../../../../etc/shadow",
+    ],
+)
+def test_a_log_path_traversal_reads_no_file(api_pool: Pool, path: str) -> None:
+    # A log is found by the job's id alone (the executor's layout), never by a path the
+    # client sends: a traversal is a bad id or an unknown route, and no file's bytes.
+    status, _, data = api_pool.client.request_raw("GET", path, None)
+    assert 400 <= status < 500, (status, data[:200])
+    assert b"root:" not in data and b"SQLite format" not in data
+
+
+def test_an_unknown_field_in_a_spec_is_refused_by_name(api_pool: Pool) -> None:
+    body = {"spec": {"command": ["true"], "gpu": 1}, "token": "unknown-field"}
+    status, _, data = api_pool.client.request_raw("POST", "/v1/jobs", body)
+    answer = json.loads(data)
+    assert 400 <= status < 500, (status, answer)
+    assert "gpu" in answer["message"], answer
+    assert api_pool.client.jobs(include_finished=True)[-1].id == 1  # nothing queued
