@@ -26,7 +26,7 @@ Measured, for each:
   time spent inside policy.decide apart (p50 of `--rounds`)
 - soak (`--soak-minutes N`): a fresh daemon, empty queue, 2 short jobs submitted per second
   for N minutes; RSS sampled every 10 s, and its growth per job over the second half
-  (on SQLite)
+  (per backend, as the scale measurements)
 Prints one JSON object: per tree, "scale" per backend. Usage:
     python bench/daemon_scale.py [--pending 10000] [--baseline 14a49dc | --no-baseline]
                                  [--backends sqlite,postgresql] [--soak-minutes 10]
@@ -390,9 +390,10 @@ def slope(points: list[tuple[float, float]]) -> float:
     return 0.0 if sxx == 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
-def measure_soak(tree: Path, tmp: Path, minutes: float) -> dict[str, Any]:
-    d = Daemon(tree, tmp)
-    d.state.mkdir(parents=True)
+def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[str, Any]:
+    url = db.new()
+    d = Daemon(tree, tmp, None if db.backend is Backend.SQLITE else url)
+    d.state.mkdir(parents=True, exist_ok=True)
     d.start()
     samples: list[tuple[float, float]] = []  # (jobs submitted, RSS MB)
     submitted, errors = 0, 0
@@ -489,7 +490,7 @@ def main() -> None:
         },
     }
     server = None
-    if Backend.POSTGRESQL in backends and not args.skip_scale:
+    if Backend.POSTGRESQL in backends:
         server = PostgresServer(durable=True).start()
         result["postgresql_server"] = "throwaway (tests/pg_server.py), fsync on, 127.0.0.1 TCP"
     try:
@@ -523,24 +524,35 @@ def measure_trees(
                     text=True,
                 ).stdout.strip()
                 out["commit"] = rev
+                mine = backends if name == "gpupool" else [Backend.SQLITE]
                 if not args.skip_scale:
-                    mine = backends if name == "gpupool" else [Backend.SQLITE]
                     out["scale"] = {
-                        b.value: scale_on(b, tree, tmp / name / f"scale-{b.value}", args, server)
+                        b.value: on(b, tree, tmp / name / f"scale-{b.value}", args, server, False)
                         for b in mine
                     }
                 if args.soak_minutes > 0:
-                    out["soak"] = measure_soak(tree, tmp / name / "soak", args.soak_minutes)
+                    out["soak"] = {
+                        b.value: on(b, tree, tmp / name / f"soak-{b.value}", args, server, True)
+                        for b in mine
+                    }
                 result[name] = out
                 print(json.dumps({name: out}), file=sys.stderr)  # progress
 
 
-def scale_on(
-    backend: Backend, tree: Path, tmp: Path, args: argparse.Namespace, server: PostgresServer | None
+def on(
+    backend: Backend,
+    tree: Path,
+    tmp: Path,
+    args: argparse.Namespace,
+    server: PostgresServer | None,
+    soak: bool,
 ) -> dict[str, Any]:
+    """The scale measurements of `tree` on `backend`, or its soak."""
     pg = server if backend is Backend.POSTGRESQL else None
     db = Databases(backend, Daemon(tree, tmp).state, None if pg is None else pg.url)
     try:
+        if soak:
+            return measure_soak(tree, tmp, args.soak_minutes, db)
         return measure_scale(tree, tmp, args, db, None if pg is None else pg.data)
     finally:
         db.drop_all()
