@@ -4,11 +4,16 @@ clients at once; and whether its memory stays flat under a steady stream of jobs
 Each daemon runs from a source tree (`--tree`, this checkout by default) on a declared
 8-GPU inventory in a temporary state directory, with `--pending` jobs (10,000) held by a
 `--begin` ten years ahead, put in its database before it starts (by that tree's own Store;
-each with a 30-variable submitter environment, as `gpupool submit` sends). The baseline
-in the same run is the daemon of `--baseline` (a git revision, main's 14a49dc by default,
-checked out with `git worktree add` into a temporary directory and removed after), measured
-the same way with its own CLI. Measured, for each:
+each with a 30-variable submitter environment, as `gpupool submit` sends). The database is
+each of `--backends` in turn, side by side in one run: SQLite (the state directory's file)
+and PostgreSQL (a fresh database on a throwaway server, tests/pg_server.py, fsync on; the
+daemon gets it as --database-url; see bench/scale_databases.py). The baseline in the same
+run is the daemon of `--baseline` (a git revision, main's 14a49dc by default, checked out
+with `git worktree add` into a temporary directory and removed after), measured the same
+way with its own CLI, on SQLite only (its PostgreSQL support predates issue 13's).
+Measured, for each:
 - idle_cpu: the share of one core the daemon used over `--idle-s` seconds with nothing to do
+  (on PostgreSQL also the database cluster's share over the same seconds, apart)
 - rss: resident memory (VmRSS, and its peak VmHWM) after the queue is loaded
 - submit_to_start: a runnable job submitted through the API -> its first instruction runs
   (one at a time; p50, p99)
@@ -21,9 +26,11 @@ the same way with its own CLI. Measured, for each:
   time spent inside policy.decide apart (p50 of `--rounds`)
 - soak (`--soak-minutes N`): a fresh daemon, empty queue, 2 short jobs submitted per second
   for N minutes; RSS sampled every 10 s, and its growth per job over the second half
-Prints one JSON object. Usage:
+  (per backend, as the scale measurements)
+Prints one JSON object: per tree, "scale" per backend. Usage:
     python bench/daemon_scale.py [--pending 10000] [--baseline 14a49dc | --no-baseline]
-                                 [--soak-minutes 10] [--skip-scale]
+                                 [--backends sqlite,postgresql] [--soak-minutes 10]
+                                 [--skip-scale]
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import signal
 import statistics
 import subprocess
@@ -47,9 +55,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpupool.client import Client  # noqa: E402
+sys.path.insert(0, str(ROOT))
+
+from scale_databases import Backend, Databases, cluster_cpu_s  # noqa: E402
+from tests.pg_server import PostgresServer  # noqa: E402
+
+from gpupool.client import Client, JsonValue  # noqa: E402
 
 TEN_YEARS_S = 10 * 365 * 86400.0
+USER = pwd.getpwuid(os.geteuid()).pw_name
 ENV_VARS = 30  # a submitter's environment, as `gpupool submit` captures it (sbatch --export=ALL)
 
 FILL = """
@@ -77,9 +91,8 @@ from gpupool.engine import Engine
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
 from gpupool.store import Store
-src, n = sys.argv[1], int(sys.argv[2])
+url, n = sys.argv[1], int(sys.argv[2])  # a copy of the measured database: it is changed
 tmp = tempfile.mkdtemp()
-shutil.copy(src, tmp + "/state.db")
 inside = []
 decide = loop.decide
 def timed(snapshot, now):
@@ -89,7 +102,7 @@ def timed(snapshot, now):
     finally:
         inside.append(time.perf_counter() - t0)
 loop.decide = timed
-store = Store.open(f"sqlite:///{tmp}/state.db")
+store = Store.open(url)
 engine = Engine(store, LocalExecutor(tmp + "/jobs"), resolve_inventory(gpus="8xA100-80GB"))
 engine.recover()
 engine.run_pass()
@@ -130,10 +143,14 @@ def summary(ms: list[float]) -> dict[str, float]:
 
 
 class Daemon:
-    """`gpupool server` of one source tree, in its own session; stopped by its PID."""
+    """`gpupool server` of one source tree, in its own session; stopped by its PID.
+    `database_url`: its --database-url (None: SQLite in its state directory)."""
 
-    def __init__(self, tree: Path, root: Path) -> None:
-        self.tree, self.root = tree, root
+    def __init__(self, tree: Path, root: Path, database_url: str | None = None) -> None:
+        self.tree, self.root, self.database_url = tree, root, database_url
+        # A daemon that names its callers itself (issue 13, api/identity.py) refuses a `user`
+        # in a submission; an older one (the baseline, 14a49dc) requires it in the body.
+        self.names_callers = (tree / "src/gpupool/api/identity.py").exists()
         self.state = root / "state"
         self.proc: subprocess.Popen[bytes] | None = None
         self.client = Client(self.state)
@@ -153,7 +170,7 @@ class Daemon:
 
     def fill(self, n: int, begin: float) -> float:
         self.state.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite:///{self.state / 'state.db'}"
+        url = self.database_url or f"sqlite:///{self.state / 'state.db'}"
         t0 = time.perf_counter()
         out = self.python("-c", FILL, url, str(n), str(begin), str(ENV_VARS), timeout=3600)
         if out.returncode != 0:
@@ -162,8 +179,9 @@ class Daemon:
 
     def start(self) -> None:
         log = open(self.root / "daemon.log", "wb")
+        db = ["--database-url", self.database_url] if self.database_url else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpupool", "server", "--gpus", "8xA100-80GB"],
+            [sys.executable, "-m", "gpupool", "server", "--gpus", "8xA100-80GB", *db],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -233,9 +251,24 @@ class Daemon:
         return walls, size
 
     def submit(self, command: list[str], begin: float | None = None) -> int:
-        wire = {"command": command, "gpus": 1, "workdir": "/", "begin_time": begin}
-        wire["base_env"] = {f"BENCH_VAR_{i}": "x" * 40 for i in range(ENV_VARS)}
-        return self.client.submit(wire, uuid.uuid4().hex).id
+        env: dict[str, JsonValue] = {f"BENCH_VAR_{i}": "x" * 40 for i in range(ENV_VARS)}
+        wire: dict[str, JsonValue] = {
+            "command": list[JsonValue](command),
+            "gpus": 1,
+            "workdir": "/",
+            "begin_time": begin,
+            "base_env": env,
+        }
+        return self.post_job(self.client, wire)
+
+    def post_job(self, client: Client, spec: dict[str, JsonValue]) -> int:
+        """Submit `spec` with a fresh token, in the body this daemon's tree expects."""
+        if self.names_callers:
+            return client.submit(spec, uuid.uuid4().hex).id
+        body: dict[str, JsonValue] = {"spec": spec, "token": uuid.uuid4().hex, "user": USER}
+        answer = client.request("POST", "/v1/jobs", body)
+        assert isinstance(answer, dict) and isinstance(answer["id"], int), answer
+        return answer["id"]
 
 
 def wait_marker(path: Path, timeout: float = 60.0) -> float:
@@ -277,10 +310,15 @@ def concurrent_submit(d: Daemon, clients: int, per_client: int) -> dict[str, Any
         mine = Client(d.state)
         gate.wait()
         for _ in range(per_client):
-            wire = {"command": ["sleep", "1"], "gpus": 1, "workdir": "/", "begin_time": begin}
+            wire: dict[str, JsonValue] = {
+                "command": ["sleep", "1"],
+                "gpus": 1,
+                "workdir": "/",
+                "begin_time": begin,
+            }
             t0 = time.perf_counter()
             try:
-                mine.submit(wire, uuid.uuid4().hex)
+                d.post_job(mine, wire)
                 ms = (time.perf_counter() - t0) * 1000
                 with lock:
                     latencies.append(ms)
@@ -305,11 +343,20 @@ def concurrent_submit(d: Daemon, clients: int, per_client: int) -> dict[str, Any
     }
 
 
-def measure_scale(tree: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
-    d = Daemon(tree, tmp)
+def measure_scale(
+    tree: Path, tmp: Path, args: argparse.Namespace, db: Databases, cluster: Path | None
+) -> dict[str, Any]:
+    """`cluster`: the PostgreSQL data directory whose CPU time is measured apart (None on
+    SQLite, where the database is the daemon's own work)."""
+    url = db.new()
+    d = Daemon(tree, tmp, None if db.backend is Backend.SQLITE else url)
     fill_s = d.fill(args.pending, time.time() + TEN_YEARS_S)
-    result: dict[str, Any] = {"fill_s": round(fill_s, 1)}
-    out = d.python("-c", ROUNDS, str(d.state / "state.db"), str(args.rounds), timeout=1800)
+    result: dict[str, Any] = {
+        "backend": db.backend.value,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "fill_s": round(fill_s, 1),
+    }
+    out = d.python("-c", ROUNDS, db.copy(url), str(args.rounds), timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"rounds failed: {out.stderr}")
     result["pass_after_a_submission_in_process"] = json.loads(out.stdout)
@@ -318,7 +365,7 @@ def measure_scale(tree: Path, tmp: Path, args: argparse.Namespace) -> dict[str, 
     try:
         result["start_s"] = round(time.perf_counter() - t0, 2)
         time.sleep(args.settle_s)  # recovery and the first passes
-        result["idle_cpu_share"] = d.idle_cpu(args.idle_s)
+        result.update(idle_shares(d, args.idle_s, cluster, ""))
         result["rss_mb"] = d.memory_mb()
         result["submit_to_start"] = summary(submit_to_start(d, tmp, args.starts))
         walls, size = d.cli_wall(["queue"], args.queue_runs)
@@ -327,11 +374,23 @@ def measure_scale(tree: Path, tmp: Path, args: argparse.Namespace) -> dict[str, 
         result["queue_all_json"] = {**summary(walls), "stdout_bytes": size}
         result["concurrent_submit"] = concurrent_submit(d, args.clients, args.per_client)
         time.sleep(args.settle_s)
-        result["idle_cpu_share_after"] = d.idle_cpu(args.idle_s)
+        result.update(idle_shares(d, args.idle_s, cluster, "_after"))
         result["rss_mb_after"] = d.memory_mb()
+        result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         d.stop()
     return result
+
+
+def idle_shares(d: Daemon, seconds: float, cluster: Path | None, suffix: str) -> dict[str, float]:
+    """The share of one core the idle daemon used, and its database server apart."""
+    if cluster is None:
+        return {f"idle_cpu_share{suffix}": d.idle_cpu(seconds)}
+    c0 = cluster_cpu_s(cluster)
+    t0 = time.monotonic()
+    mine = d.idle_cpu(seconds)
+    server = (cluster_cpu_s(cluster) - c0) / (time.monotonic() - t0)
+    return {f"idle_cpu_share{suffix}": mine, f"db_server_idle_cpu_share{suffix}": round(server, 4)}
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -345,9 +404,10 @@ def slope(points: list[tuple[float, float]]) -> float:
     return 0.0 if sxx == 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
-def measure_soak(tree: Path, tmp: Path, minutes: float) -> dict[str, Any]:
-    d = Daemon(tree, tmp)
-    d.state.mkdir(parents=True)
+def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[str, Any]:
+    url = db.new()
+    d = Daemon(tree, tmp, None if db.backend is Backend.SQLITE else url)
+    d.state.mkdir(parents=True, exist_ok=True)
     d.start()
     samples: list[tuple[float, float]] = []  # (jobs submitted, RSS MB)
     submitted, errors = 0, 0
@@ -406,6 +466,11 @@ def main() -> None:
     p.add_argument("--tree", type=Path, default=ROOT, help="the source tree measured")
     p.add_argument("--baseline", default="14a49dc", help="git revision of the baseline")
     p.add_argument("--no-baseline", action="store_true")
+    p.add_argument(
+        "--backends",
+        default="sqlite",
+        help="comma-separated databases to measure on, in this order: sqlite, postgresql",
+    )
     p.add_argument("--pending", type=int, default=10_000)
     p.add_argument("--idle-s", type=float, default=20.0)
     p.add_argument("--settle-s", type=float, default=5.0)
@@ -418,10 +483,17 @@ def main() -> None:
     p.add_argument("--soak-minutes", type=float, default=0.0, help="0: no soak")
     p.add_argument("--skip-scale", action="store_true", help="only the soak")
     args = p.parse_args()
+    try:
+        backends = [Backend(b.strip()) for b in args.backends.split(",")]
+    except ValueError as exc:
+        p.error(f"--backends: {exc}")
     result: dict[str, Any] = {
         "benchmark": "daemon_scale",
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "pending": args.pending,
+        "backends": [b.value for b in backends],
+        "baseline_backends": [Backend.SQLITE.value],
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "targets": {
             "idle_cpu_share": 0.05,
             "submit_to_start_p50_ms": 50,
@@ -431,6 +503,27 @@ def main() -> None:
             "rss_mb": 150,
         },
     }
+    server = None
+    if Backend.POSTGRESQL in backends:
+        server = PostgresServer(durable=True).start()
+        result["postgresql_server"] = "throwaway (tests/pg_server.py), fsync on, 127.0.0.1 TCP"
+    try:
+        measure_trees(args, backends, server, result)
+    finally:
+        if server is not None:
+            server.stop()
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(result, indent=2))
+
+
+def measure_trees(
+    args: argparse.Namespace,
+    backends: list[Backend],
+    server: PostgresServer | None,
+    result: dict[str, Any],
+) -> None:
+    """Every tree on every backend it is measured on (the baseline on SQLite only), into
+    `result`, by tree name."""
     with tempfile.TemporaryDirectory(prefix="gpupool-scale-") as d:
         tmp = Path(d)
         trees = {"gpupool": args.tree.resolve()}
@@ -445,13 +538,38 @@ def main() -> None:
                     text=True,
                 ).stdout.strip()
                 out["commit"] = rev
+                mine = backends if name == "gpupool" else [Backend.SQLITE]
                 if not args.skip_scale:
-                    out["scale"] = measure_scale(tree, tmp / name / "scale", args)
+                    out["scale"] = {
+                        b.value: on(b, tree, tmp / name / f"scale-{b.value}", args, server, False)
+                        for b in mine
+                    }
                 if args.soak_minutes > 0:
-                    out["soak"] = measure_soak(tree, tmp / name / "soak", args.soak_minutes)
+                    out["soak"] = {
+                        b.value: on(b, tree, tmp / name / f"soak-{b.value}", args, server, True)
+                        for b in mine
+                    }
                 result[name] = out
                 print(json.dumps({name: out}), file=sys.stderr)  # progress
-    print(json.dumps(result, indent=2))
+
+
+def on(
+    backend: Backend,
+    tree: Path,
+    tmp: Path,
+    args: argparse.Namespace,
+    server: PostgresServer | None,
+    soak: bool,
+) -> dict[str, Any]:
+    """The scale measurements of `tree` on `backend`, or its soak."""
+    pg = server if backend is Backend.POSTGRESQL else None
+    db = Databases(backend, Daemon(tree, tmp).state, None if pg is None else pg.url)
+    try:
+        if soak:
+            return measure_soak(tree, tmp, args.soak_minutes, db)
+        return measure_scale(tree, tmp, args, db, None if pg is None else pg.data)
+    finally:
+        db.drop_all()
 
 
 @contextmanager
