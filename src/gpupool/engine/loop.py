@@ -57,6 +57,7 @@ from gpupool.engine.events import (
     StartsCommitted,
     Tick,
 )
+from gpupool.engine.pacing import PassBudget
 from gpupool.engine.react import handle_of, react
 from gpupool.engine.state import EngineState
 from gpupool.engine.view import JobsView
@@ -74,8 +75,6 @@ _PASSES_PER_ROUND = 3
 _VIEW_WAIT_S = 2.0
 # The wait between rounds while a run is being released (its supervisor is finishing).
 _SOON_S = 0.02
-# After a pass that took t, the next waits t * _PACE (state.py, `paced_until`).
-_PACE = 1.0
 # Under a stream of submissions, the passes' reason codes are stored at most this often.
 _REASONS_EVERY_S = 1.0
 
@@ -109,6 +108,7 @@ class Engine:
         self._usage_at: float | None = None
         self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
         self._wake = threading.Event()
+        self._pass_budget = PassBudget()  # how often passes may run (engine/pacing.py)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # Events posted by other threads, and how many were ever posted and taken in.
@@ -346,7 +346,7 @@ class Engine:
                 snapshot = self.state.snapshot(store.allocation_version(), self.usage())
                 decision = decide(snapshot, now)
                 took = time.perf_counter() - began
-                self.state.paced_until = now + took * (1.0 + _PACE)
+                self.state.paced_until = self._pass_budget.spend(now + took, took)
                 return [PassDecided(decision, snapshot, now)], True
             case CommitStarts(starts, version, now):
                 plan = [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in starts]

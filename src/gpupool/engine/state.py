@@ -14,7 +14,7 @@ changed since the last (`dirty`), when a job's `--begin` time comes, every `refr
 (start estimates and fair share move with time), and, every `quiet_s`, when some waiting
 job could start or preempt by the count of free GPUs alone (`Outlook`, the simulator's test
 in sim/engine.py: when it says no, a pass starts and preempts nothing). Passes are paced
-(`paced_until`): a pass that took t is followed by the next no sooner than t later.
+(`paced_until`): a budget of pass time, engine/pacing.py.
 """
 
 from __future__ import annotations
@@ -112,9 +112,9 @@ class EngineState:
         self.committing: Decision | None = None  # a pass whose starts are being committed
         self.dirty = True  # something changed that a pass could decide differently on
         self.pass_now = False  # a pass at once, paced or not (a refused commit, run_pass)
-        # No pass before this time unless `pass_now`: after a long pass the next one waits
-        # as long as it took, so under a stream of submissions passes take about half of
-        # the engine's time and the API's threads keep theirs (engine/loop.py sets it).
+        # No pass before this time unless `pass_now`: under a stream of submissions passes
+        # take at most a share of the engine's time and the API's threads keep the rest
+        # (engine/pacing.py; engine/loop.py sets it).
         self.paced_until = -math.inf
         self.poll_soon = False  # a run is being released: look again soon, not in a tick
         self.resync_needed = False  # an instruction failed: the view may be behind the store
