@@ -123,7 +123,9 @@ def bench_backend(
         databases = Databases(backend)
         url = databases.new_url()  # None on SQLite: the state directory's file
         if backend is Backend.POSTGRESQL and pg_url:
-            _empty(pg_url)
+            from pg_server import empty_public_schema
+
+            empty_public_schema(pg_url)
             url = pg_url
         pool = Pool(Path(tmp) / "pool", gpus="8xA100-80GB", database_url=url)
         pool.start()
@@ -135,18 +137,6 @@ def bench_backend(
         finally:
             pool.cleanup()
             databases.drop_all()
-
-
-def _empty(url: str) -> None:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    finally:
-        engine.dispose()
 
 
 def _rss_mb(pool: Pool) -> float | None:

@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 import sqlalchemy as sa
+from tests.pg_server import run_outside_a_transaction
 
 
 class Backend(Enum):
@@ -53,25 +54,17 @@ class Databases:
     def drop_all(self) -> None:
         for name in self._made:
             assert self.server_url is not None
-            _admin(self.server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            run_outside_a_transaction(
+                self.server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )
         self._made.clear()
 
     def _create(self, template: str) -> str:
         assert self.server_url is not None
         name = f"gpupool_scale_{uuid.uuid4().hex[:16]}"
-        _admin(self.server_url, f"CREATE DATABASE {name}{template}")
+        run_outside_a_transaction(self.server_url, f"CREATE DATABASE {name}{template}")
         self._made.append(name)
         return sa.make_url(self.server_url).set(database=name).render_as_string(False)
-
-
-def _admin(server_url: str, statement: str) -> None:
-    """A statement that cannot run inside a transaction, on the maintenance database."""
-    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with engine.connect() as conn:
-            conn.exec_driver_sql(statement)
-    finally:
-        engine.dispose()
 
 
 def _cpu_fields(pid: int) -> list[str]:

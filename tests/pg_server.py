@@ -81,3 +81,29 @@ class PostgresServer:
             except ProcessLookupError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def run_outside_a_transaction(server_url: str, statement: str) -> None:
+    """A statement PostgreSQL will not run inside a transaction (CREATE/DROP DATABASE), on
+    the database `server_url` names (the maintenance one, usually)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
+def empty_public_schema(url: str) -> None:
+    """Drop everything in the database's public schema (tables, types, Alembic's version)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+    finally:
+        engine.dispose()

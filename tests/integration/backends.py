@@ -14,6 +14,7 @@ import uuid
 from enum import Enum
 
 import sqlalchemy as sa
+from pg_server import run_outside_a_transaction
 
 
 class Backend(Enum):
@@ -47,7 +48,7 @@ class Databases:
         server = postgres_server_url()
         assert server is not None, "no PostgreSQL test server"
         name = f"gpupool_it_{uuid.uuid4().hex[:16]}"
-        _admin(server, f"CREATE DATABASE {name}")
+        run_outside_a_transaction(server, f"CREATE DATABASE {name}")
         self._made.append(name)
         return sa.make_url(server).set(database=name).render_as_string(hide_password=False)
 
@@ -55,15 +56,5 @@ class Databases:
         server = postgres_server_url()
         for name in self._made:
             assert server is not None
-            _admin(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            run_outside_a_transaction(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         self._made.clear()
-
-
-def _admin(server_url: str, statement: str) -> None:
-    """A statement that cannot run inside a transaction, on the server's maintenance database."""
-    engine = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
-    try:
-        with engine.connect() as conn:
-            conn.exec_driver_sql(statement)
-    finally:
-        engine.dispose()

@@ -10,23 +10,13 @@ import os
 from collections.abc import Iterator
 
 import pytest
-import sqlalchemy as sa
+from pg_server import empty_public_schema
 
 from gpupool.core.job import JobSpec, JobState, Resources, Transition
 from gpupool.store import StaleState, Store, UnknownJob
 
 PG_URL = os.environ.get("GPUPOOL_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
-
-
-def reset_postgres(url: str) -> None:
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    finally:
-        engine.dispose()
 
 
 # Named fixtures, so the other test_store_*.py modules can import them without shadowing.
@@ -36,7 +26,7 @@ def store_url_fixture(request: pytest.FixtureRequest, tmp_path) -> str:
         # A directory that does not exist yet: open() must create it.
         return f"sqlite:///{tmp_path / 'state' / 'state.db'}"
     assert PG_URL is not None
-    reset_postgres(PG_URL)
+    empty_public_schema(PG_URL)
     return PG_URL
 
 
