@@ -92,6 +92,7 @@ class LimitBody:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
+            await _linger(receive)
             await self._refuse(send, declared)
             return
         chunks: list[bytes] = []
@@ -127,3 +128,28 @@ def _content_length(scope: Scope) -> int | None:
             text = bytes(value).decode("latin-1").strip()
             return int(text) if text.isdigit() else None
     return None
+
+
+LINGER_BYTES = 64 * 1024 * 1024  # of a refused body, read and dropped before the answer
+LINGER_IDLE_S = 0.25  # a refused body that stops arriving this long is not waited for
+
+
+async def _linger(receive: Receive) -> None:
+    """Read and drop what a client is already sending of a body refused by its
+    Content-Length, chunk by chunk (nothing is kept), while it keeps arriving: a socket
+    closed with unread data in it is reset, and the reset can destroy the 413 before the
+    client reads it (nginx's lingering close). A client that waits for the answer before
+    sending (Expect: 100-continue, or just the head) is answered after LINGER_IDLE_S."""
+    import asyncio
+
+    read = 0
+    while read <= LINGER_BYTES:
+        try:
+            message = await asyncio.wait_for(receive(), LINGER_IDLE_S)
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
