@@ -63,6 +63,12 @@ class Pool:
         self.client = Client(self.state_dir)
 
     @property
+    def port(self) -> int:
+        """The TCP port of `listen` (a pool started with one)."""
+        assert self.listen is not None, "this pool listens on its Unix socket only"
+        return int(self.listen.rpartition(":")[2])
+
+    @property
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["GPUPOOL_STATE_DIR"] = str(self.state_dir)

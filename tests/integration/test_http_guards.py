@@ -33,11 +33,6 @@ def tcp_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
         pool.cleanup()
 
 
-def _port(pool: Pool) -> int:
-    assert pool.listen is not None
-    return int(pool.listen.rpartition(":")[2])
-
-
 def _http(
     pool: Pool, method: str, path: str, headers: dict[str, str], body: bytes = b""
 ) -> tuple[int, dict[str, object]]:
@@ -45,7 +40,7 @@ def _http(
     lines += [f"{k}: {v}" for k, v in headers.items()]
     lines.append(f"Content-Length: {len(body)}")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-    with socket.create_connection(("127.0.0.1", _port(pool)), timeout=30) as s:
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=30) as s:
         s.sendall(request)
         data = b""
         while chunk := s.recv(65536):
@@ -59,7 +54,7 @@ def _http(
     ["evil.example", "evil.example:{port}", "localhost.evil.example:{port}", "localhost:x", ""],
 )
 def test_a_host_that_is_not_this_server_is_refused(tcp_pool: Pool, host: str) -> None:
-    status, answer = _http(tcp_pool, "GET", "/v1/jobs", {"Host": host.format(port=_port(tcp_pool))})
+    status, answer = _http(tcp_pool, "GET", "/v1/jobs", {"Host": host.format(port=tcp_pool.port)})
     assert status in (400, 421), answer
     if status == 421:
         assert answer["error"] == "wrong_host"
@@ -81,7 +76,7 @@ def test_a_host_that_is_not_this_server_is_refused(tcp_pool: Pool, host: str) ->
 )
 def test_the_names_of_this_server_are_answered(tcp_pool: Pool, host: str) -> None:
     # /healthz: the one route that needs no API token, so only the Host check can refuse.
-    status, answer = _http(tcp_pool, "GET", "/healthz", {"Host": host.format(port=_port(tcp_pool))})
+    status, answer = _http(tcp_pool, "GET", "/healthz", {"Host": host.format(port=tcp_pool.port)})
     assert status == 200, answer
 
 
@@ -102,7 +97,7 @@ def test_the_unix_socket_answers_any_host(tcp_pool: Pool) -> None:
 def test_a_cross_site_post_cannot_cancel_a_job(tcp_pool: Pool, content_type: str | None) -> None:
     job = tcp_pool.submit("--", *FOREVER)
     try:
-        headers = {"Host": f"127.0.0.1:{_port(tcp_pool)}", "Origin": "http://evil.example"}
+        headers = {"Host": f"127.0.0.1:{tcp_pool.port}", "Origin": "http://evil.example"}
         if content_type:
             headers["Content-Type"] = content_type
         body = json.dumps({"user": getpass.getuser()}).encode()
@@ -115,7 +110,7 @@ def test_a_cross_site_post_cannot_cancel_a_job(tcp_pool: Pool, content_type: str
 
 
 def test_the_client_cancels_over_tcp(tcp_pool: Pool) -> None:
-    remote = Client(url=f"http://127.0.0.1:{_port(tcp_pool)}", token=tcp_pool.token())
+    remote = Client(url=f"http://127.0.0.1:{tcp_pool.port}", token=tcp_pool.token())
     job = tcp_pool.submit("--", *FOREVER)
     assert remote.cancel(job).id == job
     tcp_pool.wait(job)

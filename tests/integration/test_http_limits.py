@@ -53,11 +53,6 @@ def tcp_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LimitedPool]:
         pool.cleanup()
 
 
-def _port(pool: Pool) -> int:
-    assert pool.listen is not None
-    return int(pool.listen.rpartition(":")[2])
-
-
 def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -79,7 +74,7 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, object]]:
 
 
 def _raw(pool: Pool, request: bytes, timeout: float = 20) -> tuple[int, dict[str, object]]:
-    with socket.create_connection(("127.0.0.1", _port(pool)), timeout=timeout) as s:
+    with socket.create_connection(("127.0.0.1", pool.port), timeout=timeout) as s:
         try:
             s.sendall(request)
         except OSError:
@@ -104,7 +99,7 @@ def test_a_flood_of_half_sent_tcp_requests_leaves_the_unix_socket_answering(
     most_fds = 0
     try:
         for i in range(FLOOD):
-            s = socket.create_connection(("127.0.0.1", _port(tcp_pool)), timeout=30)
+            s = socket.create_connection(("127.0.0.1", tcp_pool.port), timeout=30)
             socks.append(s)
             try:
                 s.sendall(half_sent)
@@ -129,7 +124,7 @@ def test_a_flood_of_half_sent_tcp_requests_leaves_the_unix_socket_answering(
         for s in socks:
             s.close()
     # TCP answers again, and the flood cost a few lines of log, no traceback.
-    assert Client(url=f"http://127.0.0.1:{_port(tcp_pool)}").request("GET", "/healthz")
+    assert Client(url=f"http://127.0.0.1:{tcp_pool.port}").request("GET", "/healthz")
     log = tcp_pool.daemon_log()[log_before:]
     assert "Traceback" not in log, log[:3000]
     assert len(log) < 8000, log[:3000]
@@ -144,7 +139,7 @@ def test_a_10_mb_body_is_refused_unread_and_costs_no_memory(tcp_pool: LimitedPoo
         b"Content-Length: %d\r\n\r\n" % size
     )
     # Refused by its Content-Length, before any of the body is sent.
-    with socket.create_connection(("127.0.0.1", _port(tcp_pool)), timeout=20) as s:
+    with socket.create_connection(("127.0.0.1", tcp_pool.port), timeout=20) as s:
         s.sendall(head)
         status, answer = _answer(s)
     assert status == 413, answer
