@@ -108,6 +108,10 @@ def test_a_job_that_ends_while_the_daemon_is_down_keeps_its_true_end_time(
     go = tmp_path / "go"
     job_id = pool.submit("--gpus", "2", "--", PY, scripts["until"], str(go), "0")
     pool.wait_state(job_id, "RUNNING")
+    # RUNNING is stored before the launch (a daemon killed in between relaunches the job
+    # when it restarts): wait until the job really runs, or no exit.json can come while
+    # the daemon is down.
+    job_file(pool, job_id, "child.json")
     pool.kill()
     go.touch()
     record = job_file(pool, job_id, "exit.json")
