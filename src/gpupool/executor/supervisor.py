@@ -25,10 +25,25 @@ import select
 import signal
 import subprocess
 
-# The files this script reads and writes, as types for mypy only: importing typing would
-# cost ~4 ms of every launch. mypy takes any `TYPE_CHECKING` as true; the daemon's side
-# (local.py, files.py) imports these same types, so both ends name one shape per file.
+# The files this script reads and writes are typed for mypy only: importing typing would
+# cost ~4 ms of every launch. mypy takes any `TYPE_CHECKING` as true.
 TYPE_CHECKING = False
+
+# The siblings that hold the rest of the supervisor, standard library only like it. Run as
+# a script, `python -I` leaves this directory off sys.path: put it back.
+if TYPE_CHECKING:
+    from gpupool.executor import job_owner
+    from gpupool.executor import job_processes as processes
+elif __package__:
+    from . import job_owner
+    from . import job_processes as processes
+else:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import job_owner
+    import job_processes as processes
+
+# The files' shapes: the daemon's side (local.py, files.py) imports these same types, so
+# both ends name one shape per file.
 if TYPE_CHECKING:
     from types import FrameType
     from typing import Literal, NotRequired, TypedDict
@@ -77,13 +92,6 @@ if TYPE_CHECKING:
         message: str
         start_time: float
         end_time: float
-
-    class Identity(TypedDict, total=False):
-        """Popen's arguments to run the job as another user."""
-
-        user: int
-        group: int
-        extra_groups: list[int]
 
 
 DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
@@ -313,11 +321,11 @@ class Supervisor:
         if not command:
             self.fail(127, "command not found: (empty command)")
             return None
-        owner: Owner | None = None
+        owner: job_owner.Owner | None = None
         name = self.spec.get("user")
         if name is not None:
             try:
-                owner = Owner(str(name))
+                owner = job_owner.Owner(str(name))
             except (KeyError, ValueError):
                 self.fail(1, f"not started: user {name} has no passwd entry on this machine")
                 return None
@@ -326,7 +334,7 @@ class Supervisor:
                 return None
             with contextlib.suppress(OSError):  # the log is its owner's (docs/security.md)
                 os.fchown(self.log_fd, owner.uid, owner.gid)
-        why = _enter(workdir, owner)
+        why = job_owner.enter(workdir, owner)
         if why is not None:
             self.fail(1, why)
             return None
@@ -344,7 +352,7 @@ class Supervisor:
                 start_new_session=True,  # its own session and group: we signal the group
                 close_fds=True,
                 umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
-                **_identity(owner),  # cwd: ours, entered by _enter
+                **job_owner.identity(owner),  # cwd: ours, entered by job_owner.enter
             )
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):
@@ -378,7 +386,7 @@ class Supervisor:
         with contextlib.suppress(OSError):
             _fsync(os.path.join(self.jobdir, "claim.json"))
             _fsync(self.jobdir, os.O_DIRECTORY)
-        _become_subreaper()
+        processes.become_subreaper()
 
     def write_child_record(self) -> None:
         """child.json names the job's process for a daemon that must kill it should we die.
@@ -401,7 +409,7 @@ class Supervisor:
         reason: StopReason | None = None  # set once, but a cancel wins (below)
         kill_at: float | None = None  # when the grace period after SIGTERM ends
         killed = False
-        while not _main_exited(pid):
+        while not processes.main_exited(pid):
             self.write_child_record()  # if a full disk refused it so far
             now = time.monotonic()
             if reason is None:
@@ -414,7 +422,7 @@ class Supervisor:
                     reason, self.why = "timeout", f"time limit of {limit_s:g} s reached"
                 if reason is not None:
                     self.log(f"{self.why}, sending SIGTERM{extra}")
-                    _killpg(pid, signal.SIGTERM)
+                    processes.killpg(pid, signal.SIGTERM)
                     kill_at = now + grace
             elif reason == "preempted" and _cancel_requested:
                 # The job already has its SIGTERM and its grace runs on: only the outcome
@@ -423,7 +431,7 @@ class Supervisor:
                 self.log("cancelled during preemption grace")
             elif not killed and kill_at is not None and now >= kill_at:  # set with reason
                 self.log(f"grace period of {grace:g} s over, sending SIGKILL")
-                _killpg(pid, signal.SIGKILL)
+                processes.killpg(pid, signal.SIGKILL)
                 killed = True
             # Sleep until the next deadline; a signal (SIGCHLD, SIGTERM) writes to the
             # wakeup fd and ends the select at once, even when it lands just before it.
@@ -433,151 +441,12 @@ class Supervisor:
             with contextlib.suppress(BlockingIOError):
                 os.read(self.wake_fd, 4096)
         # The main process is a zombie, not yet reaped: kill the orphans (which may hold
-        # GPUs) now, while its pid cannot have been reused (see _kill_leftovers).
-        _kill_leftovers(pid)
+        # GPUs) now, while its pid cannot have been reused (see processes.kill_leftovers).
+        processes.kill_leftovers(pid)
         _, status = os.waitpid(pid, 0)
         code = child.returncode = os.waitstatus_to_exitcode(status)
-        _wait_leftovers_gone(pid, 2.0)
+        processes.wait_leftovers_gone(pid, 2.0)
         return code, reason
-
-
-class Owner:
-    """The Unix user a job runs as, from its passwd entry, with the groups login(1) would
-    give it (initgroups). KeyError: no such user."""
-
-    def __init__(self, name: str) -> None:
-        import pwd  # only in shared mode, off the personal launch path
-
-        pw = pwd.getpwnam(name)
-        self.name = pw.pw_name
-        self.uid = pw.pw_uid
-        self.gid = pw.pw_gid
-        self.groups = os.getgrouplist(pw.pw_name, pw.pw_gid)
-        self.env = {
-            "HOME": pw.pw_dir,
-            "USER": pw.pw_name,
-            "LOGNAME": pw.pw_name,
-            "SHELL": pw.pw_shell or "/bin/sh",
-        }
-
-
-def _identity(owner: Owner | None) -> "Identity":
-    """Popen arguments to run as ``owner`` (None, or we are not root: as we are). Dropping
-    root takes root's gid and supplementary groups away too: the owner's own replace them."""
-    if owner is None or os.geteuid() != 0:
-        return {}
-    return {"user": owner.uid, "group": owner.gid, "extra_groups": owner.groups}
-
-
-def _enter(workdir: str, owner: Owner | None) -> str | None:
-    """chdir into ``workdir`` with the owner's permissions; None, or why it cannot be.
-
-    Done here, in the supervisor with its effective ids switched to the owner's, not by
-    Popen's ``cwd`` (which chdirs while still root): a job must not start in a directory its
-    owner could not reach, nor learn what root could see there. The child inherits the
-    directory; the supervisor goes back to "/" after the spawn.
-    """
-    switch = owner is not None and os.geteuid() == 0 and owner.uid != 0
-    groups, egid = os.getgroups(), os.getegid()
-    try:
-        if owner is not None and switch:
-            os.setgroups(owner.groups)
-            os.setegid(owner.gid)
-            os.seteuid(owner.uid)
-        os.chdir(workdir)
-    except (FileNotFoundError, NotADirectoryError):
-        return f"working directory does not exist: {workdir}"
-    except OSError as exc:
-        who = "" if owner is None else f" as {owner.name}"
-        return f"cannot enter working directory {workdir}{who}: {exc.strerror}"
-    except ValueError as exc:  # a NUL byte
-        return f"invalid working directory {workdir!r}: {exc}"
-    finally:
-        if switch:
-            os.seteuid(0)  # the saved set-user-ID is 0: we may take it back
-            os.setegid(egid)
-            os.setgroups(groups)
-    return None
-
-
-def _main_exited(pid: int) -> bool:
-    """True once ``pid`` has exited, WITHOUT reaping it; reaps any other (adopted) child.
-
-    WNOWAIT keeps the main process a zombie so its pid stays reserved for the kill that
-    follows. Orphans adopted as subreaper are reaped so they do not pile up as zombies.
-    """
-    while True:
-        try:
-            res = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True  # impossible while pid is unreaped; do not spin if it happens
-        if res is None or res.si_pid == pid:
-            return res is not None
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(res.si_pid, os.WNOHANG)
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _session_members(sid: int) -> list[tuple[int, str]]:
-    """[(pid, state)] of the other processes in session ``sid``, from /proc.
-
-    The job's session holds its group and any group a ``set -m`` shell made; only
-    processes that called setsid() leave it (cgroups would be needed to catch those).
-    """
-    me = os.getpid()
-    found: list[tuple[int, str]] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (me, sid):
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-            fields = raw[raw.rfind(b")") + 2 :].split()
-            if int(fields[3]) == sid:  # field 6: session id
-                found.append((int(name), fields[0].decode()))
-        except (OSError, IndexError, ValueError):
-            pass
-    return found
-
-
-def _kill_leftovers(sid: int) -> None:
-    """SIGKILL what the job left running. Only while the main process is an unreaped
-    zombie: its pid (== pgid == sid) is then reserved, so no stranger can be hit."""
-    _killpg(sid, signal.SIGKILL)
-    for pid, state in _session_members(sid):
-        if state not in ("Z", "X"):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _wait_leftovers_gone(sid: int, limit_s: float) -> None:
-    """Give SIGKILLed orphans a moment to die, so their GPUs are free once exit.json says so.
-
-    Zombies count as gone: an orphan re-parented to an init that never reaps (some
-    containers) would otherwise hold us here for the whole limit.
-    """
-    end = time.monotonic() + limit_s
-    while True:
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # orphans we adopted as subreaper
-                pass
-        alive = [p for p, state in _session_members(sid) if state not in ("Z", "X")]
-        if not alive or time.monotonic() >= end:
-            return
-        time.sleep(0.01)
-
-
-def _become_subreaper() -> None:
-    # PR_SET_CHILD_SUBREAPER (36): the job's orphans are re-parented to us, not to an
-    # init that may never reap them. After the spawn, as ctypes costs ~3 ms to import.
-    with contextlib.suppress(ImportError, OSError, AttributeError):  # best effort
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
 
 
 def _wake(spec: "LaunchFile") -> None:
