@@ -108,3 +108,30 @@ def test_the_jobs_submit_many_returns_are_the_jobs_stored(store: Store) -> None:
         read = store.get(job.id)
         assert job == read
         assert job.spec == read.spec and job.events == read.events
+
+
+def test_a_submission_awaited_in_an_event_loop_resolves_to_its_result() -> None:
+    # The API's submit awaits the group commit in its event loop (no thread parked on it).
+    import asyncio
+
+    group: GroupCommit[int, int] = GroupCommit(lambda items: [i + 1 for i in items])
+
+    async def submit_three() -> list[int]:
+        futures = [asyncio.wrap_future(group.submit(i)) for i in (1, 2, 3)]
+        return list(await asyncio.gather(*futures))
+
+    assert asyncio.run(submit_three()) == [2, 3, 4]
+
+
+def test_a_batch_given_too_few_results_fails_its_writers_instead_of_leaving_them_waiting() -> None:
+    calls = 0
+
+    def write_many(items: Sequence[int]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        return [] if calls == 1 else list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+    with pytest.raises(RuntimeError, match="0 results for a batch of 1"):
+        group.submit(1).result(timeout=10)
+    assert group.write(2) == 2  # the writer goes on

@@ -177,17 +177,18 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
         }
 
     @api.post("/v1/jobs", status_code=201)
-    def submit(
+    async def submit(
         caller: CallerDep,
         spec: dict[str, Any] = Body(...),
         token: str | None = Body(None, max_length=MAX_TOKEN),
     ) -> dict[str, object]:
         """Queue a job as the caller (a `user` in the body is ignored: the server names
-        the submitter, api/identity.py)."""
+        the submitter, api/identity.py). In the event loop: it awaits the group commit
+        rather than holding a worker thread (engine/group_commit.py)."""
         access.require(caller, Action.SUBMIT)
         # A project absent or null means "not given": the user's default project applies.
         given = spec.get("project") not in (None, "")
-        job = service.submit(
+        job = await service.submit_async(
             spec_from_wire(spec), caller.name, clock.now(), token, project_given=given
         )
         return wire(job, caller)

@@ -275,7 +275,13 @@ def _serve(
     from gpupool.api.app import create_app
     from gpupool.api.identity import Access, pool_authority
     from gpupool.api.limits import raise_file_limit
-    from gpupool.api.serving import ListenerServer, guarded, make_servers, serve
+    from gpupool.api.serving import (
+        ListenerServer,
+        guarded,
+        make_servers,
+        serve,
+        tune_garbage_collector,
+    )
     from gpupool.core.clock import SystemClock
     from gpupool.engine import PoolService
     from gpupool.engine.lease_keeper import LeasedEngine, LeaseKeeper
@@ -364,6 +370,7 @@ def _serve(
         for server in servers:
             server.should_exit = True
     try:
+        tune_garbage_collector()  # everything is loaded: freeze it
         serve(servers)  # until SIGINT/SIGTERM or a lost lease
     except KeyboardInterrupt:
         pass

@@ -15,13 +15,16 @@ a route that forgets it still authenticates); a route that needs the caller take
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pwd
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from gpupool.api.connections import Listener, listener_of, peer_of
 from gpupool.core import tokens
@@ -82,8 +85,18 @@ class AccessStore(Protocol):
     def audit_entries(self, since: float | None = None) -> list[AuditEntry]: ...
 
 
+NAME_TTL_S = 60.0  # a user renamed in the passwd database is seen by then
+
+
 def user_name(uid: int) -> str:
-    """The user name of `uid`, or `uid-N` when the passwd database has none."""
+    """The user name of `uid`, or `uid-N` when the passwd database has none. Remembered for
+    up to NAME_TTL_S: each request asks (identity, rate limit) and the lookup reads the
+    passwd database (NSS: a file, or a directory server) in the event loop."""
+    return _user_name(uid, int(time.monotonic() // NAME_TTL_S))
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_name(uid: int, period: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -109,11 +122,17 @@ class Access:
 
     def identify(self, scope: Mapping[str, object], authorization: str | None) -> Caller:
         """The caller of a request (its ASGI scope and Authorization header)."""
+        local = self.local_caller(scope)
+        return local if local is not None else self._token_caller(authorization)
+
+    def local_caller(self, scope: Mapping[str, object]) -> Caller | None:
+        """The caller of a request on the Unix socket, from its peer credentials; None on
+        TCP (a token must say who)."""
         if listener_of(scope) is Listener.UNIX:
             peer = peer_of(scope)
             if peer is not None:
                 return Caller(user_name(peer.uid), Via.UNIX, uid=peer.uid)
-        return self._token_caller(authorization)
+        return None
 
     def _token_caller(self, authorization: str | None) -> Caller:
         if not authorization:
@@ -159,10 +178,16 @@ class Access:
         )
 
 
-def caller_of(request: Request) -> Caller:
-    """The FastAPI dependency: the request's caller (Unauthenticated over TCP without one)."""
+async def caller_of(request: Request) -> Caller:
+    """The FastAPI dependency: the request's caller (Unauthenticated over TCP without one).
+    A local caller is named in the event loop (the kernel told who it is); a token is
+    checked in a worker thread, as it reads the store."""
     access: Access = request.app.state.access
-    return access.identify(request.scope, request.headers.get("authorization"))
+    local = access.local_caller(request.scope)
+    if local is not None:
+        return local
+    authorization = request.headers.get("authorization")
+    return await run_in_threadpool(access.identify, request.scope, authorization)
 
 
 CallerDep = Annotated[Caller, Depends(caller_of)]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import socket
 import ssl
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -66,9 +67,10 @@ class ListenerServer(uvicorn.Server):
     """A uvicorn server for one listening socket, leaving signals to `serve` (two servers,
     one set of handlers)."""
 
-    def __init__(self, config: uvicorn.Config, sock: socket.socket) -> None:
+    def __init__(self, config: uvicorn.Config, sock: socket.socket, tls: bool) -> None:
         super().__init__(config)
         self.sock = sock
+        self.tls = tls  # it serves TLS (PoolProtocol starts it)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -103,7 +105,47 @@ def _server(app: Asgi, limits: HttpLimits, sock: socket.socket, tls: Tls | None)
         # being over the cap: this bounds that burst (uvicorn's default is 2048).
         backlog=LISTEN_BACKLOG,
     )
-    return ListenerServer(config, sock)
+    return ListenerServer(config, sock, tls is not None)
+
+
+def loop_factory(tls: bool) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The daemon's event loop: uvloop's (libuv) where it is installed (a dependency on
+    Linux), else asyncio's own. Under 100 clients submitting at once uvloop's transports
+    and its cheaper wake-ups from the API's threads gave ~1.5x the submissions per second
+    (bench/load.py, docs/benchmarks.md): the daemon is bound by one interpreter's time.
+
+    Not when TCP serves TLS: PoolProtocol starts TLS itself (loop.start_tls, after the
+    connection is counted), and uvloop's start_tls lost handshakes here (clients saw EOF;
+    uvloop issues #564 and #707 are open on it). asyncio's is the one tested with TLS."""
+    if not tls:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+# The youngest generation's threshold (CPython's default is 700 allocations).
+YOUNG_GC_THRESHOLD = 20_000
+
+
+def tune_garbage_collector() -> None:
+    """Keep the cyclic garbage collector from pausing the daemon under load.
+
+    Under 100 clients the objects of requests in flight outlived CPython's young
+    collections (every 700 allocations) and were promoted, so full collections of the whole
+    heap (all jobs included) ran every ~1.5 s and held every thread 50-100 ms: the submit
+    latency's p99 (bench/load.py, docs/benchmarks.md). Now: what start-up made (modules,
+    classes, the jobs read at start) is frozen out of collections, it is never garbage; and
+    young collections wait for 20,000 allocations, so a request's objects die young. Garbage
+    is still freed at once by reference counting; only cycles wait a little longer.
+    """
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
 def serve(servers: Sequence[ListenerServer]) -> None:
@@ -121,7 +163,8 @@ def serve(servers: Sequence[ListenerServer]) -> None:
         await asyncio.gather(*(s.serve(sockets=[s.sock]) for s in servers))
 
     try:
-        asyncio.run(all_servers())
+        with asyncio.Runner(loop_factory=loop_factory(any(s.tls for s in servers))) as runner:
+            runner.run(all_servers())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

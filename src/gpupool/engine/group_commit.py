@@ -4,67 +4,67 @@ transaction, so a burst of submissions syncs the disk once per batch instead of 
 Every submission is durable before it is acknowledged (docs/ARCHITECTURE.md, "A job's
 life"), and on SQLite with synchronous=FULL each commit waits for the disk (a few
 milliseconds here): one at a time, 100 clients submitting at once queue behind 100 syncs.
-So the first caller becomes the leader and writes what is waiting; callers that arrive
-meanwhile wait, and the next leader writes all of them at once (as PostgreSQL's group
-commit and SQLite's own batching of a transaction do). A lone caller writes at once: no
-added delay.
+So one writer thread writes whatever waits, all at once, and each item's future resolves
+when its transaction has committed (as PostgreSQL's group commit and SQLite's own batching
+of a transaction do). A lone item is written at once: no added delay but the hand-over.
+
+A writer thread rather than a caller leading the batch: the API's event loop awaits the
+future (`submit`) instead of parking a worker thread per submission, which under 100
+clients cost the interpreter more than the writes (docs/benchmarks.md, bench/load.py).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class _Slot(Generic[T, R]):
-    __slots__ = ("item", "result", "error", "done")
-
-    def __init__(self, item: T) -> None:
-        self.item = item
-        self.result: R | None = None
-        self.error: BaseException | None = None
-        self.done = False
-
-
 class GroupCommit(Generic[T, R]):
-    def __init__(self, write_many: Callable[[Sequence[T]], Sequence[R]]) -> None:
+    def __init__(
+        self, write_many: Callable[[Sequence[T]], Sequence[R]], name: str = "gpupool-commit"
+    ) -> None:
         """`write_many(items)` writes them all in one transaction and returns a result per
         item, in order; whatever it raises is raised to every caller of the batch."""
         self._write_many = write_many
-        self._waiting: list[_Slot[T, R]] = []
-        self._writing = False
+        self._name = name
+        self._waiting: list[tuple[T, Future[R]]] = []
         self._cond = threading.Condition()
+        self._writer: threading.Thread | None = None  # started by the first item
+
+    def submit(self, item: T) -> Future[R]:
+        """Queue `item`; its future resolves to its result once the transaction that holds
+        it has committed (or to the batch's error)."""
+        future: Future[R] = Future()
+        with self._cond:
+            self._waiting.append((item, future))
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._writer.start()
+            self._cond.notify()
+        return future
 
     def write(self, item: T) -> R:
-        """Write `item` (with whatever else is waiting) and return its result once the
-        transaction that holds it has committed."""
-        slot: _Slot[T, R] = _Slot(item)
-        with self._cond:
-            self._waiting.append(slot)
-            while self._writing and not slot.done:
-                self._cond.wait()
-            if not slot.done:  # the leader now: write everything that waits
-                self._writing = True
+        """Write `item` (with whatever else is waiting) and return its result."""
+        return self.submit(item).result()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting:
+                    self._cond.wait()
                 batch, self._waiting = self._waiting, []
-        if not slot.done:
             try:
-                results = self._write_many([s.item for s in batch])
-                for s, r in zip(batch, results, strict=True):
-                    s.result = r
-            except BaseException as exc:  # every caller of the batch learns it
-                for s in batch:
-                    s.error = exc
-            finally:
-                with self._cond:
-                    for s in batch:
-                        s.done = True
-                    self._writing = False
-                    self._cond.notify_all()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.result is not None
-        return slot.result
+                results = self._write_many([item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"{len(results)} results for a batch of {len(batch)}")
+            except BaseException as exc:  # every caller of the batch learns it; go on
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                future.set_result(result)

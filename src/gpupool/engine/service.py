@@ -8,6 +8,7 @@ holds (`Engine.stored`), so the engine's view, from which `queue` is served, fol
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -110,7 +111,37 @@ class PoolService:
     ) -> Job:
         """Queue a job. Its project is `spec.project` when one was given (`project_given`;
         by default, when it is not ""), else the user's (see `choose_project`). A job
-        without a time limit gets its project's default, else the pool's (engine/limits.py)."""
+        without a time limit gets its project's default, else the pool's (engine/limits.py).
+        RequestRefused when it could never run."""
+        new = self.submission(spec, user, now, token, project_given=project_given)
+        return self.submitted(self._submits.write(new), user)
+
+    async def submit_async(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None = None,
+        *,
+        project_given: bool | None = None,
+    ) -> Job:
+        """`submit` for the API's event loop: the checks run in it, and it awaits the group
+        commit instead of blocking a thread on it."""
+        new = self.submission(spec, user, now, token, project_given=project_given)
+        return self.submitted(await asyncio.wrap_future(self._submits.submit(new)), user)
+
+    def submission(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None = None,
+        *,
+        project_given: bool | None = None,
+    ) -> NewJob:
+        """The job to store for a submission, its project and time limit settled (see
+        `submit`); RequestRefused when it could never run. Reads the filesystem (the
+        working directory) and the cached projects only."""
         given = bool(spec.project) if project_given is None else project_given
         projects = self.projects_by_name()
         project = self.choose_project(user, spec.project if given else None, projects)
@@ -141,7 +172,11 @@ class PoolService:
         if limit.source is not LimitSource.JOB:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
             cause = f"submitted by {user}; {limit.words(project)}"
-        job = self._submits.write(NewJob(spec, user, now, token, cause))
+        return NewJob(spec, user, now, token, cause)
+
+    def submitted(self, job: Job, user: str) -> Job:
+        """After `user`'s submission was stored as `job`: tell the engine, say it in the log.
+        RequestRefused if its token named another user's stored submission."""
         if job.user != user:  # the token names another user's submission: theirs, not ours
             raise RequestRefused(
                 "token_in_use",

@@ -28,6 +28,7 @@ from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
 from gpupool.store.submissions import SubmitMethods
 from gpupool.store.tokens import TokenMethods
+from gpupool.store.writer_turns import WriterTurns
 
 T = TypeVar("T")
 
@@ -60,6 +61,7 @@ class Store(SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods):
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        self._writers = WriterTurns(engine.url.get_backend_name() == "sqlite")
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -86,7 +88,7 @@ class Store(SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods):
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with Session(self._writer, expire_on_commit=False) as s, s.begin():
+        with self._writers, Session(self._writer, expire_on_commit=False) as s, s.begin():
             yield s
 
     def _write_retrying(self, op: Callable[[Session], T]) -> T:
