@@ -121,12 +121,13 @@ def bench_backend(
 ) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix=f"gpupool-load-{backend.value}-") as tmp:
         databases = Databases(backend)
-        url = databases.new_url()  # None on SQLite: the state directory's file
         if backend is Backend.POSTGRESQL and pg_url:
             from pg_server import empty_public_schema
 
             empty_public_schema(pg_url)
-            url = pg_url
+            url: str | None = pg_url
+        else:
+            url = databases.new_url()  # None on SQLite: the state directory's file
         pool = Pool(Path(tmp) / "pool", gpus="8xA100-80GB", database_url=url)
         pool.start()
         try:
