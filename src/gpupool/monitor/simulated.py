@@ -1,0 +1,95 @@
+"""The sampler of a declared inventory (no NVML): GPU use made up from what jobs declare.
+
+A test machine, a demo or a laptop has no GPU to read, yet everything built on samples
+(accounting, the idle policy, the dashboard, /metrics) must work there and be testable. So
+each running job declares how busy it keeps its GPUs (GPUPOOL_SIMULATED_UTIL in its
+environment, core.monitoring.simulated_util: busy unless it says otherwise), and this
+sampler reports exactly that, every sample marked `simulated`.
+
+Made-up figures, chosen to be explainable rather than realistic:
+- utilization: the sum of what the jobs on the GPU declare, at most 100;
+- memory used: a whole-GPU job uses 80% of the GPU's memory times its utilization; a
+  fractional job, the memory it was granted times its utilization;
+- power: the GPU's board power (when the caller knows it) times utilization, at least 10%
+  of it (an idle GPU still draws some); temperature 30 C + 0.5 C per utilization point;
+- processes: each job's main process (its pid, when known), with the memory above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpupool.core.hardware import Node
+from gpupool.core.monitoring import GpuProcess, GpuSample
+
+WHOLE_GPU_MEMORY_SHARE = 0.8
+IDLE_POWER_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class JobOnGpus:
+    """A running job as the simulated sampler sees it."""
+
+    job_id: int
+    gpus: tuple[int, ...]
+    utilization_pct: float  # what it declares (core.monitoring.simulated_util)
+    memory_bytes: int | None = None  # granted on its GPU (fractional); None: whole GPUs
+    pid: int | None = None  # its main process, shown on its GPUs
+
+
+class SimulatedSampler:
+    simulated = True
+
+    def __init__(
+        self,
+        node: Node,
+        running: Callable[[], Sequence[JobOnGpus]],
+        board_power_w: Mapping[int, float] | None = None,
+    ) -> None:
+        """`running`: the jobs running on `node` now, asked once per sample;
+        `board_power_w`: each GPU's board power by index, where known."""
+        self.node = node
+        self._running = running
+        self._power = dict(board_power_w or {})
+
+    def close(self) -> None:
+        pass
+
+    def sample(self, now: float) -> tuple[GpuSample, ...]:
+        on: dict[int, list[JobOnGpus]] = {gpu.index: [] for gpu in self.node.gpus}
+        for job in self._running():
+            for index in job.gpus:
+                if index in on:
+                    on[index].append(job)
+        return tuple(
+            self._gpu(gpu.index, gpu.memory_bytes, on[gpu.index], now) for gpu in self.node.gpus
+        )
+
+    def _gpu(self, index: int, total: int, jobs: list[JobOnGpus], now: float) -> GpuSample:
+        util = min(100.0, sum(j.utilization_pct for j in jobs))
+        processes = []
+        used = 0
+        for job in jobs:
+            share = job.utilization_pct / 100.0
+            granted = (
+                total * WHOLE_GPU_MEMORY_SHARE if job.memory_bytes is None else job.memory_bytes
+            )
+            memory = int(granted * share)
+            used += memory
+            if job.pid is not None:
+                processes.append(GpuProcess(job.pid, memory, job.job_id))
+        board = self._power.get(index)
+        power = None if board is None else board * max(IDLE_POWER_SHARE, util / 100.0)
+        return GpuSample(
+            node=self.node.name,
+            index=index,
+            time=now,
+            utilization_pct=util,
+            memory_used_bytes=min(used, total),
+            memory_total_bytes=total,
+            power_w=power,
+            temperature_c=30.0 + 0.5 * util,
+            processes=tuple(processes),
+            simulated=True,
+        )
