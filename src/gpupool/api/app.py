@@ -251,7 +251,7 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
 
     @api.get("/v1/gpus")
     def gpus() -> dict[str, object]:
-        return gpus_to_wire(service.inventory, service.gpu_holders())
+        return gpus_to_wire(service.inventory, service.gpu_holders(), service.gpu_samples())
 
     add_routes(api, service, access)
     add_token_routes(api, access)

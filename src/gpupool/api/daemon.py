@@ -49,7 +49,10 @@ from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 
 if TYPE_CHECKING:
     from gpupool.core.access import Authority
+    from gpupool.engine.gpu_monitor import GpuMonitor
+    from gpupool.engine.loop import Engine
     from gpupool.engine.projects import Config
+    from gpupool.executor.local import LocalExecutor
     from gpupool.store import Store
 
 log = logging.getLogger("gpupool.daemon")
@@ -64,6 +67,7 @@ class DaemonConfig:
     listen: str | None = None  # "HOST:PORT" for TCP, in addition to the Unix socket
     database_url: str | None = None
     poll_interval: float = 0.5
+    sample_interval_s: float = 5.0  # GPU sampling (engine/gpu_monitor.py); 0: off
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lease_ttl_s: float = DEFAULT_TTL_S
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -85,6 +89,16 @@ def _lock_state_dir(state: Path) -> TextIO:
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     return lock
+
+
+def _gpu_monitor(config: DaemonConfig, engine: Engine, executor: LocalExecutor) -> GpuMonitor:
+    """Sampling of every GPU, started (engine/gpu_monitor.py)."""
+    from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for  # noqa: F811
+
+    jobs = PoolJobs(lambda: engine.view(fresh=False).jobs.values(), executor.main_pid)
+    monitor = GpuMonitor(sampler_for(config.inventory, jobs), config.sample_interval_s)
+    monitor.start()
+    return monitor
 
 
 def _unix_socket(path: Path) -> socket.socket:
@@ -349,6 +363,9 @@ def _serve(
         make_servers(guarded(create_app(service, info, access), http, tcp), unix, tcp, http)
     )
     stack.callback(executor.close)
+    if config.sample_interval_s > 0:
+        service.monitor = _gpu_monitor(config, engine, executor)
+        stack.callback(service.monitor.stop)
     keeper.start()
     stack.callback(keeper.stop)
     engine.start()

@@ -9,9 +9,11 @@ the same structure the words were made from.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
+from gpupool.core.monitoring import GpuSample
 from gpupool.engine.service import Explanation
 from gpupool.policy import Status
 from gpupool.policy.reasons import Reserved
@@ -163,8 +165,30 @@ def job_to_wire(
     return out
 
 
+def usage_to_wire(sample: GpuSample | None) -> dict[str, object] | None:
+    """A GPU's latest sample (None: not sampled, or sampling is off)."""
+    if sample is None:
+        return None
+    return {
+        "time": sample.time,
+        "simulated": sample.simulated,
+        "utilization_pct": sample.utilization_pct,
+        "memory_used_bytes": sample.memory_used_bytes,
+        "memory_total_bytes": sample.memory_total_bytes,
+        "power_w": sample.power_w,
+        "temperature_c": sample.temperature_c,
+        "foreign_memory_bytes": sample.foreign_memory_bytes,
+        "processes": [
+            {"pid": p.pid, "job": p.job_id, "used_memory_bytes": p.used_memory_bytes}
+            for p in sample.processes
+        ],
+    }
+
+
 def gpus_to_wire(
-    inventory: Inventory, holders: dict[tuple[str, int], list[Job]]
+    inventory: Inventory,
+    holders: dict[tuple[str, int], list[Job]],
+    samples: Mapping[tuple[str, int], GpuSample] | None = None,
 ) -> dict[str, object]:
     nodes = []
     for node in inventory.nodes:
@@ -195,6 +219,7 @@ def gpus_to_wire(
                         for j in jobs
                     ],
                     "unmanaged_memory_bytes": g.unmanaged_memory_bytes,
+                    "usage": usage_to_wire((samples or {}).get((node.name, g.index))),
                 }
             )
         links = [

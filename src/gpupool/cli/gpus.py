@@ -7,6 +7,7 @@ import argparse
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import Cell, fit, print_json, print_table, printable
 from gpupool.client import Client
+from gpupool.client.pool_views import GpuUsage
 from gpupool.core.units import format_size
 
 
@@ -35,8 +36,28 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
             else:
                 holder = "free"
             peers = ",".join(str(p) for p in g.nvlink_peers) or "-"
-            rows.append((node.name, g.index, g.model, format_size(g.memory_bytes), holder, peers))
-    print_table(("NODE", "GPU", "MODEL", "MEMORY", "JOB", "NVLINK PEERS"), rows)
+            util, used = _usage(g.usage, g.memory_bytes)
+            rows.append((node.name, g.index, g.model, util, used, holder, peers))
+    print_table(("NODE", "GPU", "MODEL", "UTIL", "MEMORY USED", "JOB", "NVLINK PEERS"), rows)
+    if any(g.usage is not None and g.usage.simulated for n in pool.nodes for g in n.gpus):
+        print(
+            "\nUTIL and MEMORY USED are simulated: there is no NVML on a declared inventory; "
+            "a job declares its use with GPUPOOL_SIMULATED_UTIL (0-100, busy, idle)."
+        )
     if pool.note:
         print(f"\nNote: {pool.note}")
     return 0
+
+
+def _usage(usage: GpuUsage | None, memory_bytes: int) -> tuple[str, str]:
+    """UTIL and MEMORY USED cells: '-' where not sampled or not reported; memory held by
+    processes that are not gpupool jobs' is named."""
+    if usage is None:
+        return "-", f"- / {format_size(memory_bytes)}"
+    util = "-" if usage.utilization_pct is None else f"{usage.utilization_pct:.0f}%"
+    total = usage.memory_total_bytes or memory_bytes
+    used = "-" if usage.memory_used_bytes is None else format_size(usage.memory_used_bytes)
+    cell = f"{used} / {format_size(total)}"
+    if usage.foreign_memory_bytes:
+        cell += f" ({format_size(usage.foreign_memory_bytes)} not gpupool's)"
+    return util, cell

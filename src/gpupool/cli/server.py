@@ -65,6 +65,13 @@ def register(sub: Subparsers, parents: Parents) -> None:
         metavar="DURATION",
         help="half-life of past GPU usage in fair share (default 7d)",
     )
+    p.add_argument(
+        "--sample-interval",
+        default="5s",
+        metavar="DURATION",
+        help="how often every GPU's utilization, memory, power and processes are sampled "
+        "(NVML; simulated on a declared inventory), or 'off' (default 5s)",
+    )
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     # Seconds a database lease lasts without a heartbeat (store/lease.py); for tests.
     p.add_argument("--lease-ttl", type=float, default=None, help=argparse.SUPPRESS)
@@ -220,6 +227,8 @@ def cmd_server(args: argparse.Namespace) -> int:
             default_time_limit_s=parse_duration(args.default_time_limit),
             fairshare_half_life_s=parse_duration(args.fairshare_half_life),
         )
+        off = args.sample_interval.strip().lower() == "off"
+        sample_interval_s = 0.0 if off else parse_duration(args.sample_interval)
         http = http_settings(args)
     except ValueError as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
@@ -230,6 +239,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         listen=args.listen,
         database_url=args.database_url,
         poll_interval=args.poll_interval,
+        sample_interval_s=sample_interval_s,
         policy=policy,
         http=http,
         insecure_listen=args.insecure_listen,

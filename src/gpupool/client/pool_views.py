@@ -23,6 +23,31 @@ class GpuHolder:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """A GPU's latest sample; `simulated`: made up from what jobs declare (no NVML)."""
+
+    simulated: bool
+    utilization_pct: float | None  # None: the GPU does not report it
+    memory_used_bytes: int | None
+    memory_total_bytes: int
+    power_w: float | None
+    temperature_c: float | None
+    foreign_memory_bytes: int  # held by processes that are not gpupool jobs'
+
+    @classmethod
+    def read(cls, f: Fields) -> GpuUsage:
+        return cls(
+            simulated=f.flag("simulated"),
+            utilization_pct=f.opt_number("utilization_pct"),
+            memory_used_bytes=f.opt_whole("memory_used_bytes"),
+            memory_total_bytes=f.whole("memory_total_bytes"),
+            power_w=f.opt_number("power_w"),
+            temperature_c=f.opt_number("temperature_c"),
+            foreign_memory_bytes=f.whole("foreign_memory_bytes"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class GpuView:
     index: int
     model: str
@@ -33,6 +58,7 @@ class GpuView:
     user: str | None
     shared: bool
     jobs: tuple[GpuHolder, ...]  # every job on it (several when shared)
+    usage: GpuUsage | None  # its latest sample; None: not sampled (yet, or sampling is off)
 
     @classmethod
     def read(cls, f: Fields) -> GpuView:
@@ -46,6 +72,7 @@ class GpuView:
             user=f.opt_text("user"),
             shared=f.flag("shared"),
             jobs=tuple(GpuHolder.read(Fields(v, at)) for at, v in f.items("jobs")),
+            usage=None if (u := f.opt_obj("usage")) is None else GpuUsage.read(u),
         )
 
 

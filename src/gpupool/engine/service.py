@@ -20,9 +20,11 @@ from typing import Protocol
 from gpupool.core.execution import Executor, Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
+from gpupool.core.monitoring import GpuSample
 from gpupool.core.project import DEFAULT_PROJECT, Project, ProjectEdit
 from gpupool.engine.contracts import PoolStore
 from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.gpu_monitor import GpuMonitor
 from gpupool.engine.group_commit import GroupCommit
 from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
@@ -89,6 +91,7 @@ class PoolService:
         self.engine = engine
         self.inventory = inventory
         self.gpus = GpuCounter(inventory)
+        self.monitor: GpuMonitor | None = None  # set by the daemon when it samples GPUs
         # Submissions arriving together are stored together: one sync of the disk per batch.
         self._submits: GroupCommit[NewJob, Job] = GroupCommit(store.submit_many)
         # Projects and users' default projects as the store has them: read by every
@@ -290,6 +293,10 @@ class PoolService:
                 for g in job.gpus:
                     holders.setdefault((job.node, g), []).append(job)
         return holders
+
+    def gpu_samples(self) -> Mapping[tuple[str, int], GpuSample]:
+        """The latest sample of each GPU by (node, index); empty without a monitor."""
+        return {} if self.monitor is None else self.monitor.latest()
 
     def gpu_count(self, job: Job) -> float:
         """The GPUs `job` holds, or asks for before it runs (`GpuCounter.of`: the one rule)."""

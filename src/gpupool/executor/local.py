@@ -260,6 +260,15 @@ class LocalExecutor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 standby.wait(5)
 
+    def main_pid(self, job_id: int) -> int | None:
+        """The pid of the job's main process (its session's leader), from child.json; None
+        before it started or once it is archived."""
+        child = read_json(self.job_dir(job_id) / "child.json")
+        try:
+            return int(child["pid"]) if child else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
     def read_exit(self, job_id: int, attempt: int | None = None) -> ExitRecord | None:
         """The recorded exit of the current run, or of archived ``attempt``; None when there
         is none (or it is unreadable)."""

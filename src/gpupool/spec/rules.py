@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES
+from gpupool.core.monitoring import SIMULATED_UTIL_ENV, simulated_util
 from gpupool.core.units import parse_duration, parse_size
 from gpupool.spec.begin import EXAMPLES as BEGIN_EXAMPLES
 from gpupool.spec.begin import parse_begin
@@ -59,6 +60,8 @@ _BARE_NUMBER_RE = re.compile(r"\s*\d+(\.\d*)?\s*")
 # The pool sets these per job; letting a job override them would defeat GPU isolation.
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 RESERVED_ENV_PREFIX = "GPUPOOL_"
+# GPUPOOL_ names a job may set: what it declares to the pool (core.monitoring).
+USER_SET_ENV = frozenset({SIMULATED_UTIL_ENV})
 
 
 def got(value: Any) -> str:
@@ -298,6 +301,12 @@ def check_env_mapping(value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
     _check_env_size(value, MAX_ENV_TOTAL)
+    declared = value.get(SIMULATED_UTIL_ENV)
+    if isinstance(declared, str):
+        try:
+            simulated_util({SIMULATED_UTIL_ENV: declared})
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
     return dict(value)
 
 
@@ -322,7 +331,7 @@ def check_env_name(value: Any) -> str:
         )
     if value in RESERVED_ENV:
         raise BadValue("is set by gpupool for each job (to the GPUs it was given)")
-    if value.startswith(RESERVED_ENV_PREFIX):
+    if value.startswith(RESERVED_ENV_PREFIX) and value not in USER_SET_ENV:
         raise BadValue(f"names starting with {RESERVED_ENV_PREFIX} are set by gpupool")
     return value
 

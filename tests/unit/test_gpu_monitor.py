@@ -1,0 +1,90 @@
+"""The daemon's GPU monitor (engine/gpu_monitor.py): the latest sample per GPU, and a
+sampler that fails never stops it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from executor_helpers import wait_for
+
+from gpupool.core.hardware import Gpu, Inventory, Node
+from gpupool.core.job import Job, JobSpec, JobState, Resources
+from gpupool.core.monitoring import GpuSample
+from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for
+
+GIB = 2**30
+
+
+def sample(index: int, util: float, now: float) -> GpuSample:
+    return GpuSample("box", index, now, util, 0, 80 * GIB, None, None, (), True)
+
+
+class Scripted:
+    """A sampler that answers from a list (an exception entry is raised)."""
+
+    simulated = True
+
+    def __init__(self, answers: list[float | Exception]) -> None:
+        self.answers = answers
+        self.asked = 0
+        self.closed = False
+
+    def sample(self, now: float) -> tuple[GpuSample, ...]:
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return (sample(0, answer, now), sample(1, answer, now))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_latest_sample_of_each_gpu_is_kept_and_the_sampler_closed_at_stop() -> None:
+    sampler = Scripted([10.0, 20.0, 30.0])
+    monitor = GpuMonitor(sampler, interval_s=0.01, clock=lambda: 5.0)
+    monitor.start()  # samples at once
+    try:
+        wait_for(lambda: sampler.asked >= 3, what="three samples")
+        latest = monitor.latest()
+        assert sorted(latest) == [("box", 0), ("box", 1)]
+        assert latest[("box", 0)].utilization_pct == 30.0 and latest[("box", 0)].time == 5.0
+    finally:
+        monitor.stop()
+    assert sampler.closed
+
+
+def test_a_failing_sampler_is_said_once_and_asked_again(caplog: pytest.LogCaptureFixture) -> None:
+    sampler = Scripted([RuntimeError("GPU fell off the bus"), RuntimeError("again"), 50.0])
+    monitor = GpuMonitor(sampler, interval_s=0.01)
+    with caplog.at_level(logging.WARNING, logger="gpupool.monitor"):
+        monitor.start()
+        try:
+            wait_for(lambda: monitor.latest(), what="a sample after the failures")
+        finally:
+            monitor.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "gpupool.monitor"]
+    assert len(said) == 1 and "GPU fell off the bus" in said[0]
+    assert monitor.latest()[("box", 1)].utilization_pct == 50.0
+
+
+def test_a_declared_inventory_is_sampled_from_what_its_running_jobs_declare() -> None:
+    nodes = tuple(Node(n, tuple(Gpu(i, "A100-80GB", 80 * GIB) for i in range(2))) for n in "ab")
+    inventory = Inventory(nodes=nodes, source="declared")
+    spec = JobSpec(
+        command=("sleep", "1"),
+        resources=Resources(gpus=1),
+        env=(("GPUPOOL_SIMULATED_UTIL", "35"),),
+        base_env=(("GPUPOOL_SIMULATED_UTIL", "90"),),  # exported: the explicit one wins
+    )
+    running = Job(id=4, spec=spec, user="alice", submit_time=1.0, state=JobState.RUNNING,
+                  node="b", gpus=(1,))  # fmt: skip
+    pending = Job(id=5, spec=spec, user="bob", submit_time=1.0, state=JobState.PENDING)
+    jobs = PoolJobs(lambda: [running, pending], {4: 4242}.get)
+    sampler = sampler_for(inventory, jobs)
+    assert sampler.simulated
+    by_gpu = {(s.node, s.index): s for s in sampler.sample(now=9.0)}
+    assert by_gpu[("b", 1)].utilization_pct == 35.0
+    assert by_gpu[("b", 1)].jobs() == {4} and by_gpu[("b", 1)].processes[0].pid == 4242
+    assert all(s.utilization_pct == 0.0 for k, s in by_gpu.items() if k != ("b", 1))
