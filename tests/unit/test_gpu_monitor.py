@@ -88,3 +88,18 @@ def test_a_declared_inventory_is_sampled_from_what_its_running_jobs_declare() ->
     assert by_gpu[("b", 1)].utilization_pct == 35.0
     assert by_gpu[("b", 1)].jobs() == {4} and by_gpu[("b", 1)].processes[0].pid == 4242
     assert all(s.utilization_pct == 0.0 for k, s in by_gpu.items() if k != ("b", 1))
+
+
+def test_the_client_reads_a_gpu_without_a_sample_from_an_older_daemon_as_not_sampled() -> None:
+    from gpupool.client.pool_views import read_gpus
+
+    gpu = {"index": 0, "model": "A100-80GB", "memory_bytes": 80 * GIB, "nvlink_peers": [],
+           "job": None, "job_name": None, "user": None, "shared": False, "jobs": []}  # fmt: skip
+    old = read_gpus({"source": "declared", "note": "", "nodes": [{"name": "a", "gpus": [gpu]}]})
+    assert old.nodes[0].gpus[0].usage is None
+    sampled = {**gpu, "usage": {"simulated": True, "utilization_pct": 35.0,
+               "memory_used_bytes": GIB, "memory_total_bytes": 80 * GIB, "power_w": None,
+               "temperature_c": 47.5, "foreign_memory_bytes": 0}}  # fmt: skip
+    new = read_gpus({"source": "declared", "note": "", "nodes": [{"name": "a", "gpus": [sampled]}]})
+    usage = new.nodes[0].gpus[0].usage
+    assert usage is not None and usage.utilization_pct == 35.0 and usage.simulated

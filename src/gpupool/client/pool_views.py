@@ -72,7 +72,10 @@ class GpuView:
             user=f.opt_text("user"),
             shared=f.flag("shared"),
             jobs=tuple(GpuHolder.read(Fields(v, at)) for at, v in f.items("jobs")),
-            usage=None if (u := f.opt_obj("usage")) is None else GpuUsage.read(u),
+            # Absent from a daemon older than GPU sampling: not sampled, as null says.
+            usage=None
+            if (u := f.data.get("usage")) is None
+            else GpuUsage.read(Fields(u, f.at("usage"))),
         )
 
 
