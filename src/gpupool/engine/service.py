@@ -144,7 +144,8 @@ class PoolService:
     ) -> NewJob:
         """The job to store for a submission, its project and time limit settled (see
         `submit`); RequestRefused when it could never run. Reads the filesystem (the
-        working directory) and the cached projects only."""
+        working directory) and the projects and the user's default project, which come
+        from the store once and are cached after (so the event loop rarely waits on it)."""
         given = bool(spec.project) if project_given is None else project_given
         projects = self.projects_by_name()
         project = self.choose_project(user, spec.project if given else None, projects)
