@@ -64,3 +64,29 @@ def test_a_declared_utilization_that_is_not_one_is_refused_at_submit(tmp_path: P
         assert pool.client.job_page(limit=1).total == 0
     finally:
         pool.cleanup()
+
+
+def test_top_shows_each_gpus_use_and_holder_then_why_jobs_wait(tmp_path: Path) -> None:
+    pool = Pool(tmp_path / "pool", args=("--sample-interval", "0.2s")).start()
+    try:
+        go = tmp_path / "go"
+        wait = f"while [ ! -e {go} ]; do sleep 0.05; done"
+        running = pool.submit(
+            "--gpus", "4", "--name", "train-a", "--env", "GPUPOOL_SIMULATED_UTIL=35", "--",
+            "sh", "-c", wait,
+        )  # fmt: skip
+        pool.wait_state(running, "RUNNING")
+        waiting = pool.submit("--gpus", "2", "--", "true")
+
+        def frame() -> str | None:
+            shown = pool.cli("top", "--once", check=True).stdout
+            return shown if "35%" in shown and f"\n{waiting} " in shown else None
+
+        shown = wait_for(frame, 30, "a frame with the job's use and the waiting job")
+        assert "GPUs held 4/4" in shown and "pending 1" in shown, shown
+        assert f"{running} " in shown and "train-a" in shown, shown
+        assert "Resources" in shown and "simulated" in shown, shown
+        go.touch()
+        pool.wait(running)
+    finally:
+        pool.cleanup()

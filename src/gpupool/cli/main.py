@@ -42,13 +42,14 @@ def _common(default: object) -> CliParser:
 
 def _nouns() -> tuple[Register, ...]:
     """Each noun module's `register`, in the order `gpupool --help` lists their verbs."""
-    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens
+    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens, top
 
     return (
         server.register,
         submit.register,
         jobs.register,
         gpus.register,
+        top.register,
         project.register,
         tokens.register,
         sim.register,
