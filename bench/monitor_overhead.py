@@ -105,8 +105,8 @@ def main() -> None:
         nvml_ms = cpu_ms(lambda: sampler.sample(time.time()), args.samples)
         sampler.close()
         node = Node("box", tuple(Gpu(i, "A100-80GB", 80 * GIB) for i in range(GPUS)))
-        running = [JobOnGpus(n, (n % GPUS,), 50.0, pid=p.pid) for n, p in enumerate(procs)]
-        simulated = SimulatedSampler(node, lambda: running)
+        running = [JobOnGpus(n, "box", (n % GPUS,), 50.0, pid=p.pid) for n, p in enumerate(procs)]
+        simulated = SimulatedSampler([node], lambda: running)
         simulated_ms = cpu_ms(lambda: simulated.sample(time.time()), args.samples)
     finally:
         for p in procs:

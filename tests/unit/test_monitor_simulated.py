@@ -17,7 +17,7 @@ def node(n: int = 4) -> Node:
 
 
 def test_every_sample_says_it_is_simulated_and_an_idle_gpu_shows_nothing() -> None:
-    samples = SimulatedSampler(node(), lambda: []).sample(now=5.0)
+    samples = SimulatedSampler([node()], lambda: []).sample(now=5.0)
     assert [s.index for s in samples] == [0, 1, 2, 3]
     assert all(s.simulated for s in samples) and SimulatedSampler.simulated
     assert all(s.utilization_pct == 0.0 and s.processes == () for s in samples)
@@ -25,8 +25,10 @@ def test_every_sample_says_it_is_simulated_and_an_idle_gpu_shows_nothing() -> No
 
 
 def test_a_job_shows_what_it_declares_on_its_gpus_only() -> None:
-    running = [JobOnGpus(7, (1, 2), utilization_pct=35.0, pid=900)]
-    samples = SimulatedSampler(node(), lambda: running, board_power_w={1: 400.0}).sample(now=5.0)
+    running = [JobOnGpus(7, "box", (1, 2), utilization_pct=35.0, pid=900)]
+    samples = SimulatedSampler([node()], lambda: running, board_power_w={("box", 1): 400.0}).sample(
+        now=5.0
+    )
     on = {s.index: s for s in samples}
     assert on[1].utilization_pct == on[2].utilization_pct == 35.0
     assert on[0].utilization_pct == on[3].utilization_pct == 0.0
@@ -37,10 +39,10 @@ def test_a_job_shows_what_it_declares_on_its_gpus_only() -> None:
 
 def test_fractional_jobs_sharing_a_gpu_add_up_to_at_most_full_use() -> None:
     running = [
-        JobOnGpus(1, (0,), utilization_pct=70.0, memory_bytes=20 * GIB),
-        JobOnGpus(2, (0,), utilization_pct=60.0, memory_bytes=40 * GIB),
+        JobOnGpus(1, "box", (0,), utilization_pct=70.0, memory_bytes=20 * GIB),
+        JobOnGpus(2, "box", (0,), utilization_pct=60.0, memory_bytes=40 * GIB),
     ]
-    (first, *_) = SimulatedSampler(node(), lambda: running).sample(now=5.0)
+    (first, *_) = SimulatedSampler([node()], lambda: running).sample(now=5.0)
     assert first.utilization_pct == 100.0
     assert first.memory_used_bytes == int(20 * GIB * 0.7) + int(40 * GIB * 0.6)
     assert first.jobs() == frozenset()  # no pids known: no processes listed

@@ -102,24 +102,9 @@ class PoolJobs:
         return self.pid_of(job_id)
 
 
-class _Samplers:
-    """One sampler per node, sampled together (a declared inventory may have several)."""
-
-    def __init__(self, samplers: Sequence[Sampler]) -> None:
-        self._samplers = list(samplers)
-        self.simulated = any(s.simulated for s in samplers)
-
-    def sample(self, now: float) -> tuple[GpuSample, ...]:
-        return tuple(g for s in self._samplers for g in s.sample(now))
-
-    def close(self) -> None:
-        for s in self._samplers:
-            s.close()
-
-
 def sampler_for(inventory: Inventory, jobs: RunningJobs) -> Sampler:
     """NVML for GPUs discovered through it (this machine's), else the simulated sampler of
-    each declared node, fed by the running jobs' declarations (core.monitoring)."""
+    the declared nodes, fed once per sample by the running jobs' declarations."""
     if inventory.source == "nvml":
         from gpupool.monitor.nvml_sampler import NvmlSampler
 
@@ -136,23 +121,21 @@ def sampler_for(inventory: Inventory, jobs: RunningJobs) -> Sampler:
         return NvmlSampler.open(node.name, sessions)
     from gpupool.monitor.simulated import JobOnGpus, SimulatedSampler
 
-    def on(node: str) -> Callable[[], list[JobOnGpus]]:
-        def running() -> list[JobOnGpus]:
-            return [
-                JobOnGpus(
-                    job.id,
-                    tuple(job.gpus),
-                    _declared_util(job),
-                    job.gpu_memory_bytes,
-                    jobs.main_pid(job.id),
-                )
-                for job in jobs.running()
-                if job.node == node
-            ]
+    def running() -> list[JobOnGpus]:
+        return [
+            JobOnGpus(
+                job.id,
+                job.node,
+                tuple(job.gpus),
+                _declared_util(job),
+                job.gpu_memory_bytes,
+                jobs.main_pid(job.id),
+            )
+            for job in jobs.running()
+            if job.node is not None
+        ]
 
-        return running
-
-    return _Samplers([SimulatedSampler(n, on(n.name)) for n in inventory.nodes])
+    return SimulatedSampler(inventory.nodes, running)
 
 
 def _declared_util(job: Job) -> float:

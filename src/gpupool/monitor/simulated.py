@@ -32,6 +32,7 @@ class JobOnGpus:
     """A running job as the simulated sampler sees it."""
 
     job_id: int
+    node: str
     gpus: tuple[int, ...]
     utilization_pct: float  # what it declares (core.monitoring.simulated_util)
     memory_bytes: int | None = None  # granted on its GPU (fractional); None: whole GPUs
@@ -43,13 +44,13 @@ class SimulatedSampler:
 
     def __init__(
         self,
-        node: Node,
+        nodes: Sequence[Node],
         running: Callable[[], Sequence[JobOnGpus]],
-        board_power_w: Mapping[int, float] | None = None,
+        board_power_w: Mapping[tuple[str, int], float] | None = None,
     ) -> None:
-        """`running`: the jobs running on `node` now, asked once per sample;
-        `board_power_w`: each GPU's board power by index, where known."""
-        self.node = node
+        """`running`: the jobs running on these nodes now, asked once per sample;
+        `board_power_w`: each GPU's board power by (node, index), where known."""
+        self.nodes = tuple(nodes)
         self._running = running
         self._power = dict(board_power_w or {})
 
@@ -57,16 +58,22 @@ class SimulatedSampler:
         pass
 
     def sample(self, now: float) -> tuple[GpuSample, ...]:
-        on: dict[int, list[JobOnGpus]] = {gpu.index: [] for gpu in self.node.gpus}
+        on: dict[tuple[str, int], list[JobOnGpus]] = {
+            (node.name, gpu.index): [] for node in self.nodes for gpu in node.gpus
+        }
         for job in self._running():
             for index in job.gpus:
-                if index in on:
-                    on[index].append(job)
+                if (job.node, index) in on:
+                    on[job.node, index].append(job)
         return tuple(
-            self._gpu(gpu.index, gpu.memory_bytes, on[gpu.index], now) for gpu in self.node.gpus
+            self._gpu(node.name, gpu.index, gpu.memory_bytes, on[node.name, gpu.index], now)
+            for node in self.nodes
+            for gpu in node.gpus
         )
 
-    def _gpu(self, index: int, total: int, jobs: list[JobOnGpus], now: float) -> GpuSample:
+    def _gpu(
+        self, node: str, index: int, total: int, jobs: list[JobOnGpus], now: float
+    ) -> GpuSample:
         util = min(100.0, sum(j.utilization_pct for j in jobs))
         processes = []
         used = 0
@@ -79,10 +86,10 @@ class SimulatedSampler:
             used += memory
             if job.pid is not None:
                 processes.append(GpuProcess(job.pid, memory, job.job_id))
-        board = self._power.get(index)
+        board = self._power.get((node, index))
         power = None if board is None else board * max(IDLE_POWER_SHARE, util / 100.0)
         return GpuSample(
-            node=self.node.name,
+            node=node,
             index=index,
             time=now,
             utilization_pct=util,
