@@ -103,3 +103,50 @@ def test_the_client_reads_a_gpu_without_a_sample_from_an_older_daemon_as_not_sam
     new = read_gpus({"source": "declared", "note": "", "nodes": [{"name": "a", "gpus": [sampled]}]})
     usage = new.nodes[0].gpus[0].usage
     assert usage is not None and usage.utilization_pct == 35.0 and usage.simulated
+
+
+class Sink:
+    """A SampleSink that keeps what it is given (and can fail on demand)."""
+
+    def __init__(self) -> None:
+        self.rounds: list[tuple[float, list[tuple[int, float]]]] = []
+        self.rolled: list[float] = []
+        self.fail = False
+
+    def record_samples(self, samples, deltas) -> None:  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise OSError("disk full")
+        self.rounds.append((samples[0].time, [(d.job_id, d.sampled_gpu_s) for d in deltas]))
+
+    def roll_up_samples(self, now: float) -> int:
+        self.rolled.append(now)
+        return 0
+
+
+def test_each_round_is_kept_with_what_holders_used_for_the_time_since_the_last_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gpupool.core.gpu_usage import Holder
+
+    times = iter([100.0, 101.0, 100.5, 150.0, 190.0, 200.0])
+    sink = Sink()
+    holder = Holder(3, "box", (0,), Resources(gpus=1))
+    monitor = GpuMonitor(
+        Scripted([50.0]), interval_s=1.0, clock=lambda: next(times), sink=sink,
+        holders=lambda: [holder],
+    )  # fmt: skip
+    monitor.sample_now()  # 100: the first round stands for one interval
+    monitor.sample_now()  # 101
+    monitor.sample_now()  # 100.5: the clock went back: not kept
+    monitor.sample_now()  # 150: after a gap, at most two intervals are charged
+    sink.fail = True
+    with caplog.at_level(logging.WARNING, logger="gpupool.monitor"):
+        monitor.sample_now()  # 190: the sink fails: said, the pool goes on
+    sink.fail = False
+    monitor.sample_now()  # 200: 10 s since 190 (which happened, even if not kept) -> 2
+    assert sink.rounds == [
+        (100.0, [(3, 1.0)]), (101.0, [(3, 1.0)]), (150.0, [(3, 2.0)]), (200.0, [(3, 2.0)])
+    ]  # fmt: skip
+    assert sink.rolled == [100.0, 200.0]  # about once a minute
+    assert any("disk full" in r.getMessage() for r in caplog.records)
+    assert monitor.latest()[("box", 0)].time == 200.0

@@ -64,6 +64,7 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
 
     from gpupool.api.projects import add_routes
     from gpupool.api.tokens import add_token_routes
+    from gpupool.api.usage import add_usage_routes
     from gpupool.core.project import InvalidProject
     from gpupool.spec import SpecError, spec_from_wire
     from gpupool.store import (
@@ -255,6 +256,7 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
 
     add_routes(api, service, access)
     add_token_routes(api, access)
+    add_usage_routes(api, service, clock)
 
     @api.post("/v1/internal/wake")
     def wake() -> dict[str, object]:

@@ -23,6 +23,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,9 @@ class DaemonConfig:
     database_url: str | None = None
     poll_interval: float = 0.5
     sample_interval_s: float = 5.0  # GPU sampling (engine/gpu_monitor.py); 0: off
+    # Board power by GPU model (the planner's catalog, cli/server.py): what the simulated
+    # sampler draws power (and so energy) from on a declared inventory.
+    board_power_w: Mapping[str, float] = field(default_factory=dict)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lease_ttl_s: float = DEFAULT_TTL_S
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -91,12 +95,15 @@ def _lock_state_dir(state: Path) -> TextIO:
     return lock
 
 
-def _gpu_monitor(config: DaemonConfig, engine: Engine, executor: LocalExecutor) -> GpuMonitor:
-    """Sampling of every GPU, started (engine/gpu_monitor.py)."""
+def _gpu_monitor(
+    config: DaemonConfig, engine: Engine, executor: LocalExecutor, store: Store
+) -> GpuMonitor:
+    """Sampling of every GPU, kept in the store, started (engine/gpu_monitor.py)."""
     from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for  # noqa: F811
 
     jobs = PoolJobs(lambda: engine.view(fresh=False).jobs.values(), executor.main_pid)
-    monitor = GpuMonitor(sampler_for(config.inventory, jobs), config.sample_interval_s)
+    sampler = sampler_for(config.inventory, jobs, config.board_power_w)
+    monitor = GpuMonitor(sampler, config.sample_interval_s, sink=store, holders=jobs.holders)
     monitor.start()
     return monitor
 
@@ -364,7 +371,7 @@ def _serve(
     )
     stack.callback(executor.close)
     if config.sample_interval_s > 0:
-        service.monitor = _gpu_monitor(config, engine, executor)
+        service.monitor = _gpu_monitor(config, engine, executor, store)
         stack.callback(service.monitor.stop)
     keeper.start()
     stack.callback(keeper.stop)

@@ -174,6 +174,25 @@ def more_line(counts: Mapping[str, int], shown: Sequence[JobView], rest: int) ->
     )
 
 
+def _gpu_use(client: Client, job_id: int) -> str:
+    """A job's sampled GPU use in one line; '-' before a sample (or from an older daemon)."""
+    from gpupool.client import ApiError
+    from gpupool.core.units import format_size
+
+    try:
+        usage = client.job_usage(job_id)
+    except ApiError:
+        return "-"
+    if usage is None or usage.samples == 0:
+        return "- (not sampled yet)"
+    parts = [f"mean {usage.mean_util_pct or 0:.0f}%", f"p95 {usage.p95_util_pct or 0:.0f}%"]
+    if usage.peak_memory_bytes is not None:
+        parts.append(f"peak memory {format_size(usage.peak_memory_bytes)}")
+    parts.append(f"{usage.used_gpu_hours:.2f} GPU-h used")
+    parts.append(f"energy {usage.energy_j / 3.6e6:.3f} kWh")
+    return ", ".join(parts) + (" (simulated)" if usage.simulated else "")
+
+
 def cmd_show(client: Client, args: argparse.Namespace) -> int:
     job = client.job(args.job_id)
     if args.json:
@@ -205,6 +224,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         ("Elapsed", elapsed(job)),
         ("Exit code", "-" if job.exit_code is None else str(job.exit_code)),
         ("Restarts", str(job.restart_count)),
+        ("GPU use", _gpu_use(client, job.id) if job.start_time is not None else "-"),
         ("Log", job.log_path),
     ]
     if job.env:

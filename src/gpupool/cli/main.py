@@ -42,7 +42,7 @@ def _common(default: object) -> CliParser:
 
 def _nouns() -> tuple[Register, ...]:
     """Each noun module's `register`, in the order `gpupool --help` lists their verbs."""
-    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens, top
+    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens, top, usage
 
     return (
         server.register,
@@ -50,6 +50,7 @@ def _nouns() -> tuple[Register, ...]:
         jobs.register,
         gpus.register,
         top.register,
+        usage.register,
         project.register,
         tokens.register,
         sim.register,

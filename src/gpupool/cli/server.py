@@ -10,6 +10,7 @@ from gpupool.cli.commands import Offline, Parents, Subparsers
 
 if TYPE_CHECKING:
     from gpupool.api.serving import HttpSettings
+    from gpupool.core.hardware import Inventory
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -243,6 +244,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         policy=policy,
         http=http,
         insecure_listen=args.insecure_listen,
+        board_power_w=_board_power(inventory),
     )
     if args.lease_ttl is not None:
         config.lease_ttl_s = args.lease_ttl
@@ -255,3 +257,21 @@ def cmd_server(args: argparse.Namespace) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 0
+
+
+def _board_power(inventory: Inventory) -> dict[str, float]:
+    """Each declared GPU model's board power from the planner's catalog (a datasheet's TDP),
+    for the simulated sampler; models the catalog does not know draw nothing (no energy)."""
+    if inventory.source == "nvml":
+        return {}  # NVML reports the real draw
+    from gpupool.plan.catalog import load_catalog
+    from gpupool.plan.quantity import PlanError
+
+    catalog = load_catalog()
+    out = {}
+    for model in {g.model for n in inventory.nodes for g in n.gpus}:
+        try:
+            out[model] = catalog.gpu(model).tdp_w
+        except PlanError:
+            pass
+    return out

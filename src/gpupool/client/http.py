@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
+    from gpupool.client.usage_views import JobUsageView, UsageReportView
 
 T = TypeVar("T")
 
@@ -416,6 +417,20 @@ class Client:
         from gpupool.client.pool_views import read_gpus
 
         return self._read(read_gpus, self.request("GET", "/v1/gpus"))
+
+    # -- accounting --------------------------------------------------------------------------
+    def usage(self, by: str = "user", since: str = "30d") -> UsageReportView:
+        """Per user, project or gpu-type over the last `since` (a duration: 30d, 12h)."""
+        from gpupool.client.usage_views import read_usage_report
+
+        answer = self.request("GET", "/v1/usage", query={"by": by, "since": since})
+        return self._read(read_usage_report, answer)
+
+    def job_usage(self, job_id: int) -> JobUsageView | None:
+        """A job's GPU use so far; None before its first sample (or with sampling off)."""
+        from gpupool.client.usage_views import read_job_usage
+
+        return self._read(read_job_usage, self.request("GET", f"/v1/jobs/{int(job_id)}/usage"))
 
     # -- projects ----------------------------------------------------------------------------
     def projects(self) -> ProjectList:

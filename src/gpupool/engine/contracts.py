@@ -15,8 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, Unpack
 
+from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import Department, Project, ProjectChanges
+from gpupool.store.accounting import JobRecord
+from gpupool.store.samples import HourUsage
 from gpupool.store.submissions import NewJob
 
 # A start to commit: (job id, node, GPU indices, GPU memory granted on its one GPU or None).
@@ -77,7 +80,21 @@ class EngineStore(Protocol):
         ...
 
 
-class PoolStore(EngineStore, Protocol):
+class UsageStore(Protocol):
+    """What accounting and GPU history read (store.Store has it)."""
+
+    def accounting_records(
+        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+    ) -> list[JobRecord]: ...
+
+    def usage_hours(self, since: float) -> list[HourUsage]: ...
+
+    def gpu_history(self, since: float, until: float, period_s: int) -> list[RolledSample]: ...
+
+    def job_usage(self, job_ids: Iterable[int]) -> dict[int, JobUsageSummary]: ...
+
+
+class PoolStore(EngineStore, UsageStore, Protocol):
     """What the pool service (the API's calls) reads and writes, besides the engine's."""
 
     def submit(

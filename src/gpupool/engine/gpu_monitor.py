@@ -1,7 +1,11 @@
 """The daemon's GPU monitor: a thread that takes a sample of every GPU every interval and
 keeps the latest per GPU for the API (`/v1/gpus`, `gpupool gpus`); `sampler_for` picks the
-sampler (NVML on a machine whose GPUs NVML found, else the simulated one). Samples are not
-stored yet (issue 14).
+sampler (NVML on a machine whose GPUs NVML found, else the simulated one).
+
+With a `SampleSink` (the store) each round is also kept: the samples, and what each job
+holding GPUs used in it (core.gpu_usage.attribute, for the time since the previous round,
+at most two intervals: a round the daemon missed while it was down is not charged); about
+once a minute the sink rolls full-rate samples up into minutes and hours.
 
 A sampler that raises is logged (once a minute at most) and asked again at the next
 interval: monitoring never stops the pool.
@@ -16,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpupool.core.gpu_usage import Holder, JobUsageDelta, attribute
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.monitoring import DEFAULT_SIMULATED_UTIL, GpuSample, Sampler, simulated_util
@@ -23,6 +28,17 @@ from gpupool.core.monitoring import DEFAULT_SIMULATED_UTIL, GpuSample, Sampler, 
 log = logging.getLogger("gpupool.monitor")
 DEFAULT_INTERVAL_S = 5.0
 _SAID_EVERY_S = 60.0
+ROLL_UP_EVERY_S = 60.0
+
+
+class SampleSink(Protocol):
+    """Where sample rounds are kept (store.Store)."""
+
+    def record_samples(
+        self, samples: Sequence[GpuSample], deltas: Sequence[JobUsageDelta]
+    ) -> None: ...
+
+    def roll_up_samples(self, now: float) -> int: ...
 
 
 class GpuMonitor:
@@ -31,10 +47,18 @@ class GpuMonitor:
         sampler: Sampler,
         interval_s: float = DEFAULT_INTERVAL_S,
         clock: Callable[[], float] = time.time,
+        sink: SampleSink | None = None,
+        holders: Callable[[], Sequence[Holder]] = list,
     ) -> None:
+        """`holders`: the jobs holding GPUs now, asked once per round (with a sink)."""
         self.sampler = sampler
         self.interval_s = interval_s
         self._clock = clock
+        self._sink = sink
+        self._holders = holders
+        self._last_round: float | None = None
+        self._rolled_at = -ROLL_UP_EVERY_S
+        self._sink_failed_said = -_SAID_EVERY_S
         self._latest: dict[tuple[str, int], GpuSample] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -74,6 +98,29 @@ class GpuMonitor:
             return
         with self._lock:
             self._latest.update(((s.node, s.index), s) for s in samples)
+        if self._sink is not None and samples:
+            self._keep(samples)
+
+    def _keep(self, samples: Sequence[GpuSample]) -> None:
+        """The round to the sink, and a roll-up when one is due; a failure is logged (once
+        a minute at most) and the next round tried as usual."""
+        assert self._sink is not None
+        when = max(s.time for s in samples)
+        last = self._last_round
+        if last is not None and when <= last:
+            return  # the clock went back: a round at a time already kept
+        dt = self.interval_s if last is None else min(when - last, 2 * self.interval_s)
+        self._last_round = when
+        try:
+            self._sink.record_samples(samples, attribute(samples, self._holders(), dt))
+            if when - self._rolled_at >= ROLL_UP_EVERY_S:
+                self._rolled_at = when
+                self._sink.roll_up_samples(when)
+        except Exception as exc:  # noqa: BLE001  (monitoring never stops the pool)
+            now = time.monotonic()
+            if now - self._sink_failed_said >= _SAID_EVERY_S:
+                self._sink_failed_said = now
+                log.warning("keeping GPU samples failed (tried every round): %s", exc)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -101,10 +148,22 @@ class PoolJobs:
     def main_pid(self, job_id: int) -> int | None:
         return self.pid_of(job_id)
 
+    def holders(self) -> list[Holder]:
+        """The running jobs as holders of their GPUs (what accounting charges them for)."""
+        return [holder_of(j) for j in self.running() if j.node is not None and j.gpus]
 
-def sampler_for(inventory: Inventory, jobs: RunningJobs) -> Sampler:
+
+def holder_of(job: Job) -> Holder:
+    assert job.node is not None
+    return Holder(job.id, job.node, tuple(job.gpus), job.spec.resources, job.gpu_memory_bytes)
+
+
+def sampler_for(
+    inventory: Inventory, jobs: RunningJobs, board_power_w: Mapping[str, float] | None = None
+) -> Sampler:
     """NVML for GPUs discovered through it (this machine's), else the simulated sampler of
-    the declared nodes, fed once per sample by the running jobs' declarations."""
+    the declared nodes, fed once per sample by the running jobs' declarations, drawing
+    `board_power_w` (by GPU model) where the model is in it."""
     if inventory.source == "nvml":
         from gpupool.monitor.nvml_sampler import NvmlSampler
 
@@ -135,7 +194,14 @@ def sampler_for(inventory: Inventory, jobs: RunningJobs) -> Sampler:
             if job.node is not None
         ]
 
-    return SimulatedSampler(inventory.nodes, running)
+    power = board_power_w or {}
+    by_gpu = {
+        (n.name, g.index): power[g.model]
+        for n in inventory.nodes
+        for g in n.gpus
+        if g.model in power
+    }
+    return SimulatedSampler(inventory.nodes, running, by_gpu)
 
 
 def _declared_util(job: Job) -> float:

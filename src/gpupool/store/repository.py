@@ -21,11 +21,13 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
 from gpupool.store import models
+from gpupool.store.accounting import AccountingMethods
 from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
+from gpupool.store.samples import SampleMethods
 from gpupool.store.submissions import SubmitMethods
 from gpupool.store.tokens import TokenMethods
 from gpupool.store.writer_turns import WriterTurns
@@ -56,7 +58,9 @@ class UnknownJob(KeyError):
         return f"no job with id {self.job_id}"
 
 
-class Store(SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods):
+class Store(
+    SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods, SampleMethods, AccountingMethods
+):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
         self._engine = engine

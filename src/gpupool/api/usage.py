@@ -1,0 +1,145 @@
+"""/v1/usage (accounting), /v1/gpus/history (each GPU's series) and /v1/jobs/{id}/usage (a
+job's GPU use): read from the samples the daemon keeps (engine/accounting.py).
+
+Everyone may read them, as everyone sees the queue and the GPU grid (and Slurm's `sreport`
+shows every account's usage unless PrivateData says otherwise): they carry figures, never a
+command, an environment or a log.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import JSONResponse
+
+from gpupool.core.clock import Clock
+from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
+from gpupool.core.units import parse_duration
+from gpupool.engine import PoolService
+from gpupool.engine.accounting import Accounting, GroupBy, GroupUsage, History, UsageReport
+
+MAX_SPAN_S = 366 * 86400.0  # the hourly series is kept a year
+
+
+def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None:
+    def accounting() -> Accounting:
+        monitor = service.monitor
+        interval = monitor.interval_s if monitor is not None else 0.0
+        simulated = monitor.simulated if monitor is not None else False
+        return Accounting(service.store, service.inventory, interval, simulated)
+
+    @api.get("/v1/usage", response_model=None)
+    def usage(
+        by: GroupBy = GroupBy.USER,
+        since: str = Query("30d", max_length=32, description="a duration back from now: 30d"),
+    ) -> dict[str, object] | JSONResponse:
+        """Per user, project or GPU type over the window: jobs, GPU-hours allocated, used
+        (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed."""
+        span = _span(since)
+        if isinstance(span, JSONResponse):
+            return span
+        now = clock.now()
+        return report_to_wire(accounting().report(by, now - span, now))
+
+    @api.get("/v1/gpus/history", response_model=None)
+    def history(
+        since: str = Query("24h", max_length=32, description="a duration back from now: 24h"),
+    ) -> dict[str, object] | JSONResponse:
+        """Each GPU's utilization and memory over the window, at the finest resolution that
+        gives at most 1,500 points per GPU (`period_s`: 0 full rate, 60, 3600)."""
+        span = _span(since)
+        if isinstance(span, JSONResponse):
+            return span
+        now = clock.now()
+        return history_to_wire(accounting().history(now - span, now), accounting().simulated)
+
+    @api.get("/v1/jobs/{job_id}/usage", response_model=None)
+    def job_usage(job_id: int = Path(ge=1, le=2**63 - 1)) -> dict[str, object]:
+        service.get(job_id)  # 404 for a job that does not exist
+        return {"job": job_id, "usage": summary_to_wire(accounting().job_usage(job_id))}
+
+
+def _span(text: str) -> float | JSONResponse:
+    try:
+        span = parse_duration(text)
+    except ValueError as exc:
+        return _invalid("since", f"since: {exc}")
+    if not 0 < span <= MAX_SPAN_S:
+        return _invalid("since", f"since: {text!r} must be more than 0 and at most 366 days")
+    return span
+
+
+def _invalid(field: str, message: str) -> JSONResponse:
+    body = {
+        "error": "invalid_request",
+        "message": message,
+        "errors": [{"field": field, "message": message}],
+    }
+    return JSONResponse(body, status_code=422)
+
+
+def row_to_wire(row: GroupUsage) -> dict[str, object]:
+    return {
+        "group": row.group,
+        "jobs": row.jobs,
+        "allocated_gpu_hours": row.allocated_gpu_h,
+        "used_gpu_hours": row.used_gpu_h,
+        "sampled_gpu_hours": row.sampled_gpu_h,
+        "efficiency": row.efficiency,
+        "mean_wait_s": row.mean_wait_s,
+        "preempted_gpu_hours": row.preempted_gpu_h,
+        "idle_reclaimed_gpu_hours": row.idle_reclaimed_gpu_h,
+        "energy_kwh": row.energy_kwh,
+    }
+
+
+def report_to_wire(report: UsageReport) -> dict[str, object]:
+    return {
+        "by": report.by.value,
+        "since": report.since,
+        "until": report.until,
+        "simulated": report.simulated,
+        "rows": [row_to_wire(r) for r in report.rows],
+        "total": row_to_wire(report.total),
+    }
+
+
+def history_to_wire(history: History, simulated: bool) -> dict[str, object]:
+    """{"since", "until", "period_s", "simulated", "gpus": [{"node", "index",
+    "memory_total_bytes", "points": [[time, util %, memory used bytes], ...]}]}; a value a
+    GPU did not report is null."""
+    series: dict[tuple[str, int], list[RolledSample]] = {}
+    for point in history.points:
+        series.setdefault((point.node, point.index), []).append(point)
+    gpus = [
+        {
+            "node": node,
+            "index": index,
+            "memory_total_bytes": max(p.memory_total_bytes for p in points),
+            "points": [[p.time, p.util_pct, p.memory_used_bytes] for p in points],
+        }
+        for (node, index), points in sorted(series.items())
+    ]
+    simulated = simulated or any(p.simulated for p in history.points)
+    return {
+        "since": history.since,
+        "until": history.until,
+        "period_s": history.period_s,
+        "simulated": simulated,
+        "gpus": gpus,
+    }
+
+
+def summary_to_wire(summary: JobUsageSummary | None) -> dict[str, object] | None:
+    if summary is None:
+        return None
+    return {
+        "samples": summary.samples,
+        "mean_util_pct": summary.mean_util_pct,
+        "p95_util_pct": summary.p95_util_pct,
+        "peak_memory_bytes": summary.peak_memory_bytes,
+        "energy_j": summary.energy_j,
+        "used_gpu_hours": summary.used_gpu_s / 3600.0,
+        "sampled_gpu_hours": summary.sampled_gpu_s / 3600.0,
+        "efficiency": summary.efficiency,
+        "simulated": summary.simulated,
+    }

@@ -1,0 +1,113 @@
+"""`gpupool usage`: accounting per user, project or GPU type over a window (like Slurm's
+`sreport cluster AccountUtilizationByUser`): GPU-hours allocated and used, efficiency, mean
+wait, GPU-hours lost to preemption and reclaimed from idle jobs. A table, CSV or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.cli.render import Cell, print_json, print_table
+from gpupool.client import Client
+from gpupool.client.usage_views import GroupUsageView, UsageReportView
+from gpupool.core.units import format_duration
+
+BY = ("user", "project", "gpu-type")
+COLUMNS = (
+    "JOBS",
+    "ALLOC GPU-H",
+    "USED GPU-H",
+    "EFFICIENCY",
+    "MEAN WAIT",
+    "PREEMPTED GPU-H",
+    "IDLE RECLAIMED GPU-H",
+    "ENERGY KWH",
+)
+
+
+def register(sub: Subparsers, parents: Parents) -> None:
+    p = sub.add_parser(
+        "usage",
+        parents=[parents.common, parents.listing],
+        help="GPU-hours allocated vs used, by user, project or GPU type",
+        description="Accounting over a window: GPU-hours allocated (held by jobs), used "
+        "(utilization-weighted, from the GPU samples), efficiency (used over the allocated "
+        "time that was sampled), mean wait, GPU-hours lost to preemption, idle GPU-hours "
+        "reclaimed.",
+    )
+    p.add_argument("--by", choices=BY, default="user", help="group by (default: user)")
+    p.add_argument("--since", default="30d", help="window back from now: 30d, 12h, 1w")
+    p.add_argument("--csv", action="store_true", help="comma-separated, with a header row")
+    p.set_defaults(handler=OnPool(cmd_usage))
+
+
+def cmd_usage(client: Client, args: argparse.Namespace) -> int:
+    since = args.since.strip()
+    if since[-1:].lower() == "w" and since[:-1].replace(".", "", 1).isdigit():
+        since = f"{float(since[:-1]) * 7:g}d"  # weeks, which durations elsewhere lack
+    report = client.usage(args.by, since)
+    if args.json:
+        print_json(report.wire)
+        return 0
+    if args.csv:
+        _print_csv(report)
+        return 0
+    rows: list[tuple[Cell, ...]] = [_cells(r) for r in report.rows]
+    rows.append(_cells(report.total))
+    print_table((args.by.upper(), *COLUMNS), rows)
+    if report.simulated:
+        print(
+            "\nUSED, EFFICIENCY and ENERGY come from simulated samples (a declared inventory, "
+            "no NVML): jobs declare their use with GPUPOOL_SIMULATED_UTIL."
+        )
+    return 0
+
+
+def _cells(r: GroupUsageView) -> tuple[Cell, ...]:
+    eff = "-" if r.efficiency is None else f"{100 * r.efficiency:.0f}%"
+    return (
+        r.group,
+        r.jobs,
+        f"{r.allocated_gpu_hours:.2f}",
+        f"{r.used_gpu_hours:.2f}",
+        eff,
+        format_duration(r.mean_wait_s),
+        f"{r.preempted_gpu_hours:.2f}",
+        f"{r.idle_reclaimed_gpu_hours:.2f}",
+        f"{r.energy_kwh:.2f}",
+    )
+
+
+def _print_csv(report: UsageReportView) -> None:
+    out = csv.writer(sys.stdout)
+    out.writerow(
+        [
+            report.by,
+            "jobs",
+            "allocated_gpu_hours",
+            "used_gpu_hours",
+            "sampled_gpu_hours",
+            "efficiency",
+            "mean_wait_s",
+            "preempted_gpu_hours",
+            "idle_reclaimed_gpu_hours",
+            "energy_kwh",
+        ]
+    )
+    for r in (*report.rows, report.total):
+        out.writerow(
+            [
+                r.group,
+                r.jobs,
+                r.allocated_gpu_hours,
+                r.used_gpu_hours,
+                r.sampled_gpu_hours,
+                "" if r.efficiency is None else r.efficiency,
+                "" if r.mean_wait_s is None else r.mean_wait_s,
+                r.preempted_gpu_hours,
+                r.idle_reclaimed_gpu_hours,
+                r.energy_kwh,
+            ]
+        )

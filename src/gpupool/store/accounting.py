@@ -1,0 +1,137 @@
+"""What accounting reads: every job submitted or running in a window, with the intervals it
+held GPUs (from its transitions: a job preempted and requeued ran more than once).
+
+The arithmetic over these records is engine/accounting.py; this only reads, in two
+statements whatever the number of jobs: the jobs' columns, then their transitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from gpupool.core.job import JobState, Resources, gpu_count
+from gpupool.store.codec import decode_spec
+from gpupool.store.models import JobRow, TransitionRow
+from gpupool.store.sessions import SessionMethods
+
+_PREEMPTED_TO = (JobState.PREEMPTED, JobState.PENDING)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One interval a job held its GPUs: [start, end), end None while it still runs;
+    `preempted`: it ended by preemption or requeue (its work since start is redone)."""
+
+    start: float
+    end: float | None
+    preempted: bool
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: int
+    user: str
+    project: str
+    node: str | None
+    gpus: tuple[int, ...]
+    gpu_count: float  # as every view counts it (core.job.gpu_count)
+    gpu_type: str | None  # what it asked for (the inventory says what it got)
+    submit_time: float
+    state: JobState
+    runs: tuple[Run, ...]
+
+    @property
+    def first_start(self) -> float | None:
+        return self.runs[0].start if self.runs else None
+
+
+class AccountingMethods(SessionMethods):
+    def accounting_records(
+        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+    ) -> list[JobRecord]:
+        """Every job submitted at or after `since` or holding GPUs after it, by id.
+        `gpu_memory`: each GPU's memory by (node, index), for the share of a shared GPU."""
+        in_window = or_(
+            JobRow.submit_time >= since,
+            (JobRow.start_time.is_not(None))
+            & ((JobRow.end_time.is_(None)) | (JobRow.end_time >= since)),
+        )
+        columns = select(
+            JobRow.id,
+            JobRow.user,
+            JobRow.project,
+            JobRow.node,
+            JobRow.gpus,
+            JobRow.gpu_memory_bytes,
+            JobRow.submit_time,
+            JobRow.state,
+        ).where(in_window)
+        # The spec (JSON, slow to decode) only of jobs whose count or type needs it: those
+        # that shared a GPU (the fraction) or never held one (what they asked for).
+        need_spec = or_(JobRow.gpu_memory_bytes.is_not(None), JobRow.node.is_(None))
+        specs_of = select(JobRow.id, JobRow.spec).where(in_window, need_spec)
+        moves = (
+            select(
+                TransitionRow.job_id,
+                TransitionRow.time,
+                TransitionRow.from_state,
+                TransitionRow.to_state,
+            )
+            .join(JobRow, JobRow.id == TransitionRow.job_id)
+            .where(in_window, TransitionRow.from_state.is_distinct_from(TransitionRow.to_state))
+            .where(
+                (TransitionRow.to_state == JobState.RUNNING)
+                | (TransitionRow.from_state == JobState.RUNNING)
+            )
+            .order_by(TransitionRow.job_id, TransitionRow.id)
+        )
+        with self._read() as s:
+            rows = s.execute(columns.order_by(JobRow.id)).all()
+            runs = _runs(s.execute(moves).all())
+            specs = {i: decode_spec(sp).resources for i, sp in s.execute(specs_of)}
+        memory = gpu_memory or {}
+        return [_record(row, runs.get(row.id, ()), specs.get(row.id), memory) for row in rows]
+
+
+def _runs(moves: Sequence[Any]) -> dict[int, tuple[Run, ...]]:
+    out: dict[int, list[Run]] = {}
+    started: dict[int, float] = {}
+    for job_id, time, frm, to in moves:
+        if to is JobState.RUNNING:
+            started[job_id] = time
+        elif frm is JobState.RUNNING and job_id in started:
+            begin = started.pop(job_id)
+            out.setdefault(job_id, []).append(Run(begin, time, to in _PREEMPTED_TO))
+    for job_id, begin in started.items():
+        out.setdefault(job_id, []).append(Run(begin, None, False))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _record(
+    row: Any,
+    runs: tuple[Run, ...],
+    asked: Resources | None,
+    memory: Mapping[tuple[str, int], int],
+) -> JobRecord:
+    held = list(row.gpus or [])
+    if asked is None:  # held whole GPUs: they are its count
+        count = float(len(held))
+    else:
+        total = memory.get((row.node, held[0])) if row.node is not None and held else None
+        count = gpu_count(asked, len(held) if held else None, row.gpu_memory_bytes, total)
+    return JobRecord(
+        row.id,
+        row.user,
+        row.project,
+        row.node,
+        tuple(held),
+        count,
+        asked.gpu_type if asked is not None else None,
+        row.submit_time,
+        row.state,
+        runs,
+    )
