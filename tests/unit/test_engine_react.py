@@ -24,6 +24,7 @@ from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
     Event,
+    ForeignMemory,
     Finish,
     Instruction,
     JobsStored,
@@ -586,6 +587,30 @@ def test_projects_read_change_the_limits_of_waiting_jobs() -> None:
     assert state.snapshot(1, state_usage()).pending[0].time_limit_s == DAY
     react(state, ProjectsRead((Project("default"), Project("ml", default_time_limit_s=60.0))))
     assert state.snapshot(1, state_usage()).pending[0].time_limit_s == 60.0
+
+
+def test_foreign_memory_counts_as_unmanaged_and_a_change_asks_for_a_pass() -> None:
+    from gpupool.policy import decide
+
+    plain = job(1)
+    shared = replace(
+        plain, spec=replace(plain.spec, resources=Resources(1, gpu_memory_bytes=30 << 30))
+    )
+    state = engine_state(shared, gpus=1)
+    state.dirty = False
+    react(state, ForeignMemory({("box", 0): 60 << 30}))  # a process outside the pool: 60 GiB
+    assert state.dirty and state.snapshot(1, state_usage()).unmanaged_memory == {
+        ("box", 0): 60 << 30
+    }
+    snapshot = state.snapshot(1, state_usage())
+    assert decide(snapshot, NOW).starts == ()  # 30 GiB do not fit in the 20 GiB left
+    state.dirty = False
+    react(state, ForeignMemory({("box", 0): 60 << 30}))  # the same: nothing to decide again
+    assert not state.dirty
+    react(state, ForeignMemory({}))  # it exited
+    assert state.dirty and state.snapshot(1, state_usage()).unmanaged_memory == {}
+    (start,) = decide(state.snapshot(1, state_usage()), NOW).starts
+    assert start.job_id == 1
 
 
 def state_usage():  # type: ignore[no-untyped-def]

@@ -150,3 +150,23 @@ def test_each_round_is_kept_with_what_holders_used_for_the_time_since_the_last_o
     assert sink.rolled == [100.0, 200.0]  # about once a minute
     assert any("disk full" in r.getMessage() for r in caplog.records)
     assert monitor.latest()[("box", 0)].time == 200.0
+
+
+def test_foreign_memory_is_told_when_it_changes_only() -> None:
+    from gpupool.core.monitoring import GpuProcess
+
+    foreign_bytes = iter([5 * GIB, 5 * GIB, 0, 0])
+
+    class WithForeign(Scripted):
+        def sample(self, now: float) -> tuple[GpuSample, ...]:
+            held = next(foreign_bytes)
+            procs = (GpuProcess(99, held, None),) if held else ()
+            return (GpuSample("box", 0, now, 10.0, held, 80 * GIB, None, None, procs, False),)
+
+    told: list[dict[tuple[str, int], int]] = []
+    monitor = GpuMonitor(
+        WithForeign([0.0]), interval_s=1.0, on_foreign=lambda m: told.append(dict(m))
+    )
+    for _ in range(4):
+        monitor.sample_now()
+    assert told == [{("box", 0): 5 * GIB}, {}]

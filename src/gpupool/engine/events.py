@@ -135,6 +135,15 @@ class LostSettled:
     now: float
 
 
+@dataclass(frozen=True)
+class ForeignMemory:
+    """GPU memory held by processes that are not gpupool jobs', per GPU, as the latest
+    samples saw it (the GPU monitor posts it when it changes): occupied for fractional
+    placement, as memory the inventory declares unmanaged is."""
+
+    by_gpu: Mapping[tuple[str, int], int]
+
+
 Event = (
     JobsStored
     | ProjectsRead
@@ -149,6 +158,7 @@ Event = (
     | Released
     | RequeueRefused
     | LostSettled
+    | ForeignMemory
 )
 
 # -- instructions -------------------------------------------------------------------------

@@ -49,8 +49,11 @@ class GpuMonitor:
         clock: Callable[[], float] = time.time,
         sink: SampleSink | None = None,
         holders: Callable[[], Sequence[Holder]] = list,
+        on_foreign: Callable[[Mapping[tuple[str, int], int]], None] | None = None,
     ) -> None:
-        """`holders`: the jobs holding GPUs now, asked once per round (with a sink)."""
+        """`holders`: the jobs holding GPUs now, asked once per round (with a sink);
+        `on_foreign`: told the memory foreign processes hold per GPU whenever it changes
+        (the engine: it counts as occupied for fractional placement)."""
         self.sampler = sampler
         self.interval_s = interval_s
         self._clock = clock
@@ -59,6 +62,8 @@ class GpuMonitor:
         self._last_round: float | None = None
         self._rolled_at = -ROLL_UP_EVERY_S
         self._sink_failed_said = -_SAID_EVERY_S
+        self._on_foreign = on_foreign
+        self._foreign: dict[tuple[str, int], int] = {}
         self._latest: dict[tuple[str, int], GpuSample] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -98,6 +103,13 @@ class GpuMonitor:
             return
         with self._lock:
             self._latest.update(((s.node, s.index), s) for s in samples)
+            latest = list(self._latest.values())
+        if self._on_foreign is not None:
+            foreign = {(s.node, s.index): s.foreign_memory_bytes for s in latest}
+            foreign = {k: v for k, v in foreign.items() if v}
+            if foreign != self._foreign:
+                self._foreign = foreign
+                self._on_foreign(foreign)
         if self._sink is not None and samples:
             self._keep(samples)
 

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest
@@ -32,6 +32,7 @@ from gpupool.engine.events import (
     CommitStarts,
     Event,
     Finish,
+    ForeignMemory,
     Instruction,
     JobsStored,
     Launch,
@@ -141,6 +142,10 @@ class Engine:
 
     def projects_changed(self, projects: Iterable[Project]) -> None:
         self.post(ProjectsRead(tuple(projects)))
+
+    def foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None:
+        """The GPU monitor saw this much memory held outside gpupool on these GPUs."""
+        self.post(ForeignMemory(dict(by_gpu)))
 
     def wake(self) -> None:
         self._wake.set()

@@ -25,6 +25,7 @@ from gpupool.engine.events import (
     CommitStarts,
     Event,
     Finish,
+    ForeignMemory,
     Instruction,
     JobsStored,
     Launch,
@@ -79,6 +80,9 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             return _stored(state, jobs)
         case ProjectsRead(projects):
             state.set_projects(projects)
+            return []
+        case ForeignMemory(by_gpu):
+            state.set_foreign_memory(by_gpu)
             return []
         case Resynced(jobs, projects):
             state.replace_all(jobs, projects)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from gpupool.core.hardware import Inventory
@@ -119,12 +119,15 @@ class EngineState:
         self.poll_soon = False  # a run is being released: look again soon, not in a tick
         self.resync_needed = False  # an instruction failed: the view may be behind the store
         self.generation = 0  # bumped by every change a reader of the view could see
-        self.unmanaged = {
+        # Memory held outside gpupool, per GPU: what the inventory declares, or more where
+        # the GPU monitor saw more (`set_foreign_memory`).
+        self._declared_unmanaged = {
             (n.name, g.index): g.unmanaged_memory_bytes
             for n in inventory.nodes
             for g in n.gpus
             if g.unmanaged_memory_bytes
         }
+        self.unmanaged = dict(self._declared_unmanaged)
         self._removed: OrderedDict[int, int] = OrderedDict()
         self._running_ids: set[int] = set()  # of `jobs`, those RUNNING
         self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
@@ -190,6 +193,16 @@ class EngineState:
                 self.jobs[job.id] = Tracked(new)
             self._track_running(new)
         self.set_projects(projects)
+
+    def set_foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None:
+        """Foreign processes' memory per GPU as last sampled: each GPU's unmanaged memory is
+        the larger of that and what the inventory declares; a pass follows a change."""
+        keys = self._declared_unmanaged.keys() | by_gpu.keys()
+        seen = {k: max(self._declared_unmanaged.get(k, 0), by_gpu.get(k, 0)) for k in keys}
+        unmanaged = {k: v for k, v in seen.items() if v}
+        if unmanaged != self.unmanaged:
+            self.unmanaged = unmanaged
+            self._changed(True)
 
     def set_projects(self, projects: Iterable[Project]) -> None:
         self.projects = {p.name: p for p in projects}
