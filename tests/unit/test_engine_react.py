@@ -24,8 +24,8 @@ from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
     Event,
-    ForeignMemory,
     Finish,
+    ForeignMemory,
     Instruction,
     JobsStored,
     Launch,
@@ -34,6 +34,7 @@ from gpupool.engine.events import (
     Note,
     PassDecided,
     Polled,
+    PreemptAsked,
     ProjectsRead,
     Recovered,
     Release,
@@ -611,6 +612,17 @@ def test_foreign_memory_counts_as_unmanaged_and_a_change_asks_for_a_pass() -> No
     assert state.dirty and state.snapshot(1, state_usage()).unmanaged_memory == {}
     (start,) = decide(state.snapshot(1, state_usage()), NOW).starts
     assert start.job_id == 1
+
+
+def test_a_preemption_asked_of_a_running_job_signals_it_once() -> None:
+    state = engine_state(running(1), job(2))
+    (signal,) = react(state, PreemptAsked(1, "idle for 30m"))
+    assert isinstance(signal, Signal) and signal.kind is StopKind.PREEMPT
+    assert signal.why == "idle for 30m"
+    react(state, Signalled(1, StopKind.PREEMPT, True, "idle for 30m"))
+    assert react(state, PreemptAsked(1, "again")) == []  # already being stopped
+    assert react(state, PreemptAsked(2, "pending")) == []  # not running
+    assert react(state, PreemptAsked(9, "gone")) == []
 
 
 def state_usage():  # type: ignore[no-untyped-def]

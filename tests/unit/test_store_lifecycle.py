@@ -186,3 +186,11 @@ def test_a_note_tells_the_story_without_changing_the_state(store: Store) -> None
     assert done.reason == "NodeFail"
     with pytest.raises(UnknownJob):
         store.note(99, 1.0, "no such job")
+
+
+def test_a_requeue_with_a_hold_sets_the_begin_time(store: Store) -> None:
+    job = store.submit(spec(), "alice", 1.0)
+    start(store, job.id)
+    held = store.requeue(job.id, 50.0, "idle; requeued, held", hold_until=80.0)
+    assert held.state is JobState.PENDING and held.spec.begin_time == 80.0
+    assert store.get(job.id).spec.begin_time == 80.0

@@ -50,8 +50,8 @@ from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 
 if TYPE_CHECKING:
     from gpupool.core.access import Authority
+    from gpupool.engine import PoolService
     from gpupool.engine.gpu_monitor import GpuMonitor
-    from gpupool.engine.loop import Engine
     from gpupool.engine.projects import Config
     from gpupool.executor.local import LocalExecutor
     from gpupool.store import Store
@@ -72,6 +72,10 @@ class DaemonConfig:
     # Board power by GPU model (the planner's catalog, cli/server.py): what the simulated
     # sampler draws power (and so energy) from on a declared inventory.
     board_power_w: Mapping[str, float] = field(default_factory=dict)
+    # A job sharing a GPU above its granted memory: stopped after the grace, or only warned
+    # (engine/idle.py).
+    memory_overuse_stop: bool = True
+    memory_overuse_grace_s: float = 60.0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lease_ttl_s: float = DEFAULT_TTL_S
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -96,14 +100,28 @@ def _lock_state_dir(state: Path) -> TextIO:
 
 
 def _gpu_monitor(
-    config: DaemonConfig, engine: Engine, executor: LocalExecutor, store: Store
+    config: DaemonConfig, service: PoolService, executor: LocalExecutor, store: Store
 ) -> GpuMonitor:
-    """Sampling of every GPU, kept in the store, started (engine/gpu_monitor.py)."""
+    """Sampling of every GPU, kept in the store and acted on (idle GPUs, memory overuse),
+    started (engine/gpu_monitor.py, engine/usage_acts.py)."""
     from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for  # noqa: F811
+    from gpupool.engine.idle import MemoryRule, UsageWatch
+    from gpupool.engine.usage_acts import UsageActions
+
+    engine = service.engine
+    rule = MemoryRule(config.memory_overuse_stop, config.memory_overuse_grace_s)
+    acts = UsageActions(service, UsageWatch(rule))
 
     jobs = PoolJobs(lambda: engine.view(fresh=False).jobs.values(), executor.main_pid)
     sampler = sampler_for(config.inventory, jobs, config.board_power_w)
-    monitor = GpuMonitor(sampler, config.sample_interval_s, sink=store, holders=jobs.holders)
+    monitor = GpuMonitor(
+        sampler,
+        config.sample_interval_s,
+        sink=store,
+        holders=jobs.holders,
+        on_foreign=engine.foreign_memory,
+        on_round=acts.round,
+    )
     monitor.start()
     return monitor
 
@@ -371,7 +389,7 @@ def _serve(
     )
     stack.callback(executor.close)
     if config.sample_interval_s > 0:
-        service.monitor = _gpu_monitor(config, engine, executor, store)
+        service.monitor = _gpu_monitor(config, service, executor, store)
         stack.callback(service.monitor.stop)
     keeper.start()
     stack.callback(keeper.stop)

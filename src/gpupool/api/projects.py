@@ -20,7 +20,17 @@ from gpupool.engine import PoolService, RequestRefused
 from gpupool.engine.log_lines import project_changes, project_fields
 
 # Project fields a request may set; members also through add_members / remove_members.
-FIELDS = ("quota", "limit", "weight", "department", "members", "default_time_limit_s")
+FIELDS = (
+    "quota",
+    "limit",
+    "weight",
+    "department",
+    "members",
+    "default_time_limit_s",
+    "idle_timeout_s",
+    "idle_threshold_pct",
+    "idle_action",
+)
 EDITS = ("add_members", "remove_members")
 
 
@@ -35,6 +45,9 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[s
         "members": list(p.members),
         "open": p.is_open,
         "default_time_limit_s": p.default_time_limit_s,
+        "idle_timeout_s": p.idle_timeout_s,
+        "idle_threshold_pct": p.idle_threshold_pct,
+        "idle_action": None if p.idle_action is None else p.idle_action.value,
         "in_use_gpus": usage.get("in_use_gpus", 0),
         "running_jobs": usage.get("running_jobs", 0),
         "pending_jobs": usage.get("pending_jobs", 0),

@@ -19,7 +19,9 @@ from gpupool.client import ApiError, Client, JsonObject, JsonValue
 if TYPE_CHECKING:
     from gpupool.client.project_views import ProjectView
 
-COLUMNS = ("NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING")
+COLUMNS = (
+    "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING", "IDLE POLICY"
+)  # fmt: skip
 # API field -> the flag that sets it, for error messages in the user's terms.
 FLAGS = {
     "quota": "--quota",
@@ -30,6 +32,9 @@ FLAGS = {
     "add_members": "--add-member",
     "remove_members": "--remove-member",
     "default_time_limit_s": "--default-time-limit",
+    "idle_timeout_s": "--idle-timeout",
+    "idle_threshold_pct": "--idle-threshold",
+    "idle_action": "--idle-action",
 }
 
 
@@ -70,6 +75,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
     s.add_argument(
         "--no-default-time-limit", action="store_true", help="remove the default time limit"
     )
+    s.add_argument("--no-idle-timeout", action="store_true", help="switch the idle policy off")
     s.add_argument("--members", metavar="U1,U2", help="replace the member list ('' = everyone)")
     s.add_argument("--add-member", action="append", default=[], metavar="USER")
     s.add_argument("--remove-member", action="append", default=[], metavar="USER")
@@ -98,6 +104,21 @@ def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
         "--default-time-limit",
         metavar="DURATION",
         help="assumed run time of its jobs without --time, e.g. 12h",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        metavar="DURATION",
+        help="a job whose GPUs stay below --idle-threshold this long is idle, e.g. 30m",
+    )
+    p.add_argument(
+        "--idle-threshold",
+        metavar="PCT",
+        help="GPU utilization under which a job is idle" + default("5"),
+    )
+    p.add_argument(
+        "--idle-action",
+        choices=("notify", "stop", "requeue"),
+        help="what happens to an idle job (default: stop interactive jobs, notify the others)",
     )
 
 
@@ -139,6 +160,24 @@ def _changes(args: argparse.Namespace) -> JsonObject:
             out[key] = None
     if getattr(args, "no_default_time_limit", False):
         out["default_time_limit_s"] = None
+    if args.idle_timeout is not None:
+        from gpupool.core.units import parse_duration
+
+        try:
+            out["idle_timeout_s"] = parse_duration(args.idle_timeout)
+        except ValueError as exc:
+            raise BadFlag(f"--idle-timeout: {exc}") from None
+    if getattr(args, "no_idle_timeout", False):
+        out["idle_timeout_s"] = None
+    if args.idle_threshold is not None:
+        try:
+            out["idle_threshold_pct"] = float(args.idle_threshold.rstrip("%"))
+        except ValueError:
+            raise BadFlag(
+                f"--idle-threshold: must be a percentage, got {args.idle_threshold!r}"
+            ) from None
+    if args.idle_action is not None:
+        out["idle_action"] = args.idle_action
     if getattr(args, "add_member", None):
         out["add_members"] = [u for text in args.add_member for u in _members(text)]
     if getattr(args, "remove_member", None):
@@ -164,6 +203,8 @@ def describe(p: ProjectView) -> str:
         from gpupool.core.units import format_duration
 
         parts.append(f"default time limit {format_duration(p.default_time_limit_s)}")
+    if p.idle_timeout_s:
+        parts.append(f"idle: {_idle_policy(p)}")
     return ", ".join(parts)
 
 
@@ -209,11 +250,22 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
             ",".join(p.members) or "(everyone)",
             _fmt(p.in_use_gpus),
             p.pending_jobs,
+            _idle_policy(p),
         )
         for p in found.projects
     ]
     print_table(COLUMNS, rows, limits={"MEMBERS": 40})
     return 0
+
+
+def _idle_policy(p: ProjectView) -> str:
+    """'stop after 30m below 5%'; '-' without one."""
+    if not p.idle_timeout_s:
+        return "-"
+    from gpupool.core.units import format_duration
+
+    action = p.idle_action or "stop interactive, notify others"
+    return f"{action} after {format_duration(p.idle_timeout_s)} below {p.idle_threshold_pct:g}%"
 
 
 def cmd_set(client: Client, args: argparse.Namespace) -> int:

@@ -73,6 +73,20 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="how often every GPU's utilization, memory, power and processes are sampled "
         "(NVML; simulated on a declared inventory), or 'off' (default 5s)",
     )
+    p.add_argument(
+        "--memory-overuse",
+        choices=("stop", "warn"),
+        default="stop",
+        help="a job sharing a GPU that uses more GPU memory than granted: warned, then "
+        "stopped after --memory-overuse-grace (stop, the default), or only warned (warn)",
+    )
+    p.add_argument(
+        "--memory-overuse-grace",
+        default="60s",
+        metavar="DURATION",
+        help="how long a job may stay above its granted GPU memory before it is stopped "
+        "(default 60s)",
+    )
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     # Seconds a database lease lasts without a heartbeat (store/lease.py); for tests.
     p.add_argument("--lease-ttl", type=float, default=None, help=argparse.SUPPRESS)
@@ -230,6 +244,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         )
         off = args.sample_interval.strip().lower() == "off"
         sample_interval_s = 0.0 if off else parse_duration(args.sample_interval)
+        memory_grace_s = parse_duration(args.memory_overuse_grace)
         http = http_settings(args)
     except ValueError as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
@@ -245,6 +260,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         http=http,
         insecure_listen=args.insecure_listen,
         board_power_w=_board_power(inventory),
+        memory_overuse_stop=args.memory_overuse == "stop",
+        memory_overuse_grace_s=memory_grace_s,
     )
     if args.lease_ttl is not None:
         config.lease_ttl_s = args.lease_ttl

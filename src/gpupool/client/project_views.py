@@ -20,6 +20,9 @@ class ProjectView:
     members: tuple[str, ...]
     open: bool
     default_time_limit_s: float | None
+    idle_timeout_s: float | None
+    idle_threshold_pct: float
+    idle_action: str | None  # None: stop interactive jobs, notify the others
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int
@@ -36,6 +39,12 @@ class ProjectView:
             members=f.texts("members"),
             open=f.flag("open"),
             default_time_limit_s=f.opt_number("default_time_limit_s"),
+            # absent from a daemon older than the idle policy: none
+            idle_timeout_s=f.opt_number("idle_timeout_s") if "idle_timeout_s" in f.data else None,
+            idle_threshold_pct=f.number("idle_threshold_pct")
+            if "idle_threshold_pct" in f.data
+            else 5.0,
+            idle_action=f.opt_text("idle_action") if "idle_action" in f.data else None,
             in_use_gpus=f.number("in_use_gpus"),
             running_jobs=f.whole("running_jobs"),
             pending_jobs=f.whole("pending_jobs"),

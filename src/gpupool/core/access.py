@@ -171,7 +171,15 @@ def _doing(action: Action, target: Target) -> str:
 # The fields of a project its own admins may change; any other field (quota, limit, weight,
 # department) moves GPUs between projects, which is the pool admins' call.
 PROJECT_ADMIN_FIELDS = frozenset(
-    {"members", "add_members", "remove_members", "default_time_limit_s"}
+    {
+        "members",
+        "add_members",
+        "remove_members",
+        "default_time_limit_s",
+        "idle_timeout_s",
+        "idle_threshold_pct",
+        "idle_action",
+    }
 )
 
 

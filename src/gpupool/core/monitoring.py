@@ -17,6 +17,10 @@ from typing import Protocol
 SIMULATED_UTIL_ENV = "GPUPOOL_SIMULATED_UTIL"
 SIMULATED_UTIL_WORDS = {"busy": 100.0, "idle": 0.0}
 DEFAULT_SIMULATED_UTIL = 100.0  # a job that says nothing is busy
+# GPUPOOL_SIMULATED_MEMORY: the GPU memory the simulated sampler shows a job using on each of
+# its GPUs (a size: 45GiB), in place of the made-up figure; how tests and demos show a job
+# sharing a GPU that uses more than it was granted.
+SIMULATED_MEMORY_ENV = "GPUPOOL_SIMULATED_MEMORY"
 
 
 def simulated_util(env: Mapping[str, str]) -> float:
@@ -36,6 +40,20 @@ def simulated_util(env: Mapping[str, str]) -> float:
         words = ", ".join(sorted(SIMULATED_UTIL_WORDS))
         raise ValueError(f"{SIMULATED_UTIL_ENV}={raw!r}: a percentage 0-100, or {words}")
     return value
+
+
+def simulated_memory(env: Mapping[str, str]) -> int | None:
+    """The GPU memory a job declares for the simulated sampler (SIMULATED_MEMORY_ENV), None
+    when it declares none; ValueError naming the variable when it is not a size."""
+    from gpupool.core.units import parse_size
+
+    raw = env.get(SIMULATED_MEMORY_ENV)
+    if raw is None:
+        return None
+    try:
+        return parse_size(raw)
+    except ValueError as exc:
+        raise ValueError(f"{SIMULATED_MEMORY_ENV}={raw!r}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypedDict
 
 DEFAULT_PROJECT = "default"  # always exists; open to everyone; where jobs land by default
@@ -19,6 +20,17 @@ MAX_TIME_LIMIT_S = 366 * 86400.0
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # projects and departments (as spec.project)
 USER_RE = re.compile(r"[A-Za-z0-9_.@$-][A-Za-z0-9_.@$-]{0,63}")  # POSIX-ish user names
+
+
+DEFAULT_IDLE_THRESHOLD_PCT = 5.0
+
+
+class IdleAction(StrEnum):
+    """What a project's idle-GPU policy does to a job idle for its `idle_timeout_s`."""
+
+    NOTIFY = "notify"  # a note in the job's story and a line in its log
+    STOP = "stop"  # cancelled (SIGTERM, grace, SIGKILL)
+    REQUEUE = "requeue"  # preempted and requeued: preemptible jobs, while others wait
 
 
 class InvalidProject(ValueError):
@@ -92,6 +104,9 @@ class Project:
     quota: GPUs guaranteed; limit: the most GPUs its jobs may hold at once (None: no cap);
     weight: its share of the idle GPUs above quotas; members: who may submit to it (empty:
     everyone); default_time_limit_s: assumed run time of its jobs without --time.
+    idle_timeout_s: a job whose GPUs stay below idle_threshold_pct utilization this long
+    is idle (None: no idle policy); idle_action: what then (None: stop for interactive
+    jobs, notify for the others); see engine/idle.py.
     """
 
     name: str
@@ -101,6 +116,9 @@ class Project:
     department: str | None = None
     members: tuple[str, ...] = field(default=())
     default_time_limit_s: float | None = None
+    idle_timeout_s: float | None = None
+    idle_threshold_pct: float = DEFAULT_IDLE_THRESHOLD_PCT
+    idle_action: IdleAction | None = None
 
     def __post_init__(self) -> None:
         problems = project_problems(self)
@@ -114,6 +132,11 @@ class Project:
         set_(self, "members", tuple(sorted(set(self.members))))
         if self.default_time_limit_s is not None:
             set_(self, "default_time_limit_s", float(self.default_time_limit_s))
+        if self.idle_timeout_s is not None:
+            set_(self, "idle_timeout_s", float(self.idle_timeout_s))
+        set_(self, "idle_threshold_pct", float(self.idle_threshold_pct))
+        if self.idle_action is not None:
+            set_(self, "idle_action", IdleAction(self.idle_action))
 
     @property
     def is_open(self) -> bool:
@@ -134,6 +157,9 @@ class ProjectChanges(TypedDict, total=False):
     department: str | None
     members: tuple[str, ...]
     default_time_limit_s: float | None
+    idle_timeout_s: float | None
+    idle_threshold_pct: float
+    idle_action: IdleAction | None
 
 
 class ProjectEdit(ProjectChanges, total=False):
@@ -174,4 +200,19 @@ def project_problems(p: Project) -> list[tuple[str, str]]:
         problems.append(
             ("default_time_limit_s", f"must be a duration from 1s to 366 days, got {_got(t)}")
         )
+    t = p.idle_timeout_s
+    if t is not None and (not _is_number(t) or not 0 < t <= MAX_TIME_LIMIT_S):
+        problems.append(
+            ("idle_timeout_s", f"must be a duration from 1s to 366 days, got {_got(t)}")
+        )
+    if not _is_number(p.idle_threshold_pct) or not 0 < p.idle_threshold_pct <= 100:
+        problems.append(
+            (
+                "idle_threshold_pct",
+                f"must be a percentage above 0, got {_got(p.idle_threshold_pct)}",
+            )
+        )
+    if p.idle_action is not None and p.idle_action not in {a.value for a in IdleAction}:
+        words = ", ".join(a.value for a in IdleAction)
+        problems.append(("idle_action", f"must be one of {words}, got {_got(p.idle_action)}"))
     return problems

@@ -185,8 +185,9 @@ class Accounting:
     def report(self, by: GroupBy, since: float, until: float) -> UsageReport:
         records = self.store.accounting_records(since, self._memory)
         hours = self.store.usage_hours(since)
+        stops = [IdleStop(a.job_id, a.time, a.limit_end) for a in self.store.idle_actions(since)]
         gpu_type = gpu_type_by_inventory(self._models)
-        return usage_report(records, hours, by, since, until, gpu_type, (), self.simulated)
+        return usage_report(records, hours, by, since, until, gpu_type, stops, self.simulated)
 
     def history(self, since: float, until: float) -> History:
         period = history_period(until - since, self.sample_interval_s)

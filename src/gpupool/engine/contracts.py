@@ -18,7 +18,7 @@ from typing import Protocol, Unpack
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import Department, Project, ProjectChanges
-from gpupool.store.accounting import JobRecord
+from gpupool.store.accounting import IdleActionRecord, JobRecord
 from gpupool.store.samples import HourUsage
 from gpupool.store.submissions import NewJob
 
@@ -59,7 +59,9 @@ class EngineStore(Protocol):
         end_time: float | None = None,
     ) -> Job: ...
 
-    def requeue(self, job_id: int, now: float, cause: str) -> Job: ...
+    def requeue(
+        self, job_id: int, now: float, cause: str, hold_until: float | None = None
+    ) -> Job: ...
 
     def note(
         self,
@@ -92,6 +94,12 @@ class UsageStore(Protocol):
     def gpu_history(self, since: float, until: float, period_s: int) -> list[RolledSample]: ...
 
     def job_usage(self, job_ids: Iterable[int]) -> dict[int, JobUsageSummary]: ...
+
+    def record_idle_action(
+        self, job_id: int, time: float, action: str, limit_end: float
+    ) -> None: ...
+
+    def idle_actions(self, since: float) -> list[IdleActionRecord]: ...
 
 
 class PoolStore(EngineStore, UsageStore, Protocol):

@@ -136,6 +136,16 @@ class LostSettled:
 
 
 @dataclass(frozen=True)
+class PreemptAsked:
+    """Preempt this running job and requeue it (the idle-GPU policy's requeue): as quota
+    reclaim does, SIGTERM, grace, then back to the queue; `why` goes into its story."""
+
+    job_id: int
+    why: str
+    hold_s: float | None = None  # once requeued, held this long so that waiting jobs start
+
+
+@dataclass(frozen=True)
 class ForeignMemory:
     """GPU memory held by processes that are not gpupool jobs', per GPU, as the latest
     samples saw it (the GPU monitor posts it when it changes): occupied for fractional
@@ -159,6 +169,7 @@ Event = (
     | RequeueRefused
     | LostSettled
     | ForeignMemory
+    | PreemptAsked
 )
 
 # -- instructions -------------------------------------------------------------------------
@@ -210,6 +221,7 @@ class Requeue:
     cause: str
     now: float
     said: Said | None = None
+    hold_until: float | None = None  # held (as with --begin) until then: others go first
 
 
 @dataclass(frozen=True)

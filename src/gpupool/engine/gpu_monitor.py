@@ -23,7 +23,13 @@ from typing import Protocol
 from gpupool.core.gpu_usage import Holder, JobUsageDelta, attribute
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
-from gpupool.core.monitoring import DEFAULT_SIMULATED_UTIL, GpuSample, Sampler, simulated_util
+from gpupool.core.monitoring import (
+    DEFAULT_SIMULATED_UTIL,
+    GpuSample,
+    Sampler,
+    simulated_memory,
+    simulated_util,
+)
 
 log = logging.getLogger("gpupool.monitor")
 DEFAULT_INTERVAL_S = 5.0
@@ -50,10 +56,12 @@ class GpuMonitor:
         sink: SampleSink | None = None,
         holders: Callable[[], Sequence[Holder]] = list,
         on_foreign: Callable[[Mapping[tuple[str, int], int]], None] | None = None,
+        on_round: Callable[[Sequence[JobUsageDelta], float], None] | None = None,
     ) -> None:
         """`holders`: the jobs holding GPUs now, asked once per round (with a sink);
         `on_foreign`: told the memory foreign processes hold per GPU whenever it changes
-        (the engine: it counts as occupied for fractional placement)."""
+        (the engine: it counts as occupied for fractional placement); `on_round`: told what
+        each holder used in each round, and when (the idle-GPU and memory rules)."""
         self.sampler = sampler
         self.interval_s = interval_s
         self._clock = clock
@@ -63,6 +71,7 @@ class GpuMonitor:
         self._rolled_at = -ROLL_UP_EVERY_S
         self._sink_failed_said = -_SAID_EVERY_S
         self._on_foreign = on_foreign
+        self._on_round = on_round
         self._foreign: dict[tuple[str, int], int] = {}
         self._latest: dict[tuple[str, int], GpuSample] = {}
         self._lock = threading.Lock()
@@ -110,13 +119,13 @@ class GpuMonitor:
             if foreign != self._foreign:
                 self._foreign = foreign
                 self._on_foreign(foreign)
-        if self._sink is not None and samples:
-            self._keep(samples)
+        if (self._sink is not None or self._on_round is not None) and samples:
+            self._charge(samples)
 
-    def _keep(self, samples: Sequence[GpuSample]) -> None:
-        """The round to the sink, and a roll-up when one is due; a failure is logged (once
-        a minute at most) and the next round tried as usual."""
-        assert self._sink is not None
+    def _charge(self, samples: Sequence[GpuSample]) -> None:
+        """What each holder used in the round, to the sink (with a roll-up when one is due)
+        and to `on_round`; a failure is logged (once a minute at most) and the next round
+        tried as usual."""
         when = max(s.time for s in samples)
         last = self._last_round
         if last is not None and when <= last:
@@ -124,15 +133,19 @@ class GpuMonitor:
         dt = self.interval_s if last is None else min(when - last, 2 * self.interval_s)
         self._last_round = when
         try:
-            self._sink.record_samples(samples, attribute(samples, self._holders(), dt))
-            if when - self._rolled_at >= ROLL_UP_EVERY_S:
-                self._rolled_at = when
-                self._sink.roll_up_samples(when)
+            deltas = attribute(samples, self._holders(), dt)
+            if self._sink is not None:
+                self._sink.record_samples(samples, deltas)
+                if when - self._rolled_at >= ROLL_UP_EVERY_S:
+                    self._rolled_at = when
+                    self._sink.roll_up_samples(when)
+            if self._on_round is not None:
+                self._on_round(deltas, when)
         except Exception as exc:  # noqa: BLE001  (monitoring never stops the pool)
             now = time.monotonic()
             if now - self._sink_failed_said >= _SAID_EVERY_S:
                 self._sink_failed_said = now
-                log.warning("keeping GPU samples failed (tried every round): %s", exc)
+                log.warning("keeping or acting on GPU samples failed (tried every round): %s", exc)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -201,6 +214,7 @@ def sampler_for(
                 _declared_util(job),
                 job.gpu_memory_bytes,
                 jobs.main_pid(job.id),
+                _declared_memory(job),
             )
             for job in jobs.running()
             if job.node is not None
@@ -214,6 +228,13 @@ def sampler_for(
         if g.model in power
     }
     return SimulatedSampler(inventory.nodes, running, by_gpu)
+
+
+def _declared_memory(job: Job) -> int | None:
+    try:
+        return simulated_memory({**dict(job.spec.base_env), **dict(job.spec.env)})
+    except ValueError:  # refused at submit
+        return None
 
 
 def _declared_util(job: Job) -> float:

@@ -72,7 +72,17 @@ def project_fields(p: Project) -> str:
     parts.append(f"members {_members(p.members)}")
     if p.default_time_limit_s is not None:
         parts.append(f"default time limit {_time_limit(p.default_time_limit_s)}")
+    if p.idle_timeout_s is not None:
+        parts.append(f"idle policy {idle_policy(p)}")
     return ", ".join(parts)
+
+
+def idle_policy(p: Project) -> str:
+    """'stop after 30m below 5%'; 'off' without an idle timeout."""
+    if p.idle_timeout_s is None:
+        return "off"
+    action = p.idle_action.value if p.idle_action is not None else "stop interactive, notify others"
+    return f"{action} after {_time_limit(p.idle_timeout_s)} below {p.idle_threshold_pct:g}%"
 
 
 def project_changes(old: Project, new: Project) -> str:
@@ -88,6 +98,7 @@ def project_changes(old: Project, new: Project) -> str:
             _time_limit(old.default_time_limit_s),
             _time_limit(new.default_time_limit_s),
         ),
+        ("idle policy", idle_policy(old), idle_policy(new)),
     ]
     changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]
     return ", ".join(changed) or "nothing"

@@ -41,6 +41,7 @@ from gpupool.engine.events import (
     Note,
     PassDecided,
     Polled,
+    PreemptAsked,
     ProjectsRead,
     Recovered,
     Release,
@@ -142,6 +143,15 @@ class Engine:
 
     def projects_changed(self, projects: Iterable[Project]) -> None:
         self.post(ProjectsRead(tuple(projects)))
+
+    def preempt(self, job_id: int, why: str, hold_s: float | None = None) -> None:
+        """Preempt a running job and requeue it (SIGTERM, grace); `why` goes into its story;
+        `hold_s`: once requeued it is held that long (as with --begin)."""
+        self.post(PreemptAsked(job_id, why, hold_s))
+
+    def time_limit_of(self, job: Job) -> float:
+        """The time limit `job` runs under, in seconds (its own, its project's, the pool's)."""
+        return self.state.limit_of(job).seconds
 
     def foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None:
         """The GPU monitor saw this much memory held outside gpupool on these GPUs."""
@@ -379,9 +389,9 @@ class Engine:
                     end_time=ins.end_time,
                 )
                 return [JobsStored((job,))], True
-            case Requeue(job_id, cause, now):
+            case Requeue(job_id, cause, now, _, hold_until):
                 try:
-                    job = store.requeue(job_id, now, cause)
+                    job = store.requeue(job_id, now, cause, hold_until)
                 except StaleState:  # cancelled meanwhile: cancel wins
                     return [RequeueRefused(job_id, now)], False
                 return [JobsStored((job,))], True

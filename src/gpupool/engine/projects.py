@@ -19,7 +19,13 @@ import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpupool.core.project import USER_RE, Department, InvalidProject, Project
+from gpupool.core.project import (
+    DEFAULT_IDLE_THRESHOLD_PCT,
+    USER_RE,
+    Department,
+    InvalidProject,
+    Project,
+)
 from gpupool.core.units import parse_duration, plural
 
 if TYPE_CHECKING:
@@ -38,6 +44,9 @@ PROJECT_KEYS = (
     "department",
     "members",
     "default_time_limit",
+    "idle_timeout",
+    "idle_threshold",
+    "idle_action",
     "admins",
 )
 USER_KEYS = ("default_project",)
@@ -208,12 +217,17 @@ def _parse(text: str, source: str) -> _Parsed:
     for name, body in project_tables.items():
         path = ("projects", name)
         problems += _unknown(body, PROJECT_KEYS, path)
-        limit_s = None
+        limit_s = idle_s = None
         if "default_time_limit" in body:
             try:
                 limit_s = _duration(body["default_time_limit"])
             except ValueError as exc:
                 problems.append(f"{key_path(*path, 'default_time_limit')}: {exc}")
+        if "idle_timeout" in body:
+            try:
+                idle_s = _duration(body["idle_timeout"])
+            except ValueError as exc:
+                problems.append(f"{key_path(*path, 'idle_timeout')}: {exc}")
         members = body.get("members", [])
         if "admins" in body:
             project_admins.append((name, _user_list(body, (*path, "admins"), problems)))
@@ -227,10 +241,18 @@ def _parse(text: str, source: str) -> _Parsed:
                     department=body.get("department"),
                     members=tuple(members) if isinstance(members, list) else members,
                     default_time_limit_s=limit_s,
+                    idle_timeout_s=idle_s,
+                    idle_threshold_pct=body.get("idle_threshold", DEFAULT_IDLE_THRESHOLD_PCT),
+                    idle_action=body.get("idle_action"),
                 )
             )
         except InvalidProject as exc:
-            problems += _invalid(exc, path, {"default_time_limit_s": "default_time_limit"})
+            renames = {
+                "default_time_limit_s": "default_time_limit",
+                "idle_timeout_s": "idle_timeout",
+                "idle_threshold_pct": "idle_threshold",
+            }
+            problems += _invalid(exc, path, renames)
 
     defaults = []
     for user, body in _tables(data, "users", problems).items():

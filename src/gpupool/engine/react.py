@@ -19,6 +19,7 @@ import logging
 
 from gpupool.core.execution import ExitReason, Handle, Observation, RunState, StopKind
 from gpupool.core.job import EndReason, HeldReason, Job, JobState
+from gpupool.core.units import format_duration
 from gpupool.engine import log_lines
 from gpupool.engine.events import (
     CommitRefused,
@@ -34,6 +35,7 @@ from gpupool.engine.events import (
     Note,
     PassDecided,
     Polled,
+    PreemptAsked,
     ProjectsRead,
     Recovered,
     Release,
@@ -84,6 +86,15 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case ForeignMemory(by_gpu):
             state.set_foreign_memory(by_gpu)
             return []
+        case PreemptAsked(job_id, why, hold_s):
+            tracked = state.jobs.get(job_id)
+            if tracked is None or tracked.job.state is not JobState.RUNNING:
+                return []
+            if tracked.stop_why is not None or tracked.job.cancel_requested:
+                return []  # already being stopped
+            tracked.requeue_hold_s = hold_s
+            said = Said(f"job {job_id}: preempting it ({why})")
+            return [Signal(handle_of(tracked.job), StopKind.PREEMPT, why, said)]
         case Resynced(jobs, projects):
             state.replace_all(jobs, projects)
             return []
@@ -261,8 +272,13 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
         state.poll_soon = True
         return []
     why = tracked.stop_why or "to give its GPUs back"
-    said = Said(f"job {job_id} preempted and requeued")
-    return [Requeue(job_id, f"preempted ({why}); requeued", now, said)]
+    hold_s = tracked.requeue_hold_s
+    if hold_s is None:
+        said = Said(f"job {job_id} preempted and requeued")
+        return [Requeue(job_id, f"preempted ({why}); requeued", now, said)]
+    held = f"requeued, held {format_duration(hold_s)} so that waiting jobs start first"
+    said = Said(f"job {job_id} preempted and {held}")
+    return [Requeue(job_id, f"preempted ({why}); {held}", now, said, now + hold_s)]
 
 
 def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Instruction]:

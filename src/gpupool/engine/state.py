@@ -48,6 +48,7 @@ class Tracked:
     cancel_delivered: bool = False  # its run was told to stop for a cancel
     stop_why: str | None = None  # its run was told to stop to be requeued, and why
     held_told: bool = False  # lost, processes still alive: the story says so (once)
+    requeue_hold_s: float | None = None  # once requeued, held this long (idle-GPU policy)
 
 
 def slim(job: Job) -> Job:
@@ -157,7 +158,7 @@ class EngineState:
         if old is None or old.job.state is not new.state:  # new, or a new run: start afresh
             tracked = Tracked(new)
         else:
-            tracked = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
+            tracked = replace(old, job=new)
         self.jobs[job.id] = tracked
         self._track_running(new)
         matters = old is None or _matters(old.job, new)
@@ -188,7 +189,7 @@ class EngineState:
             old = before.get(job.id)
             new = self.public[job.id] = slim(job)
             if old is not None and old.job.state is new.state:
-                self.jobs[job.id] = Tracked(new, old.cancel_delivered, old.stop_why, old.held_told)
+                self.jobs[job.id] = replace(old, job=new)
             else:
                 self.jobs[job.id] = Tracked(new)
             self._track_running(new)

@@ -9,7 +9,8 @@ sampler reports exactly that, every sample marked `simulated`.
 Made-up figures, chosen to be explainable rather than realistic:
 - utilization: the sum of what the jobs on the GPU declare, at most 100;
 - memory used: a whole-GPU job uses 80% of the GPU's memory times its utilization; a
-  fractional job, the memory it was granted times its utilization;
+  fractional job, the memory it was granted times its utilization; a job that declares
+  GPUPOOL_SIMULATED_MEMORY, that (how a demo shows a job using more than it was granted);
 - power: the GPU's board power (when the caller knows it) times utilization, at least 10%
   of it (an idle GPU still draws some); temperature 30 C + 0.5 C per utilization point;
 - processes: each job's main process (its pid, when known), with the memory above.
@@ -37,6 +38,7 @@ class JobOnGpus:
     utilization_pct: float  # what it declares (core.monitoring.simulated_util)
     memory_bytes: int | None = None  # granted on its GPU (fractional); None: whole GPUs
     pid: int | None = None  # its main process, shown on its GPUs
+    declared_memory_bytes: int | None = None  # GPUPOOL_SIMULATED_MEMORY: used per GPU
 
 
 class SimulatedSampler:
@@ -83,6 +85,8 @@ class SimulatedSampler:
                 total * WHOLE_GPU_MEMORY_SHARE if job.memory_bytes is None else job.memory_bytes
             )
             memory = int(granted * share)
+            if job.declared_memory_bytes is not None:
+                memory = job.declared_memory_bytes
             used += memory
             if job.pid is not None:
                 processes.append(GpuProcess(job.pid, memory, job.job_id))

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES
-from gpupool.core.monitoring import SIMULATED_UTIL_ENV, simulated_util
+from gpupool.core.monitoring import (
+    SIMULATED_MEMORY_ENV,
+    SIMULATED_UTIL_ENV,
+    simulated_memory,
+    simulated_util,
+)
 from gpupool.core.units import parse_duration, parse_size
 from gpupool.spec.begin import EXAMPLES as BEGIN_EXAMPLES
 from gpupool.spec.begin import parse_begin
@@ -61,7 +66,7 @@ _BARE_NUMBER_RE = re.compile(r"\s*\d+(\.\d*)?\s*")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 RESERVED_ENV_PREFIX = "GPUPOOL_"
 # GPUPOOL_ names a job may set: what it declares to the pool (core.monitoring).
-USER_SET_ENV = frozenset({SIMULATED_UTIL_ENV})
+USER_SET_ENV = frozenset({SIMULATED_UTIL_ENV, SIMULATED_MEMORY_ENV})
 
 
 def got(value: Any) -> str:
@@ -305,6 +310,12 @@ def check_env_mapping(value: Any) -> Any:
     if isinstance(declared, str):
         try:
             simulated_util({SIMULATED_UTIL_ENV: declared})
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
+    memory = value.get(SIMULATED_MEMORY_ENV)
+    if isinstance(memory, str):
+        try:
+            simulated_memory({SIMULATED_MEMORY_ENV: memory})
         except ValueError as exc:
             raise BadValue(str(exc)) from None
     return dict(value)

@@ -11,14 +11,36 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import Double, ForeignKey, Integer, String, insert, or_, select
+from sqlalchemy.orm import Mapped, mapped_column
 
 from gpupool.core.job import JobState, Resources, gpu_count
 from gpupool.store.codec import decode_spec
-from gpupool.store.models import JobRow, TransitionRow
+from gpupool.store.models import Base, JobRow, TransitionRow
 from gpupool.store.sessions import SessionMethods
 
 _PREEMPTED_TO = (JobState.PREEMPTED, JobState.PENDING)
+
+
+class IdleActionRow(Base):
+    """A stop or requeue the idle-GPU policy made (engine/usage_acts.py)."""
+
+    __tablename__ = "idle_actions"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"))
+    time: Mapped[float] = mapped_column(Double, index=True)
+    action: Mapped[str] = mapped_column(String(16))
+    limit_end: Mapped[float] = mapped_column(Double)  # when its time limit would have ended
+
+
+@dataclass(frozen=True)
+class IdleActionRecord:
+    job_id: int
+    time: float
+    action: str  # engine.idle.ActKind's value
+    limit_end: float
 
 
 @dataclass(frozen=True)
@@ -50,6 +72,26 @@ class JobRecord:
 
 
 class AccountingMethods(SessionMethods):
+    def record_idle_action(self, job_id: int, time: float, action: str, limit_end: float) -> None:
+        with self._write() as s:
+            s.execute(
+                insert(IdleActionRow),
+                [{"job_id": job_id, "time": time, "action": action, "limit_end": limit_end}],
+            )
+
+    def idle_actions(self, since: float) -> list[IdleActionRecord]:
+        """The idle policy's stops and requeues whose reclaimed time reaches past `since`."""
+        with self._read() as s:
+            rows = s.execute(
+                select(
+                    IdleActionRow.job_id,
+                    IdleActionRow.time,
+                    IdleActionRow.action,
+                    IdleActionRow.limit_end,
+                ).where(IdleActionRow.limit_end >= since)
+            ).all()
+        return [IdleActionRecord(*r) for r in rows]
+
     def accounting_records(
         self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
     ) -> list[JobRecord]:

@@ -254,6 +254,9 @@ class ProjectRow(Base):
     weight: Mapped[float] = mapped_column(Double)
     department: Mapped[str | None] = mapped_column(ForeignKey("departments.name"))
     default_time_limit_s: Mapped[float | None] = mapped_column(Double)
+    idle_timeout_s: Mapped[float | None] = mapped_column(Double)
+    idle_threshold_pct: Mapped[float] = mapped_column(Double, server_default="5")
+    idle_action: Mapped[str | None] = mapped_column(String(16))
 
 
 class ProjectMemberRow(Base):

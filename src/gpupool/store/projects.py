@@ -18,6 +18,7 @@ from gpupool.core.job import JobState
 from gpupool.core.project import (
     DEFAULT_PROJECT,
     Department,
+    IdleAction,
     InvalidProject,
     Project,
     ProjectChanges,
@@ -222,6 +223,9 @@ def _load(s: Session, name: str | None = None) -> list[Project]:
             department=r.department,
             members=tuple(members.get(r.name, ())),
             default_time_limit_s=r.default_time_limit_s,
+            idle_timeout_s=r.idle_timeout_s,
+            idle_threshold_pct=r.idle_threshold_pct,
+            idle_action=None if r.idle_action is None else IdleAction(r.idle_action),
         )
         for r in rows
     ]
@@ -237,6 +241,8 @@ def _save(s: Session, p: Project) -> Project:
         s.add(row)
     row.quota, row.gpu_limit, row.weight = p.quota, p.limit, p.weight
     row.department, row.default_time_limit_s = p.department, p.default_time_limit_s
+    row.idle_timeout_s, row.idle_threshold_pct = p.idle_timeout_s, p.idle_threshold_pct
+    row.idle_action = None if p.idle_action is None else p.idle_action.value
     s.flush()
     s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == p.name))
     s.add_all(ProjectMemberRow(project=p.name, user=u) for u in p.members)

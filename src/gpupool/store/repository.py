@@ -326,13 +326,16 @@ class Store(
 
         return self._write_retrying(op)
 
-    def requeue(self, job_id: int, now: float, cause: str) -> Job:
-        """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs."""
+    def requeue(self, job_id: int, now: float, cause: str, hold_until: float | None = None) -> Job:
+        """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs; `hold_until`:
+        it may not start before then (its spec's begin time, as `--begin` sets it)."""
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
             if row.cancel_requested:
                 raise StaleState(f"job {job_id} has a cancel request: finish it as CANCELLED")
+            if hold_until is not None:
+                row.spec = {**row.spec, "begin_time": hold_until}
             models.transition(s, row, JobState.PENDING, now, cause)
             row.restart_count += 1
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
