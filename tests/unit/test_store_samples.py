@@ -85,9 +85,14 @@ def test_job_usage_adds_up_rounds_in_total_and_per_hour(store: Store) -> None:
     assert summary.sampled_gpu_s == 20 * 2 * 10.0
     assert summary.energy_j == 20 * 2 * 100.0 * 10.0
     assert summary.peak_memory_bytes == 10 * GIB
-    hours = sorted((h.hour, h.used_gpu_s) for h in store.usage_hours(T0))
-    assert hours == [(T0, 18 * 2 * 10.0), (T0 + 3600, 1 * 2 * 10.0)]
-    assert store.usage_hours(T0 + 7200) == []
+    (whole,) = store.usage_in_window(T0)
+    assert (whole.job_id, whole.first_hour, whole.used_gpu_s) == (job.id, T0, 19 * 2 * 10.0)
+    assert whole.sampled_gpu_s == 20 * 2 * 10.0
+    (second,) = store.usage_in_window(T0 + 3601)  # only the hour that overlaps the window
+    assert (second.first_hour, second.used_gpu_s) == (T0 + 3600, 1 * 2 * 10.0)
+    (first,) = store.usage_in_window(T0, until=T0 + 60)
+    assert first.used_gpu_s == 18 * 2 * 10.0
+    assert store.usage_in_window(T0 + 7200) == []
     assert store.job_usage([job.id + 1]) == {}
 
 

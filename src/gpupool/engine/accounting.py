@@ -27,7 +27,7 @@ from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.hardware import Inventory
 from gpupool.engine.contracts import UsageStore
 from gpupool.store.accounting import JobRecord
-from gpupool.store.samples import DAY_S, HourUsage
+from gpupool.store.samples import DAY_S, WindowUsage
 
 HOUR_S = 3600.0
 ANY_GPU = "any"  # the GPU type of a job that never held a GPU and asked for none
@@ -83,7 +83,7 @@ class IdleStop:
 
 def usage_report(
     records: Iterable[JobRecord],
-    hours: Iterable[HourUsage],
+    used: Iterable[WindowUsage],
     by: GroupBy,
     since: float,
     until: float,
@@ -102,9 +102,9 @@ def usage_report(
         row = groups.setdefault(key, GroupUsage(key))
         for target in (row, total):
             _add_record(target, rec, since, until)
-    for h in hours:
+    for h in used:
         hour_key = key_of.get(h.job_id)
-        if hour_key is None or h.hour + HOUR_S <= since or h.hour >= until:
+        if hour_key is None:
             continue
         for target in (groups[hour_key], total):
             target.used_gpu_h += h.used_gpu_s / HOUR_S
@@ -184,7 +184,7 @@ class Accounting:
 
     def report(self, by: GroupBy, since: float, until: float) -> UsageReport:
         records = self.store.accounting_records(since, self._memory)
-        hours = self.store.usage_hours(since)
+        hours = self.store.usage_in_window(since, until)
         stops = [IdleStop(a.job_id, a.time, a.limit_end) for a in self.store.idle_actions(since)]
         gpu_type = gpu_type_by_inventory(self._models)
         return usage_report(records, hours, by, since, until, gpu_type, stops, self.simulated)

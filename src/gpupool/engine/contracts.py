@@ -19,7 +19,7 @@ from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import Department, Project, ProjectChanges
 from gpupool.store.accounting import IdleActionRecord, JobRecord
-from gpupool.store.samples import HourUsage
+from gpupool.store.samples import WindowUsage
 from gpupool.store.submissions import NewJob
 
 # A start to commit: (job id, node, GPU indices, GPU memory granted on its one GPU or None).
@@ -89,7 +89,7 @@ class UsageStore(Protocol):
         self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
     ) -> list[JobRecord]: ...
 
-    def usage_hours(self, since: float) -> list[HourUsage]: ...
+    def usage_in_window(self, since: float, until: float | None = None) -> list[WindowUsage]: ...
 
     def gpu_history(self, since: float, until: float, period_s: int) -> list[RolledSample]: ...
 

@@ -125,11 +125,12 @@ class JobUsageHourRow(Base):
 
 
 @dataclass(frozen=True)
-class HourUsage:
-    """What one job used in one hour (accounting's raw material)."""
+class WindowUsage:
+    """What one job used in the whole hours that overlap a window (accounting's raw
+    material), from its job-hour rows."""
 
     job_id: int
-    hour: float
+    first_hour: float
     used_gpu_s: float
     sampled_gpu_s: float
     energy_j: float
@@ -206,19 +207,25 @@ class SampleMethods(SessionMethods):
                 out.update((r.job_id, _usage(r).summary()) for r in rows)
         return out
 
-    def usage_hours(self, since: float) -> list[HourUsage]:
-        """What each job used, hour by hour, in the hours that end after `since`."""
+    def usage_in_window(self, since: float, until: float | None = None) -> list[WindowUsage]:
+        """What each job used in the hours that overlap [since, until), summed per job in
+        the database: a year of job-hours becomes one row per job."""
+        window = [JobUsageHourRow.hour > since - 3600.0]
+        if until is not None:
+            window.append(JobUsageHourRow.hour < until)
         with self._read() as s:
-            rows = s.execute(
+            rows = s.connection().execute(
                 select(
                     JobUsageHourRow.job_id,
-                    JobUsageHourRow.hour,
-                    JobUsageHourRow.used_gpu_s,
-                    JobUsageHourRow.sampled_gpu_s,
-                    JobUsageHourRow.energy_j,
-                ).where(JobUsageHourRow.hour > since - 3600.0)
+                    func.min(JobUsageHourRow.hour),
+                    func.sum(JobUsageHourRow.used_gpu_s),
+                    func.sum(JobUsageHourRow.sampled_gpu_s),
+                    func.sum(JobUsageHourRow.energy_j),
+                )
+                .where(*window)
+                .group_by(JobUsageHourRow.job_id)
             ).all()
-        return [HourUsage(*r) for r in rows]
+        return [WindowUsage(*r) for r in rows]
 
 
 def _raw(s: Session, begin: float | None, end: float) -> list[GpuSample]:
