@@ -28,11 +28,12 @@ def test_create_list_set_delete(pool: Pool) -> None:
 
     table = pool.cli("project", "list", check=True).stdout.splitlines()
     assert table[0].split() == [
-        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING"
+        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING", "IDLE",
+        "POLICY",
     ]  # fmt: skip
     rows = {line.split()[0]: line.split() for line in table[1:]}
-    assert rows["default"] == ["default", "-", "0", "-", "1", "(everyone)", "0", "0"]
-    assert rows["vision"] == ["vision", "research", "4", "8", "2", f"alice,{ME}", "2", "1"]
+    assert rows["default"] == ["default", "-", "0", "-", "1", "(everyone)", "0", "0", "-"]
+    assert rows["vision"] == ["vision", "research", "4", "8", "2", f"alice,{ME}", "2", "1", "-"]
 
     changed = pool.cli(
         "project", "set", "vision", "--quota", "6", "--no-limit", "--add-member", "bob",
