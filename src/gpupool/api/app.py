@@ -12,11 +12,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from gpupool import __version__
 from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
+from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from gpupool.api.metrics import PoolMetrics
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
@@ -52,11 +54,18 @@ MAX_TOKEN = 128
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
-def create_app(service: PoolService, info: Mapping[str, object], access: Access) -> FastAPI:
+def create_app(
+    service: PoolService,
+    info: Mapping[str, object],
+    access: Access,
+    metrics: PoolMetrics | None = None,
+) -> FastAPI:
     """The app. Every route but /healthz is on a router that resolves the caller first
     (api/identity.py: 401 over TCP without a valid token); each checks what the caller may
-    do (core/access.py: 403 naming who may) before it acts."""
+    do (core/access.py: 403 naming who may) before it acts. `metrics`: what `/metrics`
+    serves (the daemon's observes its engine; default: the pool's gauges alone)."""
     clock: Clock = access.clock
+    exported = metrics if metrics is not None else PoolMetrics(service)
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.add_middleware(IdentifyAsGpupool, version=__version__)
     app.state.access = access
@@ -253,6 +262,13 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
     @api.get("/v1/gpus")
     def gpus() -> dict[str, object]:
         return gpus_to_wire(service.inventory, service.gpu_holders(), service.gpu_samples())
+
+    @api.get("/metrics", response_class=PlainTextResponse)
+    def prometheus_metrics() -> Response:
+        """The pool in Prometheus's text format (api/metrics.py). Like every route here:
+        anyone on the Unix socket, an API token over TCP (Prometheus's `authorization`
+        scrape setting). Queue-level figures only: what everyone may see."""
+        return Response(exported.render(), media_type=METRICS_CONTENT_TYPE)
 
     add_routes(api, service, access)
     add_token_routes(api, access)

@@ -314,6 +314,7 @@ def _serve(
     from gpupool.api.app import create_app
     from gpupool.api.identity import Access, pool_authority
     from gpupool.api.limits import raise_file_limit
+    from gpupool.api.metrics import PoolMetrics
     from gpupool.api.serving import (
         ListenerServer,
         guarded,
@@ -354,6 +355,8 @@ def _serve(
         lease=keeper,
     )
     service = PoolService(store, executor, engine, config.inventory)
+    metrics = PoolMetrics(service)  # /metrics; told of passes and starts by the engine
+    engine.observer = metrics
     unix = _unix_socket(sock_path)
     stack.callback(sock_path.unlink, missing_ok=True)
     url = None
@@ -385,7 +388,9 @@ def _serve(
         config.http.tls,
     )
     servers.extend(
-        make_servers(guarded(create_app(service, info, access), http, tcp), unix, tcp, http)
+        make_servers(
+            guarded(create_app(service, info, access, metrics), http, tcp), unix, tcp, http
+        )
     )
     stack.callback(executor.close)
     if config.sample_interval_s > 0:

@@ -59,6 +59,7 @@ from gpupool.engine.events import (
     StartsCommitted,
     Tick,
 )
+from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
 from gpupool.engine.pacing import PassBudget
 from gpupool.engine.react import handle_of, react
 from gpupool.engine.state import EngineState
@@ -105,6 +106,8 @@ class Engine:
         )
         self.usage_refresh_s = usage_refresh_s
         self.passes = 0  # scheduling passes run
+        # Told of each pass's duration and each job's first start (the daemon's /metrics).
+        self.observer: EngineObserver = NoObserver()
         self.polls = 0  # rounds that asked the executor about the running jobs
         self._usage = Usage()
         self._usage_at: float | None = None
@@ -362,6 +365,7 @@ class Engine:
                 decision = decide(snapshot, now)
                 took = time.perf_counter() - began
                 self.state.paced_until = self._pass_budget.spend(now + took, took)
+                self._tell_observer(pass_took=took)
                 return [PassDecided(decision, snapshot, now)], True
             case CommitStarts(starts, version, now):
                 plan = [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in starts]
@@ -371,6 +375,7 @@ class Engine:
                     log.debug("decision refused as stale (%s); deciding again", exc)
                     return [CommitRefused(str(exc), now)], False
                 self._full.update((job.id, job) for job in started)
+                self._tell_observer(started=started)
                 return [StartsCommitted(tuple(started), now)], True
             case Launch(job_id, time_limit_s):
                 job = self._full.pop(job_id, None) or store.get(job_id)
@@ -416,6 +421,18 @@ class Engine:
             case Log():
                 return [], True
         raise TypeError(f"not an engine instruction: {ins!r}")
+
+    def _tell_observer(self, pass_took: float | None = None, started: Iterable[Job] = ()) -> None:
+        """Tell the observer a pass's duration or the jobs just started, never failing the
+        instruction for it: what it raises is logged (raised here, it would lose a commit's
+        events, and with them the launches, until the next resync)."""
+        try:
+            if pass_took is not None:
+                self.observer.pass_ran(pass_took)
+            for start in first_starts(started):
+                self.observer.job_started(start)
+        except Exception:
+            log.exception("engine: the observer failed (nothing is lost but a measurement)")
 
     def _launch_request(self, job: Job, time_limit_s: float) -> LaunchRequest:
         spec = job.spec

@@ -23,6 +23,13 @@ from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.monitoring import GpuSample
 from gpupool.core.project import DEFAULT_PROJECT, Project, ProjectEdit
 from gpupool.engine.contracts import PoolStore
+from gpupool.engine.figures import (
+    PoolFigures,
+    gpu_figures,
+    gpu_holders,
+    project_figures,
+    running_job_figures,
+)
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.gpu_monitor import GpuMonitor
 from gpupool.engine.group_commit import GroupCommit
@@ -292,14 +299,11 @@ class PoolService:
     def log_location(self, job_id: int) -> str:
         return self.executor.log_location(job_id)
 
-    def gpu_holders(self) -> dict[tuple[str, int], list[Job]]:
-        """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers."""
-        holders: dict[tuple[str, int], list[Job]] = {}
-        for job in sorted(self.engine.view().jobs.values(), key=lambda j: j.id):
-            if job.state is JobState.RUNNING and job.node:
-                for g in job.gpus:
-                    holders.setdefault((job.node, g), []).append(job)
-        return holders
+    def gpu_holders(self, view: JobsView | None = None) -> dict[tuple[str, int], list[Job]]:
+        """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers.
+        `view`: the engine's view to read (default: a fresh one)."""
+        view = self.engine.view() if view is None else view
+        return gpu_holders([j for j in view.jobs.values() if j.state is JobState.RUNNING])
 
     def gpu_samples(self) -> Mapping[tuple[str, int], GpuSample]:
         """The latest sample of each GPU by (node, index); empty without a monitor."""
@@ -309,22 +313,53 @@ class PoolService:
         """The GPUs `job` holds, or asks for before it runs (`GpuCounter.of`: the one rule)."""
         return self.gpus.of(job)
 
-    def project_usage(self) -> dict[str, dict[str, float]]:
+    def project_usage(self, view: JobsView | None = None) -> dict[str, dict[str, float]]:
         """Per project: GPUs held by its running jobs and asked for by its pending ones (a
-        shared GPU counts its fraction: `GpuCounter`), and its running and pending jobs."""
-        usage: dict[str, dict[str, float]] = {}
-        for job in self.engine.view().jobs.values():
-            u = usage.setdefault(
-                job.spec.project,
-                {"in_use_gpus": 0, "running_jobs": 0, "pending_jobs": 0, "pending_gpus": 0},
-            )
+        shared GPU counts its fraction: `GpuCounter`), and its running and pending jobs.
+        `view`: the engine's view to read (default: a fresh one)."""
+        view = self.engine.view() if view is None else view
+        # One walk of every active job (10,000 for a long queue: `/metrics` asks at each
+        # scrape), summing in lists: [in use, running, pending, pending GPUs].
+        sums: dict[str, list[float]] = {}
+        held, asked = self.gpus.of, self.gpus.asked
+        for job in view.jobs.values():
+            project = job.spec.project
+            s = sums.get(project)
+            if s is None:
+                s = sums[project] = [0, 0, 0, 0]
             if job.state is JobState.RUNNING:
-                u["in_use_gpus"] += self.gpus.of(job)
-                u["running_jobs"] += 1
+                s[0] += held(job)
+                s[1] += 1
             elif job.state is JobState.PENDING:
-                u["pending_jobs"] += 1
-                u["pending_gpus"] += self.gpus.asked(job)
-        return usage
+                s[2] += 1
+                s[3] += asked(job)
+        return {
+            project: {
+                "in_use_gpus": s[0],
+                "running_jobs": s[1],
+                "pending_jobs": s[2],
+                "pending_gpus": s[3],
+            }
+            for project, s in sums.items()
+        }
+
+    def figures(self) -> PoolFigures:
+        """The pool's figures now (engine/figures.py), all from one published view of the
+        engine, as it is (no wait for what was just posted: a scrape must not block), the
+        GPUs' latest samples and the projects this service keeps: nothing is read from the
+        store, but the projects the first time. Two walks of the active jobs: the running
+        ones, and `project_usage`."""
+        view = self.engine.view(fresh=False)
+        samples = self.gpu_samples()
+        running = [j for j in view.jobs.values() if j.state is JobState.RUNNING]
+        projects = project_figures(self.projects_by_name(), self.project_usage(view))
+        return PoolFigures(
+            gpus=gpu_figures(self.inventory, gpu_holders(running), samples, self.gpus),
+            running=running_job_figures(running, samples, self.gpus),
+            projects=projects,
+            running_jobs=sum(p.running_jobs for p in projects),
+            pending_jobs=sum(p.pending_jobs for p in projects),
+        )
 
     # -- projects --------------------------------------------------------------------------
 

@@ -1,0 +1,238 @@
+"""`GET /metrics`: the pool in Prometheus's text format (version 0.0.4), for a Prometheus
+server to scrape.
+
+What is exported (every name starts `gpupool_`; units in the name as Prometheus's
+conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
+- per GPU (labels node, gpu, model): allocation, memory total, and from its latest sample
+  utilization, memory used, power, temperature, whether the sample is simulated and when it
+  was taken. A figure the sample lacks (a GPU that does not report power; no sample yet) is
+  left out for that GPU, never exported as 0;
+- per running job (labels job_id, user, project, name): GPUs allocated, their utilization;
+- per project (label project): quota, limit, GPUs used and borrowed, running and pending
+  jobs, pending GPUs;
+- the active jobs by state; histograms of the wait from submission to first start (label
+  project) and of the scheduling passes' durations.
+
+Only what everyone may see (docs/security.md): queue-level figures. No command, no
+environment, no working directory; a job's `name` label is the name it was given, empty
+without one (not the command's first word, as the queue shows it).
+
+Gauges are read on each scrape from the service's figures (engine/figures.py: the engine's
+in-memory view and the GPUs' latest samples, never the store) by a custom collector, so
+nothing is kept up to date between scrapes. Histograms are fed by the engine as it works,
+through `EngineObserver` (engine/observer.py): the engine never imports prometheus_client.
+Everything is in this module's own CollectorRegistry, not the library's global one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from gpupool.engine.figures import PoolFigures
+from gpupool.engine.observer import JobStarted
+
+# The exposition format every Prometheus reads (prometheus_client's newest default is 1.0.0).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Submission to first start: seconds on an idle pool, days behind a long queue.
+WAIT_BUCKETS_S = (
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
+    28800.0, 86400.0, 172800.0, 345600.0, 604800.0,
+)  # fmt: skip
+# A scheduling pass: under a millisecond on a short queue, up to seconds on a huge one.
+PASS_BUCKETS_S = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+GPU_LABELS = ("node", "gpu", "model")
+JOB_LABELS = ("job_id", "user", "project", "name")
+PROJECT_LABELS = ("project",)
+
+
+class FiguresSource(Protocol):
+    """What the metrics read on each scrape (engine.PoolService has it)."""
+
+    def figures(self) -> PoolFigures: ...
+
+
+class PoolMetrics:
+    """The daemon's metrics: a registry of its own, the pool's gauges read on each scrape,
+    and the engine's histograms. It is the engine's `EngineObserver` (api/daemon.py sets
+    `engine.observer`)."""
+
+    def __init__(self, pool: FiguresSource) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(PoolCollector(pool))
+        self._wait = Histogram(
+            "gpupool_job_wait_seconds",
+            "Seconds from a job's submission to its first start (a requeued job's later "
+            "starts are not counted), by project",
+            PROJECT_LABELS,
+            buckets=WAIT_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._pass = Histogram(
+            "gpupool_scheduling_pass_duration_seconds",
+            "Seconds a scheduling pass took: building its snapshot and deciding",
+            buckets=PASS_BUCKETS_S,
+            registry=self.registry,
+        )
+
+    # -- EngineObserver (called by the engine's thread; prometheus_client's are thread-safe)
+
+    def pass_ran(self, seconds: float) -> None:
+        self._pass.observe(seconds)
+
+    def job_started(self, start: JobStarted) -> None:
+        self._wait.labels(start.project).observe(start.waited_s)
+
+    # -- the scrape --------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """The whole exposition, in CONTENT_TYPE's format."""
+        return generate_latest(self.registry)
+
+
+class PoolCollector:
+    """A custom collector: each scrape reads the figures once and exports them."""
+
+    def __init__(self, pool: FiguresSource) -> None:
+        self.pool = pool
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples: their names for the registry's check against
+        duplicates, known without reading the pool."""
+        return iter(_families().values())
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self.pool.figures()
+        families = _families()
+        _fill_gpus(families, figures)
+        _fill_jobs(families, figures)
+        _fill_projects(families, figures)
+        return iter(families.values())
+
+
+# name, HELP, labels: in the order they are exported.
+FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "gpupool_gpu_allocated_ratio",
+        "Share of the GPU held by running jobs: 1 for a whole-GPU job, the sum of the "
+        "fractions of the jobs sharing it, 0 when free",
+        GPU_LABELS,
+    ),
+    ("gpupool_gpu_memory_total_bytes", "GPU memory, as the inventory has it", GPU_LABELS),
+    (
+        "gpupool_gpu_utilization_ratio",
+        "GPU utilization in its latest sample, 0-1 (absent: not sampled or not reported)",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_gpu_memory_used_bytes",
+        "GPU memory used in its latest sample (absent: not sampled or not reported)",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_gpu_power_watts",
+        "GPU power draw in its latest sample (absent: not sampled or not reported)",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_gpu_temperature_celsius",
+        "GPU temperature in its latest sample (absent: not sampled or not reported)",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_gpu_sample_simulated",
+        "1 when the GPU's latest sample is simulated (made up from what its jobs declare, "
+        "on a declared inventory), 0 when it was read from the GPU",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_gpu_sample_timestamp_seconds",
+        "Unix time of the GPU's latest sample",
+        GPU_LABELS,
+    ),
+    (
+        "gpupool_job_allocated_gpus",
+        "GPUs a running job holds (a fraction for a shared GPU)",
+        JOB_LABELS,
+    ),
+    (
+        "gpupool_job_gpu_utilization_ratio",
+        "Mean utilization of a running job's GPUs in their latest samples, 0-1 (a shared "
+        "GPU's whole use; absent: none of its GPUs sampled)",
+        JOB_LABELS,
+    ),
+    ("gpupool_project_quota_gpus", "GPUs guaranteed to the project", PROJECT_LABELS),
+    (
+        "gpupool_project_limit_gpus",
+        "The most GPUs the project's jobs may hold at once (absent: no limit)",
+        PROJECT_LABELS,
+    ),
+    ("gpupool_project_used_gpus", "GPUs held by the project's running jobs", PROJECT_LABELS),
+    (
+        "gpupool_project_borrowed_gpus",
+        "GPUs the project holds above its quota (0 while no project has a quota)",
+        PROJECT_LABELS,
+    ),
+    ("gpupool_project_running_jobs", "The project's running jobs", PROJECT_LABELS),
+    ("gpupool_project_pending_jobs", "The project's pending jobs", PROJECT_LABELS),
+    ("gpupool_project_pending_gpus", "GPUs the project's pending jobs ask for", PROJECT_LABELS),
+    ("gpupool_jobs", "Active jobs by state (pending, running)", ("state",)),
+)
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    """Each family of FAMILIES, empty, by name (in FAMILIES' order)."""
+    return {
+        name: GaugeMetricFamily(name, help_text, labels=labels)
+        for name, help_text, labels in FAMILIES
+    }
+
+
+def _fill_gpus(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
+    for gpu in figures.gpus:
+        labels = (gpu.node, str(gpu.index), gpu.model)
+        f["gpupool_gpu_allocated_ratio"].add_metric(labels, gpu.allocated)
+        f["gpupool_gpu_memory_total_bytes"].add_metric(labels, gpu.memory_total_bytes)
+        sample = gpu.sample
+        if sample is None:
+            continue
+        if sample.utilization_pct is not None:
+            f["gpupool_gpu_utilization_ratio"].add_metric(labels, sample.utilization_pct / 100)
+        if sample.memory_used_bytes is not None:
+            f["gpupool_gpu_memory_used_bytes"].add_metric(labels, sample.memory_used_bytes)
+        if sample.power_w is not None:
+            f["gpupool_gpu_power_watts"].add_metric(labels, sample.power_w)
+        if sample.temperature_c is not None:
+            f["gpupool_gpu_temperature_celsius"].add_metric(labels, sample.temperature_c)
+        f["gpupool_gpu_sample_simulated"].add_metric(labels, 1.0 if sample.simulated else 0.0)
+        f["gpupool_gpu_sample_timestamp_seconds"].add_metric(labels, sample.time)
+
+
+def _fill_jobs(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
+    for job in figures.running:
+        labels = (str(job.job_id), job.user, job.project, job.name)
+        f["gpupool_job_allocated_gpus"].add_metric(labels, job.gpus)
+        if job.utilization_pct is not None:
+            f["gpupool_job_gpu_utilization_ratio"].add_metric(labels, job.utilization_pct / 100)
+    f["gpupool_jobs"].add_metric(("pending",), figures.pending_jobs)
+    f["gpupool_jobs"].add_metric(("running",), figures.running_jobs)
+
+
+def _fill_projects(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
+    for p in figures.projects:
+        labels = (p.name,)
+        f["gpupool_project_quota_gpus"].add_metric(labels, p.quota)
+        if p.limit is not None:
+            f["gpupool_project_limit_gpus"].add_metric(labels, p.limit)
+        f["gpupool_project_used_gpus"].add_metric(labels, p.in_use_gpus)
+        f["gpupool_project_borrowed_gpus"].add_metric(labels, p.borrowed_gpus)
+        f["gpupool_project_running_jobs"].add_metric(labels, p.running_jobs)
+        f["gpupool_project_pending_jobs"].add_metric(labels, p.pending_jobs)
+        f["gpupool_project_pending_gpus"].add_metric(labels, p.pending_gpus)
