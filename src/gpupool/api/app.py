@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse, Response
 
 from gpupool import __version__
 from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
+from gpupool.api.dashboard import add_dashboard
+from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
@@ -53,12 +55,14 @@ JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
 def create_app(service: PoolService, info: Mapping[str, object], access: Access) -> FastAPI:
-    """The app. Every route but /healthz is on a router that resolves the caller first
-    (api/identity.py: 401 over TCP without a valid token); each checks what the caller may
-    do (core/access.py: 403 naming who may) before it acts."""
+    """The app. Every /v1 route is on a router that resolves the caller first
+    (api/identity.py: 401 over TCP without a valid token or a loopback client's socket
+    owner); each checks what the caller may do (core/access.py: 403 naming who may) before
+    it acts. Outside it: /healthz and the dashboard's files (api/dashboard.py: no data)."""
     clock: Clock = access.clock
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.add_middleware(IdentifyAsGpupool, version=__version__)
+    app.add_middleware(SameOriginAnswers)
     app.state.access = access
     api = APIRouter(dependencies=[Depends(caller_of)])
 
@@ -242,12 +246,12 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
     ) -> Response:
         access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
         chunk = service.read_log(job_id, offset)
-        # Raw bytes with the cursor in headers: logs need not be valid UTF-8.
-        return Response(
-            content=chunk.data,
-            media_type="application/octet-stream",
-            headers={"X-Offset": str(chunk.offset), "X-State": chunk.state.value},
-        )
+        # Raw bytes with the cursor in headers: logs need not be valid UTF-8. X-Size, the
+        # log's length, lets a reader start a tail near the end (the dashboard).
+        headers = {"X-Offset": str(chunk.offset), "X-State": chunk.state.value}
+        if chunk.size is not None:
+            headers["X-Size"] = str(chunk.size)
+        return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
 
     @api.get("/v1/gpus")
     def gpus() -> dict[str, object]:
@@ -262,6 +266,7 @@ def create_app(service: PoolService, info: Mapping[str, object], access: Access)
         return {"ok": True}
 
     app.include_router(api)
+    add_dashboard(app)  # `/`: the web dashboard's files, no token (api/dashboard.py)
     return app
 
 

@@ -53,6 +53,7 @@ class LogChunk:
     data: bytes
     offset: int  # where the next read starts
     state: JobState
+    size: int | None = None  # the log's length when read: where a tail starts from
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ class PoolService:
         chunk = self.executor.logs(
             Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK)
         )
-        return LogChunk(chunk.data, chunk.offset, job.state)
+        return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 
     def log_location(self, job_id: int) -> str:
         return self.executor.log_location(job_id)
@@ -289,8 +290,10 @@ class PoolService:
     def gpu_holders(self) -> dict[tuple[str, int], list[Job]]:
         """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers."""
         holders: dict[tuple[str, int], list[Job]] = {}
-        for job in sorted(self.engine.view().jobs.values(), key=lambda j: j.id):
-            if job.state is JobState.RUNNING and job.node:
+        # Only the running jobs are sorted: a queue of 10,000 pending ones is walked once.
+        running = [j for j in self.engine.view().jobs.values() if j.state is JobState.RUNNING]
+        for job in sorted(running, key=lambda j: j.id):
+            if job.node:
                 for g in job.gpus:
                     holders.setdefault((job.node, g), []).append(job)
         return holders
