@@ -28,10 +28,10 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 
 def chromium_path() -> str | None:
-    """`$GPUPOOL_CHROMIUM`, else the first Chromium on PATH."""
+    """`$GPUPOOL_CHROMIUM` (when that file exists), else the first Chromium on PATH."""
     given = os.environ.get("GPUPOOL_CHROMIUM")
     if given:
-        return given
+        return given if os.access(given, os.X_OK) else None
     for name in CHROMIUM_NAMES:
         found = shutil.which(name)
         if found:
@@ -55,7 +55,9 @@ def chromium() -> Iterator[Browser]:
         pytest.skip("the playwright package is not installed (pip install -e '.[test]')")
     executable = chromium_path()
     if executable is None:
-        pytest.skip("no Chromium on PATH: apt-get install chromium (scripts/system-deps.sh)")
+        given = os.environ.get("GPUPOOL_CHROMIUM")
+        where = f"at $GPUPOOL_CHROMIUM ({given})" if given else "on PATH"
+        pytest.skip(f"no Chromium {where}: apt-get install chromium (scripts/system-deps.sh)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=executable,

@@ -9,9 +9,9 @@ SQLite only, as the rule in conftest.py says."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
+import pwd
 import socket
 import time
 from collections.abc import Iterator
@@ -27,6 +27,7 @@ from integration.pool_harness import Pool, free_port
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route
 
+ME = pwd.getpwuid(os.geteuid()).pw_name  # who the daemon finds owning this test's sockets
 SUBMIT_TO_SHOWN_S = 2.0  # the issue's figure
 LOAD_S = 20.0  # a first load on a busy 2-core machine
 
@@ -118,7 +119,7 @@ def test_a_loopback_request_without_a_token_is_its_user_and_a_bad_token_is_401(
     status, _, body = _http(web_pool, "/v1/whoami")
     assert status == 200, body
     me = json.loads(body)
-    assert me["user"] == getpass.getuser() and me["via"] == f"loopback uid {os.geteuid()}", me
+    assert me["user"] == ME and me["via"] == f"loopback uid {os.geteuid()}", me
     for bad in ("Bearer x", "Bearer gpupool_1_" + "0" * 64, "Basic eDp5"):
         status, headers, body = _http(web_pool, "/v1/whoami", {"Authorization": bad})
         assert status == 401 and json.loads(body)["error"] == "unauthenticated", body
@@ -154,7 +155,7 @@ def test_a_job_shows_within_2s_its_log_tails_and_cancelled_it_leaves_the_grid(
     from playwright.sync_api import expect
 
     open_page(page, web_pool, "gpus", "gpus")
-    expect(page.locator("#identity")).to_contain_text(getpass.getuser())
+    expect(page.locator("#identity")).to_contain_text(ME)
     expect(page.locator("#identity")).to_contain_text("this machine")
     expect(page.get_by_text("No history yet")).to_be_visible(timeout=10_000)
     expect(page.locator(".gpu-card")).to_have_count(4)
