@@ -2,6 +2,8 @@
 # System packages the test suite runs for real (not mocks): PostgreSQL for the store tests,
 # systemd's systemd-analyze to verify the unit `gpupool server install-service` writes,
 # Prometheus (prometheus, promtool) to scrape and check the daemon's /metrics.
+# Chromium for the web dashboard's tests (driven by Playwright through executable_path:
+# Playwright's own browser download does not work on CI's machines).
 # Installed with apt-get when run as root and missing; otherwise says what is missing and
 # leaves it to the tests (which fail under GPUPOOL_REQUIRE_ALL=1 if they cannot run).
 set -u
@@ -9,6 +11,7 @@ missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v prometheus >/dev/null || missing+=(prometheus)
+command -v chromium >/dev/null || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing system packages for the tests: ${missing[*]}"

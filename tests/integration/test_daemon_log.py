@@ -68,5 +68,6 @@ def test_listen_help_says_what_is_served() -> None:
     )
     assert proc.returncode == 0
     help_text = " ".join(proc.stdout.split())
-    assert "dashboard" not in help_text
     assert "JSON API" in help_text
+    # The dashboard is served (api/dashboard.py), at the root of the TCP listener.
+    assert "web dashboard at http://HOST:PORT/" in help_text

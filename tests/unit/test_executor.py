@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from executor_helpers import wait_exit, wait_for
 
-from gpupool.core.execution import ExitRecord, RunState
+from gpupool.core.execution import ExitRecord, Handle, RunState
 from gpupool.executor import LocalExecutor
 from gpupool.executor.files import proc_stat, read_json
 
@@ -92,6 +92,16 @@ def test_exit_code_is_recorded(ex: LocalExecutor, code: int) -> None:
 def test_stdout_and_stderr_both_go_to_the_log(ex: LocalExecutor) -> None:
     run_job(ex, 1, py("import sys; print('out', flush=True); print('err', file=sys.stderr)"))
     assert ex.log_path(1).read_text() == "out\nerr\n"
+
+
+def test_a_log_read_says_the_log_s_size_wherever_it_starts(ex: LocalExecutor) -> None:
+    # The dashboard starts a tail near the end: it asks past the end for the size.
+    run_job(ex, 1, py("print('x' * 99)"))
+    handle = Handle(1, 0)
+    middle, past_the_end = ex.logs(handle, 90, 5), ex.logs(handle, 2**62, 5)
+    assert (middle.data, middle.offset, middle.size) == (b"xxxxx", 95, 100)
+    assert (past_the_end.data, past_the_end.offset, past_the_end.size) == (b"", 2**62, 100)
+    assert ex.logs(Handle(2, 0), 0, 5).size == 0  # no log yet
 
 
 def test_killed_by_signal_is_128_plus_n(ex: LocalExecutor) -> None:

@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from gpupool import __version__
 from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
+from gpupool.api.dashboard import add_dashboard
+from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
 from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from gpupool.api.metrics import PoolMetrics
@@ -60,14 +62,17 @@ def create_app(
     access: Access,
     metrics: PoolMetrics | None = None,
 ) -> FastAPI:
-    """The app. Every route but /healthz is on a router that resolves the caller first
-    (api/identity.py: 401 over TCP without a valid token); each checks what the caller may
-    do (core/access.py: 403 naming who may) before it acts. `metrics`: what `/metrics`
-    serves (the daemon's observes its engine; default: the pool's gauges alone)."""
+    """The app. Every /v1 route (and /metrics) is on a router that resolves the caller
+    first (api/identity.py: 401 over TCP without a valid token or a loopback client's socket
+    owner); each checks what the caller may do (core/access.py: 403 naming who may) before
+    it acts. Outside it: /healthz and the dashboard's files (api/dashboard.py: no data).
+    `metrics`: what `/metrics` serves (the daemon's observes its engine; default: the pool's
+    gauges alone)."""
     clock: Clock = access.clock
     exported = metrics if metrics is not None else PoolMetrics(service)
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.add_middleware(IdentifyAsGpupool, version=__version__)
+    app.add_middleware(SameOriginAnswers)
     app.state.access = access
     api = APIRouter(dependencies=[Depends(caller_of)])
 
@@ -252,12 +257,12 @@ def create_app(
     ) -> Response:
         access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
         chunk = service.read_log(job_id, offset)
-        # Raw bytes with the cursor in headers: logs need not be valid UTF-8.
-        return Response(
-            content=chunk.data,
-            media_type="application/octet-stream",
-            headers={"X-Offset": str(chunk.offset), "X-State": chunk.state.value},
-        )
+        # Raw bytes with the cursor in headers: logs need not be valid UTF-8. X-Size, the
+        # log's length, lets a reader start a tail near the end (the dashboard).
+        headers = {"X-Offset": str(chunk.offset), "X-State": chunk.state.value}
+        if chunk.size is not None:
+            headers["X-Size"] = str(chunk.size)
+        return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
 
     @api.get("/v1/gpus")
     def gpus() -> dict[str, object]:
@@ -280,6 +285,7 @@ def create_app(
         return {"ok": True}
 
     app.include_router(api)
+    add_dashboard(app)  # `/`: the web dashboard's files, no token (api/dashboard.py)
     return app
 
 

@@ -5,7 +5,9 @@ that, when the connection is made, learns which listener accepted it (the Unix s
 TCP) and, on the Unix socket, the client's process, user and group from the kernel
 (SO_PEERCRED: nothing the client sends can change it). Every request on that connection
 then carries both in its scope, under `LISTENER_KEY` and `PEER_KEY`; `listener_of` and
-`peer_of` read them back with their types.
+`peer_of` read them back with their types. A TCP connection's requests also share one
+`TcpClient` (`TCP_CLIENT_KEY`, `tcp_client_of`): what api/identity.py learnt of its client
+(the owner of a loopback client's socket, api/loopback.py) is looked up once a connection.
 
 It also keeps what one client may cost the daemon within `HttpLimits` (api/limits.py):
 - a cap on open connections per listener: past it, a new connection is closed as soon as
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 LISTENER_KEY = "gpupool.listener"
 PEER_KEY = "gpupool.peer"
+TCP_CLIENT_KEY = "gpupool.tcp_client"
 
 
 class Listener(enum.Enum):
@@ -88,10 +91,27 @@ def peer_of(scope: Mapping[str, object]) -> Peer | None:
     return found if isinstance(found, Peer) else None
 
 
-def _tagged(app: ASGIApp, listener: Listener, peer: Peer | None) -> ASGIApp:
+@dataclass
+class TcpClient:
+    """What is known of a TCP connection's client, for the connection's life."""
+
+    owner_uid: int | None = None  # its socket's owner, once found (api/loopback.py)
+
+
+def tcp_client_of(scope: Mapping[str, object]) -> TcpClient | None:
+    """The connection's `TcpClient`; None on the Unix socket (or a scope made without
+    PoolProtocol)."""
+    found = scope.get(TCP_CLIENT_KEY)
+    return found if isinstance(found, TcpClient) else None
+
+
+def _tagged(
+    app: ASGIApp, listener: Listener, peer: Peer | None, tcp_client: TcpClient | None = None
+) -> ASGIApp:
     async def tagged(scope: Scope, receive: Receive, send: Send) -> None:
         scope[LISTENER_KEY] = listener
         scope[PEER_KEY] = peer
+        scope[TCP_CLIENT_KEY] = tcp_client
         await app(scope, receive, send)
 
     return tagged
@@ -217,7 +237,7 @@ class PoolProtocol(H11Protocol):
         if unix:
             self.app = _tagged(self.app, Listener.UNIX, peer_credentials(sock))
         else:
-            self.app = _tagged(self.app, Listener.TCP, None)
+            self.app = _tagged(self.app, Listener.TCP, None, TcpClient())
         self._arm()  # the deadline covers the TLS handshake too
         if self.tls is not None and not unix:
             transport.pause_reading()  # no byte of the handshake may reach h11

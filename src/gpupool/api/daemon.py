@@ -18,6 +18,7 @@ and restart at any moment.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -49,6 +50,7 @@ from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 
 if TYPE_CHECKING:
+    from gpupool.api.loopback import SocketOwners
     from gpupool.core.access import Authority
     from gpupool.engine import PoolService
     from gpupool.engine.gpu_monitor import GpuMonitor
@@ -136,6 +138,26 @@ def _unix_socket(path: Path) -> socket.socket:
     os.chmod(path, SOCKET_MODE)
     sock.listen(128)
     return sock
+
+
+def _socket_owners(config: DaemonConfig) -> SocketOwners | None:
+    """Who owns a loopback TCP client's socket (api/loopback.py); None where TCP clients
+    must send a token: `--no-loopback-identity`, or no /proc/net/tcp to read."""
+    from gpupool.api.loopback import ProcNetOwners
+
+    owners = ProcNetOwners()
+    return owners if config.http.loopback_identity and owners.available() else None
+
+
+def _tcp_identity_line(config: DaemonConfig, by_socket_owner: bool) -> str:
+    """How TCP clients are known (docs/security.md, "Browsers and the dashboard")."""
+    if by_socket_owner:
+        return (
+            "TCP clients on this machine without a token are the owner of their socket "
+            "(/proc/net/tcp; --no-loopback-identity: tokens only); others need an API token"
+        )
+    why = "--no-loopback-identity" if not config.http.loopback_identity else "no /proc/net/tcp"
+    return f"every TCP client needs an API token ({why})"
 
 
 def lease_refusal(exc: LeaseHeld, url: str) -> str:
@@ -378,15 +400,11 @@ def _serve(
         projects_config.pool_admins if projects_config else (),
         projects_config.project_admins if projects_config else (),
     )
-    access = Access(authority, store, SystemClock())
+    owners = _socket_owners(config) if tcp is not None else None
+    access = Access(authority, store, SystemClock(), owners)
     # Connections take file descriptors: as many as this process may have, and the
     # connection caps cut to fit, TCP's well below it (api/limits.py).
-    http = HttpSettings(
-        config.http.limits.within(raise_file_limit()),
-        config.http.submit_rate,
-        config.http.server_names,
-        config.http.tls,
-    )
+    http = dataclasses.replace(config.http, limits=config.http.limits.within(raise_file_limit()))
     servers.extend(
         make_servers(
             guarded(create_app(service, info, access, metrics), http, tcp), unix, tcp, http
@@ -405,6 +423,8 @@ def _serve(
     for line in _describe_start(config, sock_path, url):
         log.info("%s", line)
     log.info("%s", _mode_line(authority))
+    if tcp is not None:
+        log.info("%s", _tcp_identity_line(config, owners is not None))
     log.info("state in %s; database %s", state, shown_url)
     for warning in quota_warnings(store.projects(), config.inventory.total_gpus):
         log.warning("%s", warning)

@@ -12,6 +12,12 @@ read the answers under its own origin. So, over TCP:
   which no browser sends cross-origin without a CORS preflight, which this API never grants.
 The Unix socket is not reachable from a browser: any Host, any content type (the job
 supervisors' internal wake request sends neither).
+
+A page on another site can still make the browser *load* a GET answer in no-cors mode (an
+<img>, a <script>), and a browser on this machine is identified by its socket's owner
+(api/loopback.py): `SameOriginAnswers` marks every answer `Cross-Origin-Resource-Policy:
+same-origin` and `X-Content-Type-Options: nosniff`, so the browser hands no other origin
+the body (not even as a script or style whose side effects could leak it).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpupool.api.checks import Asgi, Receive, Scope, Send, send_error
+from gpupool.api.checks import Asgi, Message, Receive, Scope, Send, send_error
 from gpupool.api.connections import Listener, listener_of
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
@@ -144,3 +150,29 @@ async def _drain(receive: Receive) -> None:
         read += len(message.get("body", b""))
         if not message.get("more_body", False):
             return
+
+
+SAME_ORIGIN_HEADERS = (
+    (b"cross-origin-resource-policy", b"same-origin"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
+
+
+class SameOriginAnswers:
+    """Pure ASGI middleware: every HTTP answer is for this origin only (module docstring)."""
+
+    def __init__(self, app: Asgi) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SAME_ORIGIN_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_marked)

@@ -4,7 +4,11 @@
   caller is the uid's user name (`uid-N` for a uid without a passwd entry).
 - TCP: `Authorization: Bearer gpupool_<id>_<secret>`, an API token (core/tokens.py) that
   exists, is neither revoked nor expired, and whose secret matches its salted hash; the caller
-  is the token's user. Anything else is 401 `unauthenticated`.
+  is the token's user. A bad token is 401 `unauthenticated`, wherever it comes from.
+- TCP from this machine (a loopback address) with no Authorization header at all: the owner
+  of the client's socket, as the kernel lists it in /proc/net/tcp (api/loopback.py; a
+  browser on the pool's machine, the dashboard). Only where the daemon can read those tables
+  and `--no-loopback-identity` is not given; otherwise, and from anywhere else, 401.
 Nothing a client writes in a body, a query or a header other than its token names it.
 
 `caller_of` is the FastAPI dependency every /v1 route has (app.py puts it on the router, so
@@ -26,7 +30,8 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from gpupool.api.connections import Listener, listener_of, peer_of
+from gpupool.api.connections import Listener, listener_of, peer_of, tcp_client_of
+from gpupool.api.loopback import Endpoint, SocketOwners
 from gpupool.core import tokens
 from gpupool.core.access import Action, Authority, Caller, Mode, Target, Via, permit
 from gpupool.core.audit import AuditAction, AuditEntry
@@ -115,15 +120,30 @@ class Access:
     """The pool's authority, the token store, the clock: identifies callers, checks what
     they may do, and records what the audit log keeps."""
 
-    def __init__(self, authority: Authority, store: AccessStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        authority: Authority,
+        store: AccessStore,
+        clock: Clock,
+        socket_owners: SocketOwners | None = None,
+    ) -> None:
         self.authority = authority
         self.store = store
         self.clock = clock
+        # Who owns a loopback TCP client's socket; None: every TCP client needs a token.
+        self.socket_owners = socket_owners
 
     def identify(self, scope: Mapping[str, object], authorization: str | None) -> Caller:
-        """The caller of a request (its ASGI scope and Authorization header)."""
+        """The caller of a request (its ASGI scope and Authorization header). A request that
+        sends a token is judged by its token alone: a bad one is 401 even from this machine."""
         local = self.local_caller(scope)
-        return local if local is not None else self._token_caller(authorization)
+        if local is not None:
+            return local
+        if authorization is None:
+            loopback = self.loopback_caller(scope)
+            if loopback is not None:
+                return loopback
+        return self._token_caller(authorization)
 
     def local_caller(self, scope: Mapping[str, object]) -> Caller | None:
         """The caller of a request on the Unix socket, from its peer credentials; None on
@@ -133,6 +153,28 @@ class Access:
             if peer is not None:
                 return Caller(user_name(peer.uid), Via.UNIX, uid=peer.uid)
         return None
+
+    def known_loopback_caller(self, scope: Mapping[str, object]) -> Caller | None:
+        """The loopback caller of a connection already looked up (no I/O: for the event
+        loop); None if not looked up yet, or not one."""
+        tcp = tcp_client_of(scope)
+        if self.socket_owners is None or tcp is None or tcp.owner_uid is None:
+            return None
+        return Caller(user_name(tcp.owner_uid), Via.LOOPBACK, uid=tcp.owner_uid)
+
+    def loopback_caller(self, scope: Mapping[str, object]) -> Caller | None:
+        """The owner of the client's socket of a TCP connection from a loopback address
+        (api/loopback.py), looked up once a connection (it reads /proc/net: a worker
+        thread's job); None when it cannot be known."""
+        tcp = tcp_client_of(scope)
+        if self.socket_owners is None or tcp is None:
+            return None
+        if tcp.owner_uid is None:
+            client, server = _endpoint(scope.get("client")), _endpoint(scope.get("server"))
+            if client is None or server is None or not client.loopback:
+                return None
+            tcp.owner_uid = self.socket_owners.owner_uid(client, server)
+        return self.known_loopback_caller(scope)
 
     def _token_caller(self, authorization: str | None) -> Caller:
         if not authorization:
@@ -180,14 +222,28 @@ class Access:
 
 async def caller_of(request: Request) -> Caller:
     """The FastAPI dependency: the request's caller (Unauthenticated over TCP without one).
-    A local caller is named in the event loop (the kernel told who it is); a token is
-    checked in a worker thread, as it reads the store."""
+    A local caller, and a loopback one already looked up, is named in the event loop (the
+    kernel told who it is); a token, or a loopback client's socket, is looked up in a worker
+    thread, as it reads the store or /proc/net."""
     access: Access = request.app.state.access
     local = access.local_caller(request.scope)
     if local is not None:
         return local
     authorization = request.headers.get("authorization")
+    if authorization is None:
+        known = access.known_loopback_caller(request.scope)
+        if known is not None:
+            return known
     return await run_in_threadpool(access.identify, request.scope, authorization)
+
+
+def _endpoint(address: object) -> Endpoint | None:
+    """An ASGI scope's `client` or `server`, (host, port), as an Endpoint."""
+    if isinstance(address, (tuple, list)) and len(address) >= 2:
+        host, port = address[0], address[1]
+        if isinstance(host, str) and isinstance(port, int):
+            return Endpoint.of(host, port)
+    return None
 
 
 CallerDep = Annotated[Caller, Depends(caller_of)]

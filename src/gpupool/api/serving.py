@@ -51,6 +51,10 @@ class HttpSettings:
     submit_rate: SubmitRate = field(default_factory=SubmitRate)
     server_names: tuple[str, ...] = ()
     tls: Tls | None = None
+    # TCP clients on this machine without a token are their socket's owner (api/loopback.py);
+    # False (`--no-loopback-identity`): every TCP client needs a token, e.g. behind a proxy
+    # on this machine that forwards other people's requests.
+    loopback_identity: bool = True
 
 
 def guarded(app: Asgi, settings: HttpSettings, tcp: socket.socket | None) -> Asgi:

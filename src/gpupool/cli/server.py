@@ -36,8 +36,8 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "--listen",
         metavar="HOST:PORT",
         help="also serve the JSON API over TCP, for clients on other machines "
-        "(gpupool --url http://HOST:PORT ...); an address other than loopback needs "
-        "--tls-cert/--tls-key or --insecure-listen",
+        "(gpupool --url http://HOST:PORT ...), and the web dashboard at http://HOST:PORT/; an "
+        "address other than loopback needs --tls-cert/--tls-key or --insecure-listen",
     )
     _network_flags(p)
     p.add_argument(
@@ -112,6 +112,14 @@ def _network_flags(p: argparse.ArgumentParser) -> None:
         help="a name clients reach TCP by (the Host header), besides localhost, IP addresses "
         "and this machine's host name; repeatable. Other names are refused (421): DNS "
         "rebinding protection",
+    )
+    p.add_argument(
+        "--no-loopback-identity",
+        action="store_true",
+        help="over TCP, ask every client for an API token, even from this machine (by "
+        "default a client on this machine without one is the owner of its socket, as on the "
+        "Unix socket: the dashboard in a local browser). For a proxy on this machine that "
+        "forwards others' requests",
     )
     p.add_argument(
         "--max-body",
@@ -191,7 +199,13 @@ def http_settings(args: argparse.Namespace) -> HttpSettings:
         read_timeout_s=read_timeout,
         max_tcp_connections=connections,
     )
-    return HttpSettings(limits, SubmitRate(submit_rate, burst), names, tls)
+    return HttpSettings(
+        limits,
+        SubmitRate(submit_rate, burst),
+        names,
+        tls,
+        loopback_identity=not args.no_loopback_identity,
+    )
 
 
 def _log_to_stderr() -> None:

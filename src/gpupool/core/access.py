@@ -38,6 +38,9 @@ class Mode(enum.Enum):
 class Via(enum.Enum):
     UNIX = "unix"  # the Unix socket: the kernel named the caller (SO_PEERCRED)
     TOKEN = "token"  # TCP with an API token: its owner
+    # TCP from this machine without a token: the owner of the client's socket, as the
+    # kernel lists it in /proc/net/tcp (api/loopback.py)
+    LOOPBACK = "loopback"
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,16 @@ class Caller:
 
     name: str  # the Unix user name (`uid-N` for a uid without a passwd entry)
     via: Via
-    uid: int | None = None  # over the Unix socket
-    token_id: int | None = None  # over TCP
+    uid: int | None = None  # over the Unix socket, or TCP from this machine
+    token_id: int | None = None  # over TCP with a token
 
     def how(self) -> str:
-        """'unix uid 1001' or 'token 7': how the server knows who it is (the audit's `via`)."""
+        """'unix uid 1001', 'loopback uid 1001' or 'token 7': how the server knows who it
+        is (the audit's `via`)."""
         if self.via is Via.UNIX:
             return f"unix uid {self.uid}"
+        if self.via is Via.LOOPBACK:
+            return f"loopback uid {self.uid}"
         return f"token {self.token_id}"
 
 

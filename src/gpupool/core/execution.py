@@ -147,6 +147,7 @@ class RunAs(StrEnum):
 class LogChunk:
     data: bytes
     offset: int  # where the next read starts
+    size: int | None = None  # the whole log's length when read (None: not known)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ class LogChunk:
     data: bytes
     offset: int  # where the next read starts
     state: JobState
+    size: int | None = None  # the log's length when read: where a tail starts from
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ class PoolService:
         chunk = self.executor.logs(
             Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK)
         )
-        return LogChunk(chunk.data, chunk.offset, job.state)
+        return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 
     def log_location(self, job_id: int) -> str:
         return self.executor.log_location(job_id)

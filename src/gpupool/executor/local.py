@@ -136,15 +136,19 @@ class LocalExecutor:
 
     def logs(self, handle: Handle, offset: int, limit: int) -> LogChunk:
         data = b""
+        size = 0
         try:
             with open(self.log_path(handle.job_id), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
                 # An offset at or past the end reads nothing (seeking far past it is EINVAL).
-                if offset < os.fstat(f.fileno()).st_size:
+                if offset < size:
                     f.seek(max(offset, 0))
                     data = f.read(max(limit, 0))
         except FileNotFoundError:
             pass
-        return LogChunk(data, max(offset, 0) + len(data))
+        end = max(offset, 0) + len(data)
+        # It may have grown between the fstat and the read: what was read is there too.
+        return LogChunk(data, end, max(size, end) if data else size)
 
     def log_location(self, job_id: int) -> str:
         # Text, not a Path: `queue --json` names every job's log (str(self.log_path(i))).

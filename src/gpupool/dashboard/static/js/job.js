@@ -1,0 +1,225 @@
+// The job page (#/jobs/ID): its record, its story (every state change and why, from
+// GET v1/jobs/ID `events`), its GPUs' use while it runs, and a live tail of its log.
+// The daemon decides what the caller may see (core/access.py): for a job of someone else's
+// the API leaves out the command, environment and working directory (`hidden`) and answers
+// the log with 403; the page says so instead of failing.
+
+import { getLog } from "./api.js";
+import { bar, bytes, clock, duration, fullTime, h, notice, pct, relative, request, stateBadge, utilClass } from "./dom.js";
+import { expectedStart, reason } from "./reasons.js";
+
+const TAIL_BYTES = 256 * 1024; // where a tail starts: this far before the end
+const SHOWN_CHARS = 512 * 1024; // the most output kept on the page
+const CHUNK = 1 << 20; // the daemon's largest answer (engine/service.py MAX_LOG_CHUNK)
+const END = Number.MAX_SAFE_INTEGER; // an offset past any end: the answer says the size
+const ENDED = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"]);
+export const LOG_FORBIDDEN = "Only the owner or an admin can read this job's log.";
+
+export const jobPage = {
+  name: "jobs",
+  title: "Job",
+  mount(root, route) {
+    const id = Number.parseInt(route.args[0], 10);
+    if (!Number.isSafeInteger(id) || id < 1) {
+      root.append(notice(`No job ${route.args[0] || ""}: a job id is a number.`, "error"));
+      return { async refresh() {} };
+    }
+    const head = h("header", { class: "job-head" });
+    const record = h("section", { class: "panel record" });
+    const story = h("section", { class: "panel" });
+    const logBox = h("section", { class: "panel log-panel" });
+    root.append(head, h("div", { class: "job-columns" }, h("div", {}, record, story), logBox));
+    const tail = new LogTail(id, logBox);
+    return {
+      async refresh(tick) {
+        const job = await tick.get(`v1/jobs/${id}`);
+        document.title = `#${id} ${job.name} · gpupool`;
+        head.replaceChildren(
+          h("h1", {}, h("span", { class: "muted" }, `#${id} `), job.name),
+          stateBadge(job.state),
+          h("span", { class: "muted" }, ` ${job.user} · ${job.project}`),
+        );
+        const pool = job.state === "RUNNING" ? await tick.get("v1/gpus") : null;
+        record.replaceChildren(...recordOf(job, pool));
+        story.replaceChildren(h("h2", { class: "panel-title" }, "Story"), storyOf(job));
+        await tail.refresh(job);
+      },
+    };
+  },
+};
+
+function field(label, ...value) {
+  return [h("dt", {}, label), h("dd", {}, ...value)];
+}
+
+function recordOf(job, pool) {
+  const now = Date.now() / 1000;
+  const res = job.resources || {};
+  const rows = [];
+  if (job.state === "PENDING") {
+    rows.push(field("waiting", reason(job)), field("expected start", expectedStart(job)));
+  } else if (job.reason) {
+    rows.push(field("reason", job.reason));
+  }
+  if (job.exit_code !== null) rows.push(field("exit code", String(job.exit_code)));
+  rows.push(
+    field("asks for", request(res, job.gpu_count), res.cpus ? ` · ${res.cpus} CPUs` : "", res.mem_bytes ? ` · ${bytes(res.mem_bytes)} memory` : ""),
+    field("priority", `${job.priority_name} (${job.priority})`, job.preemptible ? " · preemptible" : " · not preemptible"),
+  );
+  if (job.node) {
+    const where = job.gpus.length ? ` GPU${job.gpus.length === 1 ? "" : "s"} ${job.gpus.join(",")}` : " (no GPU)";
+    rows.push(field("runs on", h("span", { class: "node-name" }, job.node), where));
+  }
+  rows.push(field("submitted", when(job.submit_time, now)));
+  if (job.start_time) rows.push(field("started", when(job.start_time, now)));
+  if (job.end_time) rows.push(field("ended", when(job.end_time, now)));
+  if (job.start_time) rows.push(field(job.end_time ? "ran" : "running for", duration((job.end_time || now) - job.start_time)));
+  rows.push(field("time limit", job.time_limit_s ? duration(job.time_limit_s) : "none", ` · grace ${duration(job.grace_s)}`));
+  if (job.restart_count) rows.push(field("restarts", String(job.restart_count)));
+  if (job.hidden) {
+    rows.push(field("command", h("span", { class: "muted" }, "hidden: only the owner, an admin of its project or a pool admin may see it")));
+  } else {
+    rows.push(field("command", h("code", { class: "command" }, job.command.map(quoteWord).join(" "))));
+    rows.push(field("workdir", h("code", {}, job.workdir)));
+    const names = Object.keys(job.env || {}).sort();
+    if (names.length) {
+      // Folded: values can be secrets, and a screen can be seen by others.
+      const summary = `${names.length} variable${names.length === 1 ? "" : "s"} (shown to you only)`;
+      const values = names.map((k) => `${k}=${job.env[k]}`).join("\n");
+      rows.push(field("environment", h("details", {}, h("summary", {}, summary), h("pre", { class: "env" }, values))));
+    }
+  }
+  const sections = [h("h2", { class: "panel-title" }, "Record"), h("dl", { class: "fields" }, rows)];
+  const use = pool ? gpuUse(job, pool) : null;
+  if (use) sections.push(use);
+  return sections;
+}
+
+function when(epoch, now) {
+  return h("span", { title: fullTime(epoch) }, `${clock(epoch)} (${relative(epoch, now)})`);
+}
+
+/** A word of a command as a shell would need it typed. */
+function quoteWord(word) {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+/** The latest sample of each GPU the running job holds. */
+function gpuUse(job, pool) {
+  const node = pool.nodes.find((n) => n.name === job.node);
+  if (!node) return null;
+  const held = node.gpus.filter((g) => job.gpus.includes(g.index));
+  if (!held.length) return null;
+  return h(
+    "div",
+    { class: "job-gpus" },
+    h("h3", { class: "panel-subtitle" }, "Its GPUs now"),
+    held.map((g) => {
+      const u = g.usage;
+      const util = u ? u.utilization_pct : null;
+      return h(
+        "div",
+        { class: "job-gpu" },
+        h("span", { class: "gpu-index" }, `GPU ${g.index}`),
+        bar([{ share: (util || 0) / 100, class: utilClass(util) }], { label: `utilization ${pct(util)}` }),
+        h("span", { class: `metric-figure ${utilClass(util)}` }, pct(util)),
+        h("span", { class: "muted" }, u && u.memory_used_bytes !== null ? `${bytes(u.memory_used_bytes)} / ${bytes(g.memory_bytes)}` : ""),
+        u && u.simulated ? h("span", { class: "tag tag-sim" }, "simulated") : null,
+      );
+    }),
+  );
+}
+
+function storyOf(job) {
+  const events = job.events || [];
+  if (!events.length) return notice("No state change recorded yet.", "empty");
+  return h(
+    "ol",
+    { class: "story" },
+    events.map((e) =>
+      h(
+        "li",
+        {},
+        h("time", { title: fullTime(e.time) }, clock(e.time)),
+        h("span", { class: "transition" }, e.from ? [stateBadge(e.from), " → "] : null, stateBadge(e.to)),
+        h("span", { class: "cause" }, e.cause),
+      ),
+    ),
+  );
+}
+
+/** The log's last part, kept up to date: each refresh reads what was written since. */
+class LogTail {
+  constructor(jobId, box) {
+    this.jobId = jobId;
+    this.offset = null; // the next byte to read; null until the tail's start is known
+    this.decoder = new TextDecoder();
+    this.skipToLine = false; // a tail that starts mid-file shows whole lines only
+    this.done = false; // the job ended and everything was read, or reading is refused
+    this.status = h("span", { class: "muted log-status" });
+    this.pre = h("pre", { class: "log", tabindex: "0" });
+    this.note = h("div", { class: "log-note", hidden: true });
+    box.append(h("header", { class: "panel-head" }, h("h2", { class: "panel-title" }, "Log"), this.status), this.note, this.pre);
+  }
+
+  refuse(words) {
+    this.done = true;
+    this.pre.hidden = true;
+    this.note.hidden = false;
+    this.note.replaceChildren(notice(words, "forbidden"));
+    this.status.textContent = "";
+  }
+
+  async refresh(job) {
+    if (this.done) return;
+    if (job.hidden) return this.refuse(LOG_FORBIDDEN);
+    try {
+      if (this.offset === null) await this.findStart();
+      for (let reads = 0; reads < 4; reads += 1) {
+        const chunk = await getLog(this.jobId, this.offset);
+        this.show(chunk.bytes);
+        this.offset = chunk.offset;
+        if (chunk.bytes.length < CHUNK) {
+          if (ENDED.has(chunk.state) && !chunk.bytes.length) this.done = true;
+          break;
+        }
+      }
+    } catch (error) {
+      if (error.status === 403) return this.refuse(LOG_FORBIDDEN);
+      throw error;
+    }
+    const following = this.done ? "the job has ended" : job.state === "PENDING" ? "waiting for the job to start" : "following";
+    this.status.textContent = `${bytes(this.offset)} · ${following}`;
+    if (!this.pre.textContent) this.pre.dataset.empty = "no output yet";
+  }
+
+  /** Start TAIL_BYTES before the end: a long log is not read whole. */
+  async findStart() {
+    const probe = await getLog(this.jobId, END);
+    const size = probe.size ?? 0;
+    this.offset = Math.max(0, size - TAIL_BYTES);
+    if (this.offset > 0) {
+      this.skipToLine = true;
+      this.note.hidden = false;
+      this.note.replaceChildren(notice(`The first ${bytes(this.offset)} are not shown: gpupool logs ${this.jobId} prints them all.`, "info"));
+    }
+  }
+
+  show(data) {
+    if (!data.length) return;
+    let text = this.decoder.decode(data, { stream: true });
+    if (this.skipToLine) {
+      const newline = text.indexOf("\n");
+      if (newline < 0) return;
+      text = text.slice(newline + 1);
+      this.skipToLine = false;
+    }
+    const atBottom = this.pre.scrollHeight - this.pre.scrollTop - this.pre.clientHeight < 40;
+    delete this.pre.dataset.empty;
+    this.pre.append(text);
+    if (this.pre.textContent.length > SHOWN_CHARS) {
+      this.pre.textContent = this.pre.textContent.slice(-SHOWN_CHARS);
+    }
+    if (atBottom) this.pre.scrollTop = this.pre.scrollHeight;
+  }
+}
