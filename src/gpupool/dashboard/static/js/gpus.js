@@ -103,16 +103,18 @@ function nodeSection(node) {
       h("span", { class: "node-name" }, node.name),
       h("span", { class: "muted" }, ` ${kinds} · ${node.cpus} CPUs · ${bytes(node.memory_bytes)} · ${heldCount}/${node.gpus.length} held`),
     ),
-    h(
-      "div",
-      { class: "islands" },
-      islands.map((island) => {
-        const cards = h("div", { class: "cards" }, island.map(card));
-        if (!linked) return cards;
-        const label = island.length > 1 ? `NVLink ${island.map((g) => g.index).join("·")}` : "no NVLink";
-        return h("div", { class: "island" }, h("div", { class: "island-label" }, label), cards);
-      }),
-    ),
+    linked
+      ? h(
+          "div",
+          { class: "islands" },
+          islands.map((island) => {
+            const cards = h("div", { class: "cards" }, island.map(card));
+            const label = island.length > 1 ? `NVLink ${island.map((g) => g.index).join("·")}` : "no NVLink";
+            return h("div", { class: "island" }, h("div", { class: "island-label" }, label), cards);
+          }),
+        )
+      : // No NVLink at all: one grid of every GPU (one column per island would stack them).
+        h("div", { class: "cards" }, islands.flat().map(card)),
   );
 }
 
