@@ -182,13 +182,17 @@ def test_metrics_authenticate_like_every_route_and_pass_promtool(
     text = body.decode()
     assert f'job_id="{job}"' in text and 'gpupool_jobs{state="pending"} 1.0' in text
 
-    # TCP: a token, or 401 as for any route; the Host a Prometheus sends (its target) passes,
-    # a name that is not this server's is refused (DNS rebinding), token or not.
+    # TCP: a token, or 401 as for any route (a bad token is judged alone: 401 even from this
+    # machine, where a client without one is its socket's owner, api/loopback.py); the Host
+    # a Prometheus sends (its target) passes, a name that is not this server's is refused
+    # (DNS rebinding), token or not.
     token, target = pool.token(), f"127.0.0.1:{pool.port}"
     status, body = _tcp_get(pool.port, target, token)
     assert status == 200 and b"gpupool_gpu_allocated_ratio" in body, body
-    status, body = _tcp_get(pool.port, target, None)
+    status, body = _tcp_get(pool.port, target, "gpupool_1_not-the-secret")
     assert status == 401 and b"unauthenticated" in body, body
+    status, body = _tcp_get(pool.port, target, None)
+    assert status == 200, body  # this machine: the socket's owner
     status, body = _tcp_get(pool.port, "evil.example", token)
     assert status == 421 and b"wrong_host" in body, body
 
