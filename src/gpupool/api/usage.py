@@ -49,8 +49,8 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
         span = _span(since)
         if isinstance(span, JSONResponse):
             return span
-        now = clock.now()
-        return history_to_wire(accounting().history(now - span, now), accounting().simulated)
+        now, books = clock.now(), accounting()
+        return history_to_wire(books.history(now - span, now), books.simulated)
 
     @api.get("/v1/jobs/{job_id}/usage", response_model=None)
     def job_usage(job_id: int = Path(ge=1, le=2**63 - 1)) -> dict[str, object]:

@@ -15,7 +15,7 @@ Only the daemon that holds the lease samples, so only one writer ever writes the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import (
@@ -325,16 +325,15 @@ def _usage(r: JobUsageRow) -> JobUsage:
 def _add_usage(s: Session, deltas: Sequence[JobUsageDelta]) -> None:
     """Adds each delta to its job's totals and to its job-hour row (read, add, write)."""
     ids = sorted({d.job_id for d in deltas})
-    rows: Mapping[int, JobUsageRow] = {
+    rows = {
         r.job_id: r for r in s.scalars(select(JobUsageRow).where(JobUsageRow.job_id.in_(ids)))
     }
-    hours = {(d.job_id, d.hour) for d in deltas}
     hour_rows = {
         (r.job_id, r.hour): r
         for r in s.scalars(
             select(JobUsageHourRow).where(
                 JobUsageHourRow.job_id.in_(ids),
-                JobUsageHourRow.hour.in_(sorted({h for _, h in hours})),
+                JobUsageHourRow.hour.in_(sorted({d.hour for d in deltas})),
             )
         )
     }
@@ -343,9 +342,8 @@ def _add_usage(s: Session, deltas: Sequence[JobUsageDelta]) -> None:
         usage = _usage(row) if row is not None else JobUsage()
         usage.add(d)
         if row is None:
-            row = JobUsageRow(job_id=d.job_id)
+            row = rows[d.job_id] = JobUsageRow(job_id=d.job_id)
             s.add(row)
-            rows = {**rows, d.job_id: row}
         row.samples = usage.samples
         row.utilization_sum = usage.util_sum
         row.utilization_bins = list(usage.util_bins)
