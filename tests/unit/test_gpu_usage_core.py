@@ -110,3 +110,11 @@ def test_roll_up_gives_one_row_per_gpu_and_period() -> None:
         (0, 0, 2, 20.0, 30.0), (0, 1, 1, None, None), (60, 0, 1, 50.0, 50.0)
     ]  # fmt: skip
     assert rows[1].power_w is None and rows[0].power_w == 200.0
+
+
+def test_a_job_that_got_its_gpus_during_the_round_is_charged_from_then_on() -> None:
+    late = Holder(1, "n", (0,), Resources(gpus=1), since=97.0)  # the round stands for 90-100
+    before = Holder(2, "n", (1,), Resources(gpus=1), since=10.0)
+    d1, d2 = attribute([gpu(0, 50.0), gpu(1, 50.0)], [late, before], dt_s=10.0)
+    assert (d1.sampled_gpu_s, d1.used_gpu_s) == (3.0, 1.5)
+    assert d2.sampled_gpu_s == 10.0

@@ -6,7 +6,8 @@
   holds, by its share of each (1 for a whole GPU, its fraction for a shared one,
   `core.job.gpu_count`), for `dt_s`, the time the round stands for:
   used GPU-seconds = share x utilization/100 x dt, sampled GPU-seconds = share x dt (only
-  GPUs that reported a utilization), energy = share x power x dt. Allocation is what the
+  GPUs that reported a utilization), energy = share x power x dt, where a job that got its
+  GPUs during the round is charged from then on only. Allocation is what the
   pool granted, not which processes ran: a job holding a GPU it leaves idle is charged for it
   (that is the waste accounting exists to show).
 - `JobUsage`: a job's running totals (mergeable: the store adds a delta per round), and the
@@ -41,6 +42,7 @@ class Holder:
     gpus: tuple[int, ...]
     resources: Resources
     granted_bytes: int | None = None  # GPU memory granted on its one GPU (a shared GPU)
+    since: float | None = None  # when it got them (its run's start): not charged before
 
     def share(self, memory_total_bytes: int | None) -> float:
         """Its share of each GPU it holds: 1 held whole, else its part of the one it shares."""
@@ -81,6 +83,7 @@ def attribute(
     when = max(s.time for s in samples)
     out = []
     for holder in holders:
+        held_s = dt_s if holder.since is None else max(0.0, min(dt_s, when - holder.since))
         utils: list[float] = []
         used = sampled = energy = 0.0
         memory: int | None = None
@@ -93,10 +96,10 @@ def attribute(
             share = holder.share(sample.memory_total_bytes)
             if sample.utilization_pct is not None:
                 utils.append(sample.utilization_pct)
-                used += share * sample.utilization_pct / 100.0 * dt_s
-                sampled += share * dt_s
+                used += share * sample.utilization_pct / 100.0 * held_s
+                sampled += share * held_s
             if sample.power_w is not None:
-                energy += share * sample.power_w * dt_s
+                energy += share * sample.power_w * held_s
             held = _memory_of(holder, sample)
             if held is not None:
                 memory = held if memory is None else max(memory, held)

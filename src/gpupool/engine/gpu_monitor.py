@@ -180,7 +180,10 @@ class PoolJobs:
 
 def holder_of(job: Job) -> Holder:
     assert job.node is not None
-    return Holder(job.id, job.node, tuple(job.gpus), job.spec.resources, job.gpu_memory_bytes)
+    resources = job.spec.resources
+    return Holder(
+        job.id, job.node, tuple(job.gpus), resources, job.gpu_memory_bytes, job.start_time
+    )
 
 
 def sampler_for(
