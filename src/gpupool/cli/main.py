@@ -42,11 +42,24 @@ def _common(default: object) -> CliParser:
 
 def _nouns() -> tuple[Register, ...]:
     """Each noun module's `register`, in the order `gpupool --help` lists their verbs."""
-    from gpupool.cli import gpus, jobs, plan, project, server, sim, submit, tokens, top, usage
+    from gpupool.cli import (
+        gpus,
+        jobs,
+        plan,
+        project,
+        server,
+        shell,
+        sim,
+        submit,
+        tokens,
+        top,
+        usage,
+    )
 
     return (
         server.register,
         submit.register,
+        shell.register,
         jobs.register,
         gpus.register,
         top.register,
