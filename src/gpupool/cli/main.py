@@ -45,6 +45,7 @@ def _nouns() -> tuple[Register, ...]:
     from gpupool.cli import (
         gpus,
         jobs,
+        notebook,
         plan,
         project,
         server,
@@ -60,6 +61,7 @@ def _nouns() -> tuple[Register, ...]:
         server.register,
         submit.register,
         shell.register,
+        notebook.register,
         jobs.register,
         gpus.register,
         top.register,
