@@ -214,17 +214,21 @@ class SampleMethods(SessionMethods):
         if until is not None:
             window.append(JobUsageHourRow.hour < until)
         with self._read() as s:
-            rows = s.connection().execute(
-                select(
-                    JobUsageHourRow.job_id,
-                    func.min(JobUsageHourRow.hour),
-                    func.sum(JobUsageHourRow.used_gpu_s),
-                    func.sum(JobUsageHourRow.sampled_gpu_s),
-                    func.sum(JobUsageHourRow.energy_j),
+            rows = (
+                s.connection()
+                .execute(
+                    select(
+                        JobUsageHourRow.job_id,
+                        func.min(JobUsageHourRow.hour),
+                        func.sum(JobUsageHourRow.used_gpu_s),
+                        func.sum(JobUsageHourRow.sampled_gpu_s),
+                        func.sum(JobUsageHourRow.energy_j),
+                    )
+                    .where(*window)
+                    .group_by(JobUsageHourRow.job_id)
                 )
-                .where(*window)
-                .group_by(JobUsageHourRow.job_id)
-            ).all()
+                .all()
+            )
         return [WindowUsage(*r) for r in rows]
 
 
@@ -325,9 +329,7 @@ def _usage(r: JobUsageRow) -> JobUsage:
 def _add_usage(s: Session, deltas: Sequence[JobUsageDelta]) -> None:
     """Adds each delta to its job's totals and to its job-hour row (read, add, write)."""
     ids = sorted({d.job_id for d in deltas})
-    rows = {
-        r.job_id: r for r in s.scalars(select(JobUsageRow).where(JobUsageRow.job_id.in_(ids)))
-    }
+    rows = {r.job_id: r for r in s.scalars(select(JobUsageRow).where(JobUsageRow.job_id.in_(ids)))}
     hour_rows = {
         (r.job_id, r.hour): r
         for r in s.scalars(
