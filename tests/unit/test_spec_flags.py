@@ -94,6 +94,10 @@ def test_spec_keys_are_the_file_keys() -> None:
         "env",
         "workdir",
         "grace",
+        "retry",
+        "retry_on_exit",
+        "after",
+        "array",
     )
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
 from gpupool.core.job import JobSpec, Resources
+from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 from gpupool.store import Store
 from gpupool.store.codec import decode_spec, encode_spec
 from gpupool.store.migrations import config, head_revision
@@ -226,6 +227,15 @@ specs = st.builds(
     workdir=_text,
     umask=st.none() | st.integers(0, 0o777),
     grace_s=st.floats(min_value=0, max_value=3600),
+    retries=st.integers(0, 100),
+    retry_on_exit=st.lists(st.integers(1, 255), max_size=4).map(tuple),
+    after=st.lists(
+        st.builds(Dependency, st.integers(1, 1 << 40), st.sampled_from(list(AfterKind))),
+        max_size=4,
+    ).map(tuple),
+    array=st.none(),  # never stored: an array is stored as its tasks
+    array_task=st.none()
+    | st.builds(ArrayTask, st.integers(0, 10**6), st.none() | st.integers(1, 99)),
 )
 
 
@@ -240,8 +250,23 @@ def test_codec_covers_every_field() -> None:
     from dataclasses import fields
 
     encoded = encode_spec(JobSpec(command=("x",)))
-    assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)}
+    # Retries, dependencies and an array task are stored only when set; `array` never.
+    only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array"}
+    assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
+
+
+def test_codec_stores_retries_dependencies_and_array_tasks_when_set() -> None:
+    spec = JobSpec(
+        command=("x",),
+        retries=2,
+        retry_on_exit=(33, 137),
+        after=(Dependency(4, AfterKind.ANY),),
+        array_task=ArrayTask(3, 2),
+    )
+    encoded = encode_spec(spec)
+    assert {"retries", "retry_on_exit", "after", "array_task"} <= set(encoded)
+    assert decode_spec(encoded) == spec
 
 
 def test_codec_defaults_missing_fields_and_refuses_unknown_ones() -> None:

@@ -40,7 +40,14 @@ SPEC_RULE = """which words are what:
 FLAG_FIELDS = tuple(k for k in SPEC_KEYS if k not in ("command", "env"))
 # Why the daemon refused a job it understood (exit 2, "job refused: ...").
 SUBMIT_REFUSALS = frozenset(
-    {"unsatisfiable", "quota_never_fits", "bad_workdir", "unknown_project", "not_a_member"}
+    {
+        "unsatisfiable",
+        "quota_never_fits",
+        "bad_workdir",
+        "unknown_project",
+        "not_a_member",
+        "not_supported",
+    }
 )
 
 
@@ -109,6 +116,29 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--grace", help="SIGTERM-to-SIGKILL grace on cancel/time limit (default 30s)")
     p.add_argument(
+        "--retry",
+        metavar="N",
+        help="run a failed attempt again, up to N times (GPUPOOL_RESTART_COUNT counts them)",
+    )
+    p.add_argument(
+        "--retry-on-exit",
+        metavar="CODES",
+        help="retry only these exit codes, e.g. 33,137 (default: any non-zero code)",
+    )
+    p.add_argument(
+        "--after",
+        action="append",
+        metavar="ID[:ok|:any]",
+        help="start after these jobs ended: ok (default) = succeeded, any = in any way; "
+        "comma-separated or repeated (reason Dependency meanwhile)",
+    )
+    p.add_argument(
+        "--array",
+        metavar="INDICES[%K]",
+        help="an array of jobs, one per index: 0-99, 1,3,5-7; %%K: at most K running at "
+        "once (GPUPOOL_ARRAY_INDEX in each)",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="stream the log and exit with the job's exit code (Ctrl-C detaches)",
@@ -175,6 +205,8 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     flags: dict[str, Any] = {f: getattr(args, f, None) for f in FLAG_FIELDS}
     for numeric in ("gpus", "cpus"):
         flags[numeric] = _number(flags[numeric])
+    if flags["after"] is not None:  # repeated --after adds up
+        flags["after"] = ",".join(flags["after"])
     if command:
         flags["command"] = command
     if args.env:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # job_control imports JobState from here
+    from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
 
 class JobState(str, Enum):
@@ -63,6 +67,7 @@ class EndReason(StrEnum):
     CANCELLED = "Cancelled"
     SPAWN_FAILED = "SpawnFailed"  # its command could not be started
     NODE_FAIL = "NodeFail"  # its supervisor died without recording an exit
+    DEPENDENCY = "DependencyNeverSatisfied"  # cancelled: an --after job ended not as asked
 
 
 class HeldReason(StrEnum):
@@ -153,6 +158,16 @@ class JobSpec:
     # May it be stopped and requeued to give GPUs back (and so borrow above its project's
     # quota)? None: the default of its class (interactive: no; everything else: yes).
     preemptible: bool | None = None
+    # Run again after a failed attempt, up to `retries` times, when its exit code is one of
+    # `retry_on_exit` (empty: any non-zero code); requeued as a preemption is.
+    retries: int = 0
+    retry_on_exit: tuple[int, ...] = ()
+    # Not started before these jobs ended as asked (`--after`); see core/job_control.py.
+    after: tuple[Dependency, ...] = ()
+    # A submission of an array (`--array`): expanded into one job per index at submit.
+    array: ArrayRequest | None = None
+    # One task of an array, as stored (its index and the array's throttle).
+    array_task: ArrayTask | None = None
 
     @property
     def is_preemptible(self) -> bool:
@@ -180,6 +195,7 @@ class Job:
     restart_count: int = 0
     cancel_requested: bool = False
     version: int = 0
+    array_id: int | None = None  # the array it is a task of: its first task's id
     events: tuple[Transition, ...] = field(default=(), compare=False)
 
     def gpu_count(self, gpu_memory_bytes: int | None = None) -> float:

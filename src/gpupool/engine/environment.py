@@ -29,6 +29,10 @@ def job_environment(job: Job) -> dict[str, str]:
             "GPUPOOL_RESTART_COUNT": str(job.restart_count),
         }
     )
+    task = job.spec.array_task
+    if task is not None:  # one task of an array (--array): which one
+        env["GPUPOOL_ARRAY_INDEX"] = str(task.index)
+        env["GPUPOOL_ARRAY_JOB_ID"] = str(job.array_id if job.array_id is not None else job.id)
     memory = job.gpu_memory_bytes
     if memory:
         # A fractional job's share of its GPU, in bytes: frameworks can cap themselves to it

@@ -6,7 +6,8 @@ import signal
 from dataclasses import dataclass
 
 from gpupool.core.execution import ExitReason, ExitRecord
-from gpupool.core.job import EndReason, JobState
+from gpupool.core.job import EndReason, Job, JobState
+from gpupool.core.job_control import retry_wanted
 from gpupool.core.units import format_duration
 
 
@@ -48,3 +49,22 @@ def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
             JobState.FAILED, code, EndReason.NON_ZERO_EXIT, "command not found (exit 127)"
         )
     return Outcome(JobState.FAILED, code, EndReason.NON_ZERO_EXIT, f"exited with code {code}")
+
+
+# Failures a retry is for: the command's own (an exit code, or a signal such as the OOM
+# killer's SIGKILL, 137). A time limit, a cancel, or a command that cannot start is not.
+_RETRIED = frozenset({EndReason.NON_ZERO_EXIT, EndReason.SIGNAL})
+
+
+def retry_of(job: Job, result: Outcome) -> str | None:
+    """The story's words when `job`'s run ending as `result` is to be run again (--retry),
+    else None. An attempt is counted by the job's restart count (a preemption's requeue
+    counts too, as Slurm's requeue count does)."""
+    spec, code = job.spec, result.exit_code
+    if result.reason not in _RETRIED or code is None or spec.retries == 0:
+        return None
+    attempt = job.restart_count
+    if not retry_wanted(spec.retries, spec.retry_on_exit, attempt, code):
+        return None
+    total = spec.retries + 1
+    return f"attempt {attempt + 1} of {total} failed with exit code {code}; retrying"

@@ -61,7 +61,7 @@ from gpupool.engine.faults import (
     lost_cause,
     outside_cause,
 )
-from gpupool.engine.outcome import outcome_of
+from gpupool.engine.outcome import outcome_of, retry_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked
 from gpupool.policy import Code, Decision
@@ -188,6 +188,10 @@ def _observed(
             if record.reason is ExitReason.PREEMPTED:
                 return [Release(handle_of(job), now)]  # then requeued (`_released`)
             result = outcome_of(record, state.limit_of(job).seconds)
+            retry = None if job.cancel_requested else retry_of(job, result)
+            if retry is not None:  # archived, then requeued with the same id (`_released`)
+                tracked.retry_cause = retry
+                return [Release(handle_of(job), now)]
             end = end_time_of(record, job, now)
             said = Said(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
             return [
@@ -209,7 +213,7 @@ def _observed(
         case RunState.UNLAUNCHED:
             return [Launch(job.id, state.limit_of(job).seconds)]
         case RunState.RELEASED:  # archived, and the daemon died before the requeue
-            return [Requeue(job.id, "preempted; requeued", now)]
+            return [Requeue(job.id, tracked.retry_cause or "preempted; requeued", now)]
         case RunState.RUNNING:
             return _deliver_cancel(tracked)
     return []  # UNKNOWN: ask again at the next poll
@@ -271,6 +275,9 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
     if not released:  # its supervisor is finishing: look again soon, not at the next tick
         state.poll_soon = True
         return []
+    if tracked.retry_cause is not None:
+        said = Said(f"job {job_id}: {tracked.retry_cause}", _WARN)
+        return [Requeue(job_id, tracked.retry_cause, now, said)]
     why = tracked.stop_why or "to give its GPUs back"
     hold_s = tracked.requeue_hold_s
     if hold_s is None:

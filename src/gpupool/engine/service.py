@@ -160,6 +160,9 @@ class PoolService:
         `submit`); RequestRefused when it could never run. Reads the filesystem (the
         working directory) and the projects and the user's default project, which come
         from the store once and are cached after (so the event loop rarely waits on it)."""
+        if spec.after or spec.array is not None:  # parsed by the spec, not yet acted on
+            field = "after" if spec.after else "array"
+            raise RequestRefused("not_supported", f"{field}: not supported by this daemon yet")
         given = bool(spec.project) if project_given is None else project_given
         projects = self.projects_by_name()
         project = self.choose_project(user, spec.project if given else None, projects)

@@ -49,6 +49,7 @@ class Tracked:
     stop_why: str | None = None  # its run was told to stop to be requeued, and why
     held_told: bool = False  # lost, processes still alive: the story says so (once)
     requeue_hold_s: float | None = None  # once requeued, held this long (idle-GPU policy)
+    retry_cause: str | None = None  # its run failed and is retried (--retry): the story's words
 
 
 def slim(job: Job) -> Job:

@@ -44,6 +44,7 @@ from gpupool.core.execution import (
 )
 from gpupool.core.paths import DIR_MODE
 from gpupool.executor import attempts
+from gpupool.executor.checkpoints import CHECKPOINT_ENV, ensure_checkpoint_dir
 from gpupool.executor.files import (
     append_private,
     atomic_write_json,
@@ -93,15 +94,24 @@ class LocalExecutor:
     # -- the executor contract (core/execution.py) ------------------------------------------
 
     def launch(self, request: LaunchRequest) -> None:
-        """Start the run at once (`start`); a supervisor of it already running steps aside."""
+        """Start the run at once (`start`); a supervisor of it already running steps aside.
+        The job's checkpoint directory (executor/checkpoints.py) is made at its first launch
+        and named in its environment at every one."""
+        job_id = request.handle.job_id
+        user = request.user if self.run_as is RunAs.OWNER else None
+        try:
+            where = ensure_checkpoint_dir(self.state_dir, job_id, user)
+            env = {**request.env, CHECKPOINT_ENV: str(where)}
+        except (OSError, KeyError):  # no such user: the supervisor fails the job, saying why
+            env = dict(request.env)
         self.start(
-            request.handle.job_id,
+            job_id,
             request.command,
-            request.env,
+            env,
             request.workdir,
             request.time_limit_s,
             request.grace_s,
-            request.user if self.run_as is RunAs.OWNER else None,
+            user,
             request.umask,
         )
 

@@ -28,6 +28,10 @@ SPEC_KEYS: tuple[str, ...] = (
     "env",
     "workdir",
     "grace",
+    "retry",
+    "retry_on_exit",
+    "after",
+    "array",
 )
 
 

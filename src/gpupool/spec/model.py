@@ -16,13 +16,16 @@ from typing import Annotated, Any, NoReturn
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from gpupool.core.job import DEFAULT_PRIORITY, JobSpec, Resources
+from gpupool.core.job_control import ArrayRequest, Dependency
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.flags import SPEC_KEYS
 from gpupool.spec.rules import (
     DEFAULT_GRACE_S,
     MAX_GRACE_S,
     MAX_TIME_S,
+    check_after,
     check_arg,
+    check_array,
     check_begin,
     check_cpus,
     check_env_mapping,
@@ -36,6 +39,8 @@ from gpupool.spec.rules import (
     check_preemptible,
     check_priority,
     check_project,
+    check_retries,
+    check_retry_on_exit,
     check_time,
     check_umask,
     check_workdir,
@@ -91,6 +96,10 @@ class SpecModel(_Strict):
     env: Env = {}
     workdir: Annotated[str | None, _v(check_workdir)] = None
     grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
+    retry: Annotated[int, _v(check_retries)] = 0
+    retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
+    after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()
+    array: Annotated[ArrayRequest | None, _v(check_array)] = None
 
 
 class WireModel(_Strict):
@@ -114,6 +123,10 @@ class WireModel(_Strict):
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
     begin_time: Annotated[float | None, _v(wire_begin)] = None
     preemptible: Annotated[bool | None, _v(check_preemptible)] = None
+    retries: Annotated[int, _v(check_retries)] = 0
+    retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
+    after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()  # ["12:ok", "13:any"]
+    array: Annotated[ArrayRequest | None, _v(check_array)] = None  # "0-99%8"
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -257,6 +270,10 @@ def build_spec(
         grace_s=m.grace,
         begin_time=m.begin,
         preemptible=m.preemptible,
+        retries=m.retry,
+        retry_on_exit=m.retry_on_exit,
+        after=m.after,
+        array=m.array,
     )
 
 
@@ -286,4 +303,8 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         grace_s=m.grace_s,
         begin_time=m.begin_time,
         preemptible=m.preemptible,
+        retries=m.retries,
+        retry_on_exit=m.retry_on_exit,
+        after=m.after,
+        array=m.array,
     )

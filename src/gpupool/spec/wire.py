@@ -17,7 +17,7 @@ from gpupool.core.json_types import JsonObject
 def spec_to_wire(spec: JobSpec) -> JsonObject:
     """JSON-safe dict; spec_from_wire(spec_to_wire(s)) == s for every valid spec."""
     r = spec.resources
-    return {
+    wire: JsonObject = {
         "command": list(spec.command),
         "name": spec.name,
         "project": spec.project,
@@ -38,6 +38,17 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         "begin_time": spec.begin_time,  # epoch seconds, or None: free to start now
         "preemptible": spec.preemptible,  # None: the default of its priority class
     }
+    # Retries, dependencies and arrays only when asked for: a plain job's request stays
+    # what a daemon that knows none of them accepts.
+    if spec.retries:
+        wire["retries"] = spec.retries
+    if spec.retry_on_exit:
+        wire["retry_on_exit"] = list(spec.retry_on_exit)
+    if spec.after:
+        wire["after"] = [str(d) for d in spec.after]  # "ID:ok" / "ID:any"
+    if spec.array is not None:
+        wire["array"] = str(spec.array)  # "0-99%8"
+    return wire
 
 
 def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:

@@ -7,6 +7,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from gpupool.core.job import Job, JobSpec, Resources, Transition
+from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 
 if TYPE_CHECKING:
     from gpupool.store.models import JobRow
@@ -21,7 +22,7 @@ _RESOURCE_KEYS = frozenset(f.name for f in fields(Resources))
 
 def encode_spec(spec: JobSpec) -> dict[str, object]:
     r = spec.resources
-    return {
+    stored: dict[str, object] = {
         "format": FORMAT,
         "command": list(spec.command),
         "resources": {
@@ -46,6 +47,18 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         "begin_time": spec.begin_time,
         "preemptible": spec.preemptible,
     }
+    # Only when set (older rows have none of them; decode_spec takes the defaults). An
+    # array submission is stored as its tasks (`array_task`), never as `array`.
+    if spec.retries:
+        stored["retries"] = spec.retries
+    if spec.retry_on_exit:
+        stored["retry_on_exit"] = list(spec.retry_on_exit)
+    if spec.after:
+        stored["after"] = [[d.job_id, d.kind.value] for d in spec.after]
+    if spec.array_task is not None:
+        task = spec.array_task
+        stored["array_task"] = {"index": task.index, "limit": task.limit}
+    return stored
 
 
 def decode_spec(data: Mapping[str, Any]) -> JobSpec:
@@ -66,6 +79,15 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
     for key in ("env", "base_env"):
         if key in data:
             kwargs[key] = tuple(_pair(p, key) for p in data[key])
+    if "retry_on_exit" in data:
+        kwargs["retry_on_exit"] = tuple(data["retry_on_exit"])
+    if "after" in data:
+        kwargs["after"] = tuple(Dependency(int(i), AfterKind(k)) for i, k in data["after"])
+    if data.get("array_task") is not None:
+        task = data["array_task"]
+        kwargs["array_task"] = ArrayTask(int(task["index"]), task.get("limit"))
+    if data.get("array") is not None:
+        raise ValueError("an array submission is stored as its tasks, not as `array`")
     return JobSpec(**kwargs)
 
 
@@ -102,5 +124,6 @@ def job_from_row(row: JobRow, events: Iterable[Transition] = (), environment: bo
         restart_count=row.restart_count,
         cancel_requested=row.cancel_requested,
         version=row.version,
+        array_id=row.array_id,
         events=tuple(events),
     )

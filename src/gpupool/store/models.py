@@ -96,6 +96,8 @@ class JobRow(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     launch_info: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     version: Mapped[int] = mapped_column(Integer)
+    # The array it is a task of (its first task's id; None: not an array task), migration 0008.
+    array_id: Mapped[int | None] = mapped_column(Integer, index=True)
 
     # The ORM adds "AND version = <what we read>" to every UPDATE and bumps it; a concurrent
     # change (possible on PostgreSQL, whose writers are not serialized) then fails the flush.

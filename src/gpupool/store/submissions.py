@@ -10,9 +10,10 @@ batch, gives that job instead of a new one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -73,6 +74,27 @@ class SubmitMethods(SessionMethods):
         except IntegrityError:
             # A token another writer committed meanwhile: each on its own, as `submit` does.
             return [self.submit(*new) for new in batch]
+
+    def submit_array(self, tasks: Sequence[NewJob]) -> list[Job]:
+        """Store the tasks of one array in one transaction, each with the array's id (the
+        first task's job id). The array's token is the first task's: a repeated submission
+        with it returns the tasks stored the first time, and stores nothing."""
+        if not tasks:
+            return []
+        token = tasks[0].token
+
+        def op(s: Session) -> list[Job]:
+            if token is not None:
+                known = s.execute(select(JOBS.c.id, JOBS.c.array_id).where(JOBS.c.token == token))
+                for job_id, array_id in known:
+                    return models.load_jobs(s, JobRow.array_id == (array_id or job_id))
+            jobs = _insert_all(s, [tasks[0], *(t._replace(token=None) for t in tasks[1:])])
+            array_id = jobs[0].id
+            ids = [job.id for job in jobs]
+            s.execute(update(JOBS).where(JOBS.c.id.in_(ids)).values(array_id=array_id))
+            return [replace(job, array_id=array_id) for job in jobs]
+
+        return self._write_once_more_on_conflict(op)
 
 
 def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
