@@ -10,6 +10,16 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 
+class Distributed(StrEnum):
+    """How a job's command is started as a gang of ranks (`--distributed`; docs/distributed.md).
+
+    TORCHRUN: one process per GPU with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT, ...), started by gpupool's own launcher, not by torchrun.
+    """
+
+    TORCHRUN = "torchrun"
+
+
 class JobState(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -153,6 +163,8 @@ class JobSpec:
     # May it be stopped and requeued to give GPUs back (and so borrow above its project's
     # quota)? None: the default of its class (interactive: no; everything else: yes).
     preemptible: bool | None = None
+    # None: one process, the command; else one process per GPU as `Distributed` says.
+    distributed: Distributed | None = None
 
     @property
     def is_preemptible(self) -> bool:

@@ -28,6 +28,7 @@ SPEC_KEYS: tuple[str, ...] = (
     "env",
     "workdir",
     "grace",
+    "distributed",
 )
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from gpupool.core.job import DEFAULT_PRIORITY, JobSpec, Resources
+from gpupool.core.job import DEFAULT_PRIORITY, Distributed, JobSpec, Resources
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.flags import SPEC_KEYS
 from gpupool.spec.rules import (
@@ -25,6 +25,7 @@ from gpupool.spec.rules import (
     check_arg,
     check_begin,
     check_cpus,
+    check_distributed,
     check_env_mapping,
     check_env_name,
     check_env_value,
@@ -91,6 +92,7 @@ class SpecModel(_Strict):
     env: Env = {}
     workdir: Annotated[str | None, _v(check_workdir)] = None
     grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
+    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
 
 
 class WireModel(_Strict):
@@ -114,6 +116,7 @@ class WireModel(_Strict):
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
     begin_time: Annotated[float | None, _v(wire_begin)] = None
     preemptible: Annotated[bool | None, _v(check_preemptible)] = None
+    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -175,6 +178,10 @@ def _resource_errors(m: Any) -> list[tuple[str, str]]:
         elif fractional and m.gpus != 1:
             field = "gpu_fraction" if m.gpu_memory_bytes is None else "gpu_memory_bytes"
             errors.append((field, f"shares one GPU: needs gpus of 1, got {m.gpus}"))
+    if m.distributed is not None and (fractional or m.gpus < 1):
+        # One rank per GPU: the gang's size is its count of whole GPUs.
+        what = "a share of one GPU" if fractional else f"gpus {m.gpus:g}"
+        errors.append(("distributed", f"needs 1 or more whole GPUs (one rank each), got {what}"))
     if m.gpu_type is not None and m.gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
@@ -257,6 +264,7 @@ def build_spec(
         grace_s=m.grace,
         begin_time=m.begin,
         preemptible=m.preemptible,
+        distributed=m.distributed,
     )
 
 
@@ -286,4 +294,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         grace_s=m.grace_s,
         begin_time=m.begin_time,
         preemptible=m.preemptible,
+        distributed=m.distributed,
     )

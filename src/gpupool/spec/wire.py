@@ -17,7 +17,7 @@ from gpupool.core.json_types import JsonObject
 def spec_to_wire(spec: JobSpec) -> JsonObject:
     """JSON-safe dict; spec_from_wire(spec_to_wire(s)) == s for every valid spec."""
     r = spec.resources
-    return {
+    wire: JsonObject = {
         "command": list(spec.command),
         "name": spec.name,
         "project": spec.project,
@@ -38,6 +38,9 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         "begin_time": spec.begin_time,  # epoch seconds, or None: free to start now
         "preemptible": spec.preemptible,  # None: the default of its priority class
     }
+    if spec.distributed is not None:  # only then: a daemon without the key takes the rest
+        wire["distributed"] = spec.distributed.value
+    return wire
 
 
 def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
