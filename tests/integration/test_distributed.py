@@ -168,3 +168,20 @@ def test_distributed_flag_names_its_choices(pool: Pool) -> None:
     proc = pool.cli("submit", "--gpus", "2", "--distributed", "mpi", "--", "true")
     assert proc.returncode == 2
     assert "distributed" in proc.stderr and "torchrun" in proc.stderr and "'mpi'" in proc.stderr
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_vs_dp"
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_the_ddp_example_trains_through_gpupool(pool: Pool, model: str) -> None:
+    job_id = pool.submit(
+        "--gpus", "2", "--distributed", "torchrun", "--",
+        PY, str(EXAMPLE / "train_ddp.py"), "--tiny", "--model", model,
+        "--steps", "2", "--samples", "256", "--batch-size", "16",
+    )  # fmt: skip
+    job = pool.wait(job_id, timeout=180)
+    assert job.state == "SUCCEEDED", pool.log(job_id)
+    log = pool.log(job_id)
+    for rank in (0, 1):
+        assert f"[rank {rank}] rank {rank}/2 epoch 0: 2 steps" in log
