@@ -139,6 +139,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "once (GPUPOOL_ARRAY_INDEX in each)",
     )
     p.add_argument(
+        "--distributed",
+        metavar="LAUNCHER",
+        help="run one process per GPU as a gang: torchrun (RANK, LOCAL_RANK, WORLD_SIZE, "
+        "MASTER_ADDR/PORT set for each; docs/distributed.md)",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="stream the log and exit with the job's exit code (Ctrl-C detaches)",
