@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,3 +188,26 @@ def _job_pid(pool: Pool, job_id: int) -> int | None:
         return int(json.loads(path.read_text())["pid"])
     except (OSError, ValueError, KeyError):
         return None
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("name", ["sdk_submit.py", "sdk_futures.py"])
+def test_the_examples_run_as_they_are(pool: Pool, tmp_path: Path, name: str) -> None:
+    env = {**pool.env, "GPUPOOL_SDK_DIR": str(tmp_path / "functions")}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    if name == "sdk_submit.py":
+        assert "  | step 2\n" in done.stdout and "SUCCEEDED, exit code 0" in done.stdout
+    else:
+        assert "sweep: [0.9048, 0.366, 0.0]" in done.stdout, done.stdout
+        assert "on no GPU" in done.stdout
+        assert "check(-4.0) raised ValueError('negative input: -4.0')" in done.stdout
