@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.cli.main import main
 from gpupool import sdk
+from gpupool.cli.main import main
 from gpupool.client import ApiError, Client
 from integration.pool_harness import Pool, free_port, wait_for
 from integration.real_users import Outcome, as_user, ensure_user, preload, require_root
