@@ -135,7 +135,7 @@ def test_a_job_killed_before_its_result_fails_clearly(client: Client) -> None:
         future.result(timeout=RESULT_S)
     assert not isinstance(failed.value, JobCancelled)
     assert failed.value.job.state is JobState.FAILED
-    assert str(failed.value).startswith(f"job {future.job_id} FAILED (exit ")
+    assert str(failed.value).startswith(f"job {future.job_id} FAILED (exit 137): it was killed")
     assert f"`gpupool logs {future.job_id}`" in str(failed.value)
 
 
@@ -176,7 +176,7 @@ def test_a_signal_is_not_a_result(client: Client, pool: Pool, tmp_path: Path) ->
     pool.wait_state(future.job_id, "RUNNING")
     child = wait_for(lambda: _job_pid(pool, future.job_id), 30, "the job's process")
     os.kill(child, signal.SIGTERM)
-    with pytest.raises(JobFailed):
+    with pytest.raises(JobFailed, match="exit 143.*stopped by signal 15 before the function"):
         future.result(timeout=RESULT_S)
 
 

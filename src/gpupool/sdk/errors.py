@@ -100,8 +100,10 @@ def ended_without_result(job: JobView) -> str:
         why = "it was stopped at its time limit before the function returned"
     elif job.state is JobState.CANCELLED:
         why = "it was cancelled before the function returned"
-    elif job.exit_code is not None and job.exit_code in (137, -9):
+    elif job.exit_code == 128 + 9:  # the executor's code for a signal: 128 + its number
         why = "it was killed (SIGKILL: out of memory?) before the function returned"
+    elif job.exit_code is not None and job.exit_code > 128:
+        why = f"it was stopped by signal {job.exit_code - 128} before the function returned"
     else:
         why = "it wrote no result: its interpreter or the runner failed before the function returned"
     return f"{what}: {why}; its output: `gpupool logs {job.id}`"
