@@ -191,7 +191,10 @@ def misfits(state: Path) -> list[str]:
             if stat.S_ISSOCK(st.st_mode):
                 expected = 0o666
             elif stat.S_ISDIR(st.st_mode):
-                expected = 0o700
+                # checkpoints/: passable (0711), so each job reaches its own 0700 directory
+                # (GPUPOOL_CHECKPOINT_DIR, executor/checkpoints.py) and lists no other's
+                top_level = Path(root) == state
+                expected = 0o711 if top_level and name == "checkpoints" else 0o700
             else:
                 expected = 0o600
             if stat.S_IMODE(st.st_mode) != expected:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
-from gpupool.core.paths import DIR_MODE, PARENT_MODE, TOP_MODE
+from gpupool.core.paths import DIR_MODE, PARENT_MODE, PASSABLE_DIRS, TOP_MODE
 from gpupool.store.urls import BadDatabaseUrl, check_database_url
 
 BAD_INPUT = 2  # the CLI's exit status for bad input
@@ -97,6 +97,10 @@ def secure_state_dir(path: Path) -> None:
         for root, dirs, files in os.walk(path):  # does not follow links to directories
             for name in (*dirs, *files):
                 _make_private(os.path.join(root, name))
+        for name in PASSABLE_DIRS:  # passable by design (core/paths.py)
+            passable = path / name
+            if passable.is_dir() and not passable.is_symlink():
+                os.chmod(passable, TOP_MODE)
         os.chmod(path, TOP_MODE)
     except OSError as exc:  # e.g. an entry of another user's: refuse rather than run open
         where = exc.filename or path

@@ -20,6 +20,10 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 PARENT_MODE = 0o755  # parents the daemon makes for a new state directory
 PRIVATE_UMASK = 0o077  # the daemon's: whatever it or SQLite creates is FILE_MODE/DIR_MODE
+# Directories below the top that are TOP_MODE too: passable, so that a job reaches its own
+# entry by name (its GPUPOOL_CHECKPOINT_DIR, executor/checkpoints.py) and lists no other's.
+CHECKPOINTS_DIR = "checkpoints"
+PASSABLE_DIRS = (CHECKPOINTS_DIR,)
 
 
 def state_dir(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:

@@ -15,13 +15,13 @@ import pwd
 import stat
 from pathlib import Path
 
-from gpupool.core.paths import DIR_MODE, TOP_MODE
+from gpupool.core.paths import CHECKPOINTS_DIR, DIR_MODE, TOP_MODE
 
 CHECKPOINT_ENV = "GPUPOOL_CHECKPOINT_DIR"
 
 
 def checkpoint_dir(state_dir: Path, job_id: int) -> Path:
-    return state_dir / "checkpoints" / str(int(job_id))
+    return state_dir / CHECKPOINTS_DIR / str(int(job_id))
 
 
 def ensure_checkpoint_dir(state_dir: Path, job_id: int, owner: str | None) -> Path:
@@ -29,7 +29,7 @@ def ensure_checkpoint_dir(state_dir: Path, job_id: int, owner: str | None) -> Pa
     `owner`: the user the job runs as when that is not the daemon's (shared mode): the
     directory is theirs. A directory already there is left as it is, but for its owner and
     mode, set again (a state dir secured at start loses the parent's 0711: preflight.py)."""
-    parent = state_dir / "checkpoints"
+    parent = state_dir / CHECKPOINTS_DIR
     parent.mkdir(mode=TOP_MODE, exist_ok=True)
     if stat.S_IMODE(os.lstat(parent).st_mode) != TOP_MODE:
         os.chmod(parent, TOP_MODE)
