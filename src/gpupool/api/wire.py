@@ -83,6 +83,8 @@ def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
         "jobs": list(status.jobs),
         "project": status.project,
     }
+    if status.limit is not None:  # ArrayLimit: the array's %K (additive: only there)
+        wait["limit"] = status.limit
     words = status.message
     with _RENDERED_LOCK:
         if len(_RENDERED) >= _KEEP:

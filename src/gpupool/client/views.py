@@ -36,6 +36,8 @@ class WaitCode(StrEnum):
     RECLAIM = "Reclaim"
     UNSATISFIABLE = "Unsatisfiable"
     QUOTA_NEVER_FITS = "QuotaNeverFits"
+    DEPENDENCY = "Dependency"
+    ARRAY_LIMIT = "ArrayLimit"
 
 
 _WAIT_CODES = frozenset(c.value for c in WaitCode)
