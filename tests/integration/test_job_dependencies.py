@@ -79,7 +79,12 @@ def test_an_array_runs_each_index_never_more_than_its_limit_at_once(
 def test_cancelling_an_array_cancels_every_task(pool: Pool) -> None:
     first = pool.submit("--array", "0-3%1", "--", *FOREVER)
     pool.wait_state(first, "RUNNING")
-    pool.wait_reason(first + 1, "ArrayLimit")
+    waiting = pool.wait_reason(first + 1, "ArrayLimit")
+    assert waiting.array_id == first and waiting.array_index == 1
+    queue = pool.cli("queue", check=True).stdout
+    assert f"{first}_0 " in queue and f"{first}_[1-3%1] " in queue, queue
+    expanded = pool.cli("queue", "--expand", check=True).stdout
+    assert all(f"{first}_{i} " in expanded for i in range(4)), expanded
     pool.cancel(first)
     for job_id in range(first, first + 4):
         assert pool.wait(job_id).state == "CANCELLED"
