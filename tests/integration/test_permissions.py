@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from gpupool import sdk
 from gpupool.cli.main import main
 from gpupool.client import ApiError, Client
 from integration.pool_harness import Pool, free_port, wait_for
@@ -189,6 +190,40 @@ def test_another_user_is_refused_by_the_http_api(team: Team) -> None:
         assert (status, answer["error"]) == (401, "unauthenticated"), answer
     assert team.pool.client.job(job).state == "RUNNING"
     team.pool.cancel(job)
+
+
+def test_another_user_is_refused_through_the_python_sdk(team: Team) -> None:
+    """The SDK's row (issue 15): bob's JobHandle of alice's job reads its status, but its
+    logs() and cancel() raise Forbidden (403), on the socket and over TCP."""
+    job = running_job_of_alice(team)
+    state = str(team.pool.state_dir)
+
+    def as_bob(tcp: bool) -> object:
+        pool = sdk.Client(team.url, team.tokens[BOB]) if tcp else sdk.Client(state_dir=state)
+        handle = pool.job(job)
+        seen = [handle.status().user, handle.status().hidden]
+        for act in (lambda: list(handle.logs()), handle.cancel):
+            try:
+                act()
+                seen.append("allowed")
+            except sdk.Forbidden as exc:
+                seen.append(f"{exc.status} {exc}")
+        return seen
+
+    for tcp in (False, True):
+        outcome = as_user(BOB, lambda tcp=tcp: as_bob(tcp))
+        assert outcome.code == 0, outcome.err
+        assert isinstance(outcome.value, list)
+        user, hidden, logs, cancel = outcome.value
+        assert (user, hidden) == (ALICE, True)
+        assert logs.startswith("403 ") and "may read the logs, environment and spec" in logs
+        assert cancel == (
+            f"403 only the job's owner {ALICE}, an admin of project default or a pool "
+            f"admin ({OPS} or root) may cancel job {job}"
+        )
+    assert team.pool.client.job(job).state == "RUNNING"
+    team.pool.cancel(job)
+    team.pool.wait(job)
 
 
 def test_a_pool_admin_cancels_and_the_audit_log_says_so(team: Team) -> None:

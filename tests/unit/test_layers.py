@@ -27,6 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         {"core", "policy", "spec", "inventory", "store", "executor", "engine", "monitor"}
     ),
     "client": frozenset({"core", "spec"}),
+    "sdk": frozenset({"core", "spec", "client"}),  # the Python SDK: a layer over the client
     "cli": frozenset(
         {"core", "spec", "client", "inventory", "policy", "api", "engine", "sim", "plan"}
     ),

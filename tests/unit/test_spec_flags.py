@@ -98,6 +98,7 @@ def test_spec_keys_are_the_file_keys() -> None:
         "retry_on_exit",
         "after",
         "array",
+        "distributed",
     )
 
 

@@ -30,6 +30,7 @@ from gpupool.core.units import format_size
 from gpupool.engine import PoolService, RequestRefused
 from gpupool.engine.view import JobQuery, Order
 from gpupool.policy import Decision
+from gpupool.spec.rules import MAX_GPUS
 from gpupool.store.space import StorageFull, storage_full
 
 logger = logging.getLogger("gpupool.api")  # not `log`: a route of that name
@@ -53,6 +54,7 @@ MAX_USER = 256
 MAX_TOKEN = 128
 
 # A job id the store can hold (a 64-bit integer column): larger ones are refused by name.
+MAX_RANK = MAX_GPUS - 1  # a distributed job has one rank per GPU
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
@@ -253,10 +255,13 @@ def create_app(
 
     @api.get("/v1/jobs/{job_id}/log")
     def log(
-        job_id: JobId, caller: CallerDep, offset: int = Query(0, ge=0, le=MAX_INT64)
+        job_id: JobId,
+        caller: CallerDep,
+        offset: int = Query(0, ge=0, le=MAX_INT64),
+        rank: int | None = Query(None, ge=0, le=MAX_RANK),  # one rank of a distributed job
     ) -> Response:
         access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
-        chunk = service.read_log(job_id, offset)
+        chunk = service.read_log(job_id, offset, rank=rank)
         # Raw bytes with the cursor in headers: logs need not be valid UTF-8. X-Size, the
         # log's length, lets a reader start a tail near the end (the dashboard).
         headers = {"X-Offset": str(chunk.offset), "X-State": chunk.state.value}

@@ -92,6 +92,13 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.set_defaults(handler=OnPool(cmd_logs))
     p.add_argument("job_id", type=job_id)
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
+    p.add_argument(
+        "--rank",
+        type=int,
+        metavar="N",
+        help="only rank N's output, of a --distributed job (default: all ranks, each line "
+        "prefixed [rank N])",
+    )
     p = sub.add_parser("cancel", parents=[common], help="cancel jobs (SIGTERM, grace, SIGKILL)")
     p.set_defaults(handler=OnPool(cmd_cancel))
     p.add_argument("job_ids", type=job_id, nargs="*")
@@ -283,7 +290,11 @@ def _limit(job: JobView) -> str:
 
 
 def stream_log(
-    client: Client, job_id: int, follow: bool, out: BinaryIO | None = None
+    client: Client,
+    job_id: int,
+    follow: bool,
+    out: BinaryIO | None = None,
+    rank: int | None = None,
 ) -> JobState | None:
     """Print the log from the start; with follow, until the job ends. Returns the final state.
 
@@ -292,7 +303,7 @@ def stream_log(
     sink = out or sys.stdout.buffer
     offset, said_pending = 0, False
     while True:
-        chunk = client.log(job_id, offset)
+        chunk = client.log(job_id, offset, rank)
         offset, state = chunk.offset, chunk.state
         if chunk.data:
             sink.write(chunk.data)
@@ -315,7 +326,7 @@ def stream_log(
                 return state
         if not follow or (state is not None and state.terminal):
             # One last read: the job may have written its last lines as it ended.
-            chunk = client.log(job_id, offset)
+            chunk = client.log(job_id, offset, rank)
             if chunk.data:
                 sink.write(chunk.data)
                 sink.flush()
@@ -342,7 +353,7 @@ def detach_note(client: Client, job_id: int, what: str = "detached") -> str:
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     try:
-        stream_log(client, args.job_id, args.follow)
+        stream_log(client, args.job_id, args.follow, rank=args.rank)
     except KeyboardInterrupt:
         print(f"\n{detach_note(client, args.job_id)}", file=sys.stderr)
         return 130

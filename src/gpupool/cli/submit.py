@@ -21,6 +21,7 @@ from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.jobs import detach_note, exit_status, final_line, stream_log, wait_for
 from gpupool.client import Client, JsonObject
 from gpupool.spec.flags import SPEC_KEYS
+from gpupool.spec.submitter import absolute_workdir, current_umask
 
 if TYPE_CHECKING:
     from gpupool.spec import SpecError
@@ -139,6 +140,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "once (GPUPOOL_ARRAY_INDEX in each)",
     )
     p.add_argument(
+        "--distributed",
+        metavar="LAUNCHER",
+        help="run one process per GPU as a gang: torchrun (RANK, LOCAL_RANK, WORLD_SIZE, "
+        "MASTER_ADDR/PORT set for each; docs/distributed.md)",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="stream the log and exit with the job's exit code (Ctrl-C detaches)",
@@ -212,7 +219,7 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     if args.env:
         flags["env"] = parse_env_assignments(args.env)
     merged = merge_flags(data, flags)
-    merged = _absolute_workdir(merged)
+    merged = absolute_workdir(merged)
     lines = drop_overridden_lines(lines, flags)  # a bad flag is not the file's fault
     if "command" not in merged:
         from gpupool.spec import FieldError, SpecError
@@ -239,31 +246,6 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     if merged.get("project") is None:
         wire["project"] = None  # not given: the daemon picks the user's default project
     return wire
-
-
-def current_umask() -> int:
-    """This process's umask, which the job gets. From /proc (Linux 4.7+): read without
-    changing it; else by setting it and back (the CLI has one thread)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _absolute_workdir(merged: dict[str, Any]) -> dict[str, Any]:
-    """A relative workdir (flag or file) is taken from where the user submits, as sbatch
-    --chdir does; `~` is left for the spec's check (it is not expanded)."""
-    workdir = merged.get("workdir")
-    if isinstance(workdir, str) and workdir and not workdir.startswith("~"):
-        if not os.path.isabs(workdir):
-            return {**merged, "workdir": os.path.abspath(workdir)}
-    return merged
 
 
 def _number(value: str | None) -> int | float | str | None:

@@ -34,7 +34,14 @@ class PoolUnreachable(ConnectionError):
 
 
 class DaemonNotRunning(PoolUnreachable):
-    """Nothing listens there: no socket file, or the connection was refused."""
+    """Nothing listens there: no socket file, or the connection was refused. Its `str()`
+    says what to do, as the CLI does (cli/failures.py)."""
+
+    def __str__(self) -> str:
+        return (
+            f"no daemon is running for {self.where} ({self.problem}): start one with "
+            "`gpupool server`, or point at it with GPUPOOL_STATE_DIR or GPUPOOL_URL"
+        )
 
 
 class DaemonTimeout(PoolUnreachable):

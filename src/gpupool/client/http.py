@@ -399,11 +399,11 @@ class Client:
         answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {})
         return self._read(read_job, answer)
 
-    def log(self, job_id: int, offset: int = 0) -> LogChunk:
-        """The job's output from `offset` on (raw bytes: logs need not be UTF-8)."""
-        status, headers, data = self.request_raw(
-            "GET", f"/v1/jobs/{int(job_id)}/log", query={"offset": offset}
-        )
+    def log(self, job_id: int, offset: int = 0, rank: int | None = None) -> LogChunk:
+        """The job's output from `offset` on (raw bytes: logs need not be UTF-8); with
+        `rank`, that rank's alone (a distributed job's; docs/distributed.md)."""
+        query = {"offset": offset, "rank": rank}  # None: left out
+        status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:
             raise _api_error(status, _decode(data))
         text = headers.get("x-state", "")

@@ -110,6 +110,22 @@ class Allocation:
 
 
 @dataclass(frozen=True)
+class RankLayout:
+    """A distributed run's gang on one node (`JobSpec.distributed`): the executor starts
+    `nproc_per_node` ranks of the command, ranks node_rank * nproc_per_node onwards.
+
+    One launcher per node: a backend running several nodes (Slurm: one per node, node_rank
+    from SLURM_NODEID, master_addr its first host) gives each its own layout. The rendezvous
+    port is not here: the executor chooses a free one when it launches.
+    """
+
+    nproc_per_node: int
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything an executor needs to run a job: the engine builds it from the job and
     its allocation (`launch(job, allocation)` in DESIGN.md), environment included."""
@@ -126,6 +142,7 @@ class LaunchRequest:
     # that user's groups, HOME, USER, LOGNAME and SHELL; None: as the executor's own user.
     user: str | None = None
     umask: int | None = None  # the command's umask (None: DEFAULT_UMASK)
+    ranks: RankLayout | None = None  # None: one process; else a gang of ranks (see RankLayout)
 
 
 DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none
@@ -208,9 +225,10 @@ class Executor(Protocol):
     def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
         """For a LOST run: stop what it left running, waiting up to `wait_s` for it to go."""
 
-    def logs(self, handle: Handle, offset: int, limit: int) -> LogChunk:
+    def logs(self, handle: Handle, offset: int, limit: int, rank: int | None = None) -> LogChunk:
         """The job's output from byte `offset` (every attempt's, in order), at most
-        `limit` bytes."""
+        `limit` bytes; with `rank`, only that rank's output of a distributed run (the
+        caller checks that the job has such a rank)."""
 
     def log_location(self, job_id: int) -> str:
         """Where a user finds the job's output outside the pool (a path; "" when none)."""

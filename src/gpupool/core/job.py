@@ -14,6 +14,16 @@ if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
 
+class Distributed(StrEnum):
+    """How a job's command is started as a gang of ranks (`--distributed`; docs/distributed.md).
+
+    TORCHRUN: one process per GPU with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT, ...), started by gpupool's own launcher, not by torchrun.
+    """
+
+    TORCHRUN = "torchrun"
+
+
 class JobState(str, Enum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -168,6 +178,8 @@ class JobSpec:
     array: ArrayRequest | None = None
     # One task of an array, as stored (its index and the array's throttle).
     array_task: ArrayTask | None = None
+    # None: one process, the command; else one process per GPU as `Distributed` says.
+    distributed: Distributed | None = None
 
     @property
     def is_preemptible(self) -> bool:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 
 from gpupool.core.clock import Clock, SystemClock
-from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest
+from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest, RankLayout
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
@@ -467,6 +467,8 @@ class Engine:
             allocation=Allocation(job.node, job.gpus, job.gpu_memory_bytes),
             user=job.user,  # run as its owner where the executor runs jobs so (shared mode)
             umask=spec.umask,
+            # One rank per GPU it holds (spec rules: a distributed job has whole GPUs).
+            ranks=None if spec.distributed is None else RankLayout(len(job.gpus)),
         )
 
     # -- fair share ------------------------------------------------------------------------

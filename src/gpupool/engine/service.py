@@ -336,10 +336,21 @@ class PoolService:
             self.engine.stored(current)
         return current
 
-    def read_log(self, job_id: int, offset: int, limit: int = MAX_LOG_CHUNK) -> LogChunk:
+    def read_log(
+        self, job_id: int, offset: int, limit: int = MAX_LOG_CHUNK, rank: int | None = None
+    ) -> LogChunk:
+        """The job's combined output, or with `rank` that rank's alone (RequestRefused
+        "no_such_rank" unless the job is distributed with that rank)."""
         job = self.store.get(job_id)
+        if rank is not None:
+            ranks = len(job.gpus) or job.spec.resources.gpus  # held, or asked for (pending)
+            if job.spec.distributed is None:
+                raise RequestRefused("no_such_rank", f"job {job_id} is not distributed: no ranks")
+            if not 0 <= rank < ranks:
+                message = f"job {job_id} has ranks 0..{ranks - 1}, not {rank}"
+                raise RequestRefused("no_such_rank", message)
         chunk = self.executor.logs(
-            Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK)
+            Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK), rank
         )
         return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 

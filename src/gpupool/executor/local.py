@@ -38,6 +38,7 @@ from gpupool.core.execution import (
     Leftovers,
     LogChunk,
     Observation,
+    RankLayout,
     RunAs,
     RunState,
     StopKind,
@@ -54,9 +55,12 @@ from gpupool.executor.files import (
     read_json,
 )
 from gpupool.executor.leftovers import kill_leftovers
+from gpupool.executor.ports import PortReservations
+from gpupool.executor.rank_launcher import rank_log_name
 from gpupool.executor.records import JobBusyError, read_exit_record
 
 if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
+    from gpupool.executor.rank_launcher import RanksFile
     from gpupool.executor.supervisor import LaunchFile
 
 __all__ = ["LocalExecutor"]
@@ -80,6 +84,7 @@ class LocalExecutor:
         self._procs: dict[int, list[subprocess.Popen[bytes]]] = {}
         self._standby: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # the daemon may launch and poll from several threads
+        self.ports = PortReservations()  # distributed runs' MASTER_PORTs, until they end
 
     def job_dir(self, job_id: int) -> Path:
         return self.state_dir / "jobs" / str(int(job_id))
@@ -113,6 +118,7 @@ class LocalExecutor:
             request.grace_s,
             user,
             request.umask,
+            request.ranks,
         )
 
     def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
@@ -144,11 +150,14 @@ class LocalExecutor:
     def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
         return self.kill_leftovers(handle.job_id, wait_s)
 
-    def logs(self, handle: Handle, offset: int, limit: int) -> LogChunk:
+    def logs(self, handle: Handle, offset: int, limit: int, rank: int | None = None) -> LogChunk:
         data = b""
         size = 0
+        path = self.log_path(handle.job_id)
+        if rank is not None:  # a rank that wrote nothing yet has no file: an empty log
+            path = path.with_name(rank_log_name(rank))
         try:
-            with open(self.log_path(handle.job_id), "rb") as f:
+            with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 # An offset at or past the end reads nothing (seeking far past it is EINVAL).
                 if offset < size:
@@ -173,6 +182,8 @@ class LocalExecutor:
                 # died in between. Its record moved with it.
                 return Observation(RunState.RELEASED, self.read_exit(handle.job_id, handle.attempt))
             state = self.status(handle.job_id)
+            if state in (RunState.EXITED, RunState.LOST):
+                self.ports.release(handle.job_id)  # its ranks are gone, or going
             if state is RunState.EXITED:
                 record = self.read_exit(handle.job_id)
                 if record is not None:
@@ -194,9 +205,11 @@ class LocalExecutor:
         grace_s: float,
         user: str | None = None,
         umask: int | None = None,
+        ranks: RankLayout | None = None,
     ) -> None:
         """Start a supervisor for the job and return at once; the command runs as Unix user
-        ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022).
+        ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022), as a
+        gang of ``ranks`` with a MASTER_PORT chosen here when given (rank_launcher.py).
 
         Safe to call again for a job that may already run: the supervisors race for
         claim.json and every loser exits without starting anything. After ``archive``,
@@ -216,6 +229,8 @@ class LocalExecutor:
             "user": user,
             "umask": DEFAULT_UMASK if umask is None else umask,
         }
+        if ranks is not None:  # only then: a run of one process has no such key
+            spec["ranks"] = self._ranks_file(int(job_id), ranks)
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)
@@ -229,6 +244,17 @@ class LocalExecutor:
         with self._lock:
             self._procs.setdefault(int(job_id), []).append(proc)
         self.warm()  # the next launch skips interpreter start-up
+
+    def _ranks_file(self, job_id: int, ranks: RankLayout) -> RanksFile:
+        """launch.json's ``ranks``: the layout and a rendezvous port no other run of ours
+        holds (ports.py); on another node than rank 0's the port would come from there."""
+        return {
+            "nproc_per_node": ranks.nproc_per_node,
+            "nnodes": ranks.nnodes,
+            "node_rank": ranks.node_rank,
+            "master_addr": ranks.master_addr,
+            "master_port": self.ports.choose(job_id),
+        }
 
     def _spawn_supervisor(self, jobdir: Path | None) -> subprocess.Popen[bytes]:
         """A supervisor for `jobdir`, or (None) a standby that waits for one on stdin."""

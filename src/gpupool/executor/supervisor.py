@@ -32,21 +32,24 @@ TYPE_CHECKING = False
 # The siblings that hold the rest of the supervisor, standard library only like it. Run as
 # a script, `python -I` leaves this directory off sys.path: put it back.
 if TYPE_CHECKING:
-    from gpupool.executor import job_owner
+    from gpupool.executor import job_owner, rank_launcher
     from gpupool.executor import job_processes as processes
 elif __package__:
-    from . import job_owner
+    from . import job_owner, rank_launcher
     from . import job_processes as processes
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import job_owner
     import job_processes as processes
+    import rank_launcher
 
 # The files' shapes: the daemon's side (local.py, files.py) imports these same types, so
 # both ends name one shape per file.
 if TYPE_CHECKING:
     from types import FrameType
     from typing import Literal, NotRequired, TypedDict
+
+    from gpupool.executor.rank_launcher import RanksFile
 
     class LaunchFile(TypedDict, total=False):
         """launch.json, written by the daemon before it starts the supervisor. Read with
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
         notify_socket: str | None  # the daemon's socket, poked once exit.json is written
         user: str | None  # run as this Unix user (shared mode); None: as we are
         umask: int | None  # the command's umask; None: DEFAULT_UMASK
+        ranks: RanksFile | None  # a distributed run: the gang rank_launcher.py starts
 
     class ClaimFile(TypedDict):
         """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
@@ -342,6 +346,12 @@ class Supervisor:
         if owner is not None:
             env.update(owner.env)  # who the job is, from passwd: not what the submitter said
         umask = self.spec.get("umask")
+        rank_logs: list[int] = []
+        ranks = self.spec.get("ranks")
+        if ranks:  # the job's main process is the gang's launcher (rank_launcher.py)
+            rank_logs = self.open_rank_logs(ranks, owner)
+            grace = float(self.spec.get("grace_s") or 0.0)
+            command = rank_launcher.command(sys.executable, ranks, grace, rank_logs, command)
         try:
             return subprocess.Popen(
                 command,
@@ -351,6 +361,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own session and group: we signal the group
                 close_fds=True,
+                pass_fds=rank_logs,
                 umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
                 **job_owner.identity(owner),  # cwd: ours, entered by job_owner.enter
             )
@@ -365,8 +376,25 @@ class Supervisor:
             self.fail(127, f"invalid command: {exc}")
             return None
         finally:
+            for fd in rank_logs:
+                os.close(fd)
             with contextlib.suppress(OSError):
                 os.chdir("/")  # do not keep the job's directory busy
+
+    def open_rank_logs(self, ranks: "RanksFile", owner: "job_owner.Owner | None") -> list[int]:
+        """JOBDIR/rank-K.log for each rank K on this node, opened here: the job's owner may
+        not enter JOBDIR. Appended to, as output.log is, across attempts."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        count = int(ranks["nproc_per_node"])
+        first = int(ranks["node_rank"]) * count
+        fds = []
+        for rank in range(first, first + count):
+            path = os.path.join(self.jobdir, rank_launcher.rank_log_name(rank))
+            fds.append(os.open(path, flags, FILE_MODE))
+            if owner is not None:
+                with contextlib.suppress(OSError):
+                    os.fchown(fds[-1], owner.uid, owner.gid)
+        return fds
 
     def after_spawn(self, pid: int) -> None:
         try:

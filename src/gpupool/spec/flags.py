@@ -32,6 +32,7 @@ SPEC_KEYS: tuple[str, ...] = (
     "retry_on_exit",
     "after",
     "array",
+    "distributed",
 )
 
 

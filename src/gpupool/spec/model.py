@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from gpupool.core.job import DEFAULT_PRIORITY, JobSpec, Resources
+from gpupool.core.job import DEFAULT_PRIORITY, Distributed, JobSpec, Resources
 from gpupool.core.job_control import ArrayRequest, Dependency
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.flags import SPEC_KEYS
@@ -28,6 +28,7 @@ from gpupool.spec.rules import (
     check_array,
     check_begin,
     check_cpus,
+    check_distributed,
     check_env_mapping,
     check_env_name,
     check_env_value,
@@ -100,6 +101,7 @@ class SpecModel(_Strict):
     retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
     after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()
     array: Annotated[ArrayRequest | None, _v(check_array)] = None
+    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
 
 
 class WireModel(_Strict):
@@ -127,6 +129,7 @@ class WireModel(_Strict):
     retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
     after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()  # ["12:ok", "13:any"]
     array: Annotated[ArrayRequest | None, _v(check_array)] = None  # "0-99%8"
+    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -188,6 +191,10 @@ def _resource_errors(m: Any) -> list[tuple[str, str]]:
         elif fractional and m.gpus != 1:
             field = "gpu_fraction" if m.gpu_memory_bytes is None else "gpu_memory_bytes"
             errors.append((field, f"shares one GPU: needs gpus of 1, got {m.gpus}"))
+    if m.distributed is not None and (fractional or m.gpus < 1):
+        # One rank per GPU: the gang's size is its count of whole GPUs.
+        what = "a share of one GPU" if fractional else f"gpus {m.gpus:g}"
+        errors.append(("distributed", f"needs 1 or more whole GPUs (one rank each), got {what}"))
     if m.gpu_type is not None and m.gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
@@ -274,6 +281,7 @@ def build_spec(
         retry_on_exit=m.retry_on_exit,
         after=m.after,
         array=m.array,
+        distributed=m.distributed,
     )
 
 
@@ -307,4 +315,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         retry_on_exit=m.retry_on_exit,
         after=m.after,
         array=m.array,
+        distributed=m.distributed,
     )

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES
+from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
 from gpupool.core.job_control import (
     MAX_ARRAY_INDEX,
     MAX_ARRAY_TASKS,
@@ -202,6 +202,19 @@ def check_preemptible(value: Any) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     raise BadValue(f"must be true or false, got {got(value)}")
+
+
+def check_distributed(value: Any) -> Distributed | None:
+    """`--distributed` / `distributed:`: how to start the command as a gang of ranks."""
+    if value is None or isinstance(value, Distributed):
+        return value
+    choices = ", ".join(d.value for d in Distributed)
+    if isinstance(value, str):
+        try:
+            return Distributed(value.strip().lower())
+        except ValueError:
+            pass
+    raise BadValue(f"must be one of {choices}, got {got(value)}")
 
 
 def check_gpu_type(value: Any) -> str | None:

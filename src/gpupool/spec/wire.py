@@ -48,6 +48,8 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         wire["after"] = [str(d) for d in spec.after]  # "ID:ok" / "ID:any"
     if spec.array is not None:
         wire["array"] = str(spec.array)  # "0-99%8"
+    if spec.distributed is not None:  # only then: a daemon without the key takes the rest
+        wire["distributed"] = spec.distributed.value
     return wire
 
 

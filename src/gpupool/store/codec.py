@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from gpupool.core.job import Job, JobSpec, Resources, Transition
+from gpupool.core.job import Distributed, Job, JobSpec, Resources, Transition
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         "grace_s": spec.grace_s,
         "begin_time": spec.begin_time,
         "preemptible": spec.preemptible,
+        "distributed": None if spec.distributed is None else spec.distributed.value,
     }
     # Only when set (older rows have none of them; decode_spec takes the defaults). An
     # array submission is stored as its tasks (`array_task`), never as `array`.
@@ -76,6 +77,8 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["command"] = tuple(data["command"])
     if "resources" in data:
         kwargs["resources"] = _decode_resources(data["resources"])
+    if data.get("distributed") is not None:
+        kwargs["distributed"] = Distributed(data["distributed"])
     for key in ("env", "base_env"):
         if key in data:
             kwargs[key] = tuple(_pair(p, key) for p in data[key])

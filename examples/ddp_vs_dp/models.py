@@ -1,0 +1,64 @@
+"""Seed 004's two models and its synthetic data: a 12.1M-parameter MLP and a 376k-parameter
+1-D CNN on 12,000-sample inputs with 10 classes (``--tiny``: 1,200 samples, for the CPU)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+FULL_LENGTH = 12_000
+TINY_LENGTH = 1_200
+CLASSES = 10
+
+
+def mlp(length: int = FULL_LENGTH) -> nn.Module:
+    """12,102,220 parameters at 12,000 inputs."""
+    return nn.Sequential(
+        nn.Linear(length, 1000), nn.ReLU(),
+        nn.Linear(1000, 100), nn.ReLU(),
+        nn.Linear(100, CLASSES), nn.Sigmoid(),
+        nn.Linear(CLASSES, CLASSES),
+    )  # fmt: skip
+
+
+def cnn(length: int = FULL_LENGTH) -> nn.Module:
+    """376,200 parameters at 12,000 inputs: three conv/pool stages, then two linear layers."""
+    return nn.Sequential(
+        nn.Unflatten(1, (1, length)),
+        nn.Conv1d(1, 50, 200, padding=100), nn.ReLU(), nn.MaxPool1d(4),
+        nn.Conv1d(50, 30, 100, padding=50), nn.ReLU(), nn.MaxPool1d(3),
+        nn.Conv1d(30, 10, 50, padding=25), nn.ReLU(), nn.MaxPool1d(5),
+        nn.Flatten(),
+        nn.Linear(10 * (length // 60), 100), nn.Sigmoid(),
+        nn.Linear(100, CLASSES),
+    )  # fmt: skip
+
+
+MODELS = {"mlp": mlp, "cnn": cnn}
+
+
+def synthetic(samples: int, length: int, seed: int = 0) -> TensorDataset:
+    """Random inputs whose class is carried by the mean of one tenth of the signal."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, CLASSES, (samples,), generator=g)
+    x = torch.randn(samples, length, generator=g)
+    chunk = length // CLASSES
+    for c in range(CLASSES):
+        rows = labels == c
+        x[rows, c * chunk : (c + 1) * chunk] += 1.0
+    return TensorDataset(x, labels)
+
+
+def arguments(description: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", choices=sorted(MODELS), default="mlp")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=64, help="per process (DDP) / in all (DP)")
+    p.add_argument("--samples", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=0, help="stop each epoch after this many (0: all)")
+    p.add_argument("--tiny", action="store_true", help="1,200-sample inputs: quick on a CPU")
+    p.add_argument("--lr", type=float, default=1e-3)
+    return p.parse_args()

@@ -1,0 +1,219 @@
+"""Python functions run as pool jobs, with futures for their results (Client.submit_fn).
+
+A call becomes a job in three steps:
+1. its function and arguments are pickled (sdk/payload.py) into a fresh directory of its
+   own, `0700`, under the function directory (`$GPUPOOL_SDK_DIR`, else
+   `$XDG_CACHE_HOME/gpupool/functions`, else `~/.cache/gpupool/functions`, `0700`): in a
+   shared pool the job runs as the submitting user, who owns it; nobody else can read it;
+2. the job runs `sys.executable -u -m gpupool.sdk.runner CALL OUTCOME` in this process's
+   working directory (or the one asked for), with this process's environment, as
+   `gpupool submit` would;
+3. one watcher thread per Client polls its unfinished jobs and resolves each future from the
+   outcome file when the job ends: the return value, the remote exception (raised as itself
+   with the remote traceback as its `__cause__`, or as RemoteError), or JobFailed /
+   JobCancelled when the job wrote no outcome. Then it removes the job's directory.
+
+`future.cancel()` cancels the job (a JobFuture stays "pending" until its job ends, so it can
+be cancelled while the job runs). The watcher is a daemon thread: a program that exits
+without waiting for its futures leaves their jobs running, and their directories behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from gpupool.client.errors import ApiError, PoolUnreachable
+from gpupool.client.views import JobView
+from gpupool.core.job import JobState
+from gpupool.sdk.errors import JobCancelled, JobFailed, RemoteError, RemoteTraceback, typed
+from gpupool.sdk.handle import FIRST_POLL_S, MAX_POLL_S, JobHandle
+from gpupool.sdk.payload import (
+    CALL_FILE,
+    OUTCOME_FILE,
+    PayloadError,
+    Raised,
+    Returned,
+    read_outcome,
+    write_call,
+)
+
+T = TypeVar("T")
+log = logging.getLogger("gpupool.sdk")
+
+
+class JobFuture(Future[T]):
+    """A Future whose result comes from a pool job: `handle` is that job (status, logs).
+    `cancel()` cancels the job too, running or not."""
+
+    handle: JobHandle
+
+    @property
+    def job_id(self) -> int:
+        return self.handle.id
+
+
+def functions_dir() -> Path:
+    """The directory of function payloads, made `0700` if missing; ValueError when it
+    exists but others could read it or it is not this user's (it holds pickles that are
+    run: one someone else can write to would run their code as you)."""
+    named = os.environ.get("GPUPOOL_SDK_DIR")
+    if named:
+        root = Path(named)
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        root = Path(cache) / "gpupool" / "functions"
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = root.stat()
+    except OSError as exc:
+        raise ValueError(
+            f"cannot use {root} for function payloads: {exc.strerror or exc} "
+            "(set GPUPOOL_SDK_DIR to a directory of yours)"
+        ) from None
+    if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise ValueError(
+            f"{root} must be yours and closed to others (mode 0700), to hold function "
+            f"payloads: run `chmod 700 {root}` (or set GPUPOOL_SDK_DIR)"
+        )
+    return root
+
+
+def new_call_dir(
+    fn: Callable[..., object], args: Sequence[object], kwargs: Mapping[str, object]
+) -> Path:
+    """A fresh private directory holding the pickled call; removed again if pickling fails."""
+    where = Path(tempfile.mkdtemp(prefix="call-", dir=functions_dir()))  # 0700
+    try:
+        write_call(where / CALL_FILE, fn, args, kwargs)
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    return where
+
+
+def rebuild(outcome: Raised, job_id: int) -> BaseException:
+    """The exception to raise here for one raised in job `job_id`: itself, with the
+    remote traceback as its `__cause__`, when it unpickles; else a RemoteError."""
+    if outcome.exception is not None:
+        try:
+            exc = pickle.loads(outcome.exception)
+        except Exception:
+            exc = None
+        if isinstance(exc, BaseException):
+            exc.__cause__ = RemoteTraceback(f"in job {job_id}:\n{outcome.traceback}")
+            return exc
+    return RemoteError(outcome.type_name, outcome.message, outcome.traceback, job_id)
+
+
+@dataclass
+class _Watched:
+    future: JobFuture[object]
+    directory: Path
+
+
+class FunctionJobs:
+    """The jobs of one Client's futures, and the thread that resolves them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._watched: dict[int, _Watched] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, handle: JobHandle, directory: Path) -> JobFuture[object]:
+        future: JobFuture[object] = JobFuture()
+        future.handle = handle
+        future.add_done_callback(_cancel_job_of)
+        with self._lock:
+            self._watched[handle.id] = _Watched(future, directory)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="gpupool-sdk-futures", daemon=True
+                )
+                self._thread.start()
+            self._lock.notify_all()  # poll soon: a new job may end quickly
+        return future
+
+    def _run(self) -> None:
+        delay = FIRST_POLL_S
+        while True:
+            with self._lock:
+                while not self._watched:
+                    self._lock.wait()
+                watched = list(self._watched.items())
+            for job_id, item in watched:
+                if self._check(job_id, item):
+                    delay = FIRST_POLL_S
+                    with self._lock:
+                        del self._watched[job_id]
+            with self._lock:
+                if self._watched and self._lock.wait(delay):
+                    delay = FIRST_POLL_S  # woken by a new job
+                else:
+                    delay = min(delay * 2, MAX_POLL_S)
+
+    def _check(self, job_id: int, item: _Watched) -> bool:
+        """Whether the job has ended (its future then settled, its directory removed)."""
+        try:
+            view = item.future.handle.status()
+        except PoolUnreachable as exc:  # a daemon restarting: ask again later
+            log.debug("job %d: %s", job_id, exc)
+            return False
+        except ApiError as exc:
+            self._settle(item, error=typed(exc))
+            return True
+        if not view.state.terminal:
+            return False
+        try:
+            self._settle(item, view=view)
+        finally:
+            shutil.rmtree(item.directory, ignore_errors=True)
+        return True
+
+    def _settle(
+        self, item: _Watched, view: JobView | None = None, error: BaseException | None = None
+    ) -> None:
+        future = item.future
+        if not future.set_running_or_notify_cancel():
+            return  # cancelled here: the job was cancelled with it
+        if error is None and view is not None:
+            try:
+                error, value = _outcome(view, item.directory / OUTCOME_FILE)
+            except PayloadError as exc:
+                error = exc
+            if error is None:
+                future.set_result(value)
+                return
+        future.set_exception(error)
+
+
+def _outcome(view: JobView, path: Path) -> tuple[BaseException | None, object]:
+    """(exception, None) or (None, value) of an ended job, from its outcome file."""
+    outcome = read_outcome(path)
+    if isinstance(outcome, Returned):
+        return None, outcome.value
+    if isinstance(outcome, Raised):
+        return rebuild(outcome, view.id), None
+    if view.state is JobState.CANCELLED:
+        return JobCancelled(view), None
+    return JobFailed(view), None
+
+
+def _cancel_job_of(future: Future[object]) -> None:
+    """Done callback: a future cancelled by its caller cancels its job."""
+    if not future.cancelled() or not isinstance(future, JobFuture):
+        return
+    try:
+        future.handle.cancel()
+    except Exception as exc:  # noqa: BLE001 - a callback must not raise; say why instead
+        log.warning("could not cancel job %d of a cancelled future: %s", future.job_id, exc)

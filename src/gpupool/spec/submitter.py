@@ -1,0 +1,38 @@
+"""What a submission takes from the process that submits: its umask and its directory.
+
+Standard library only: the CLI (`gpupool submit`) and the Python SDK (gpupool.sdk) both
+read the submitter's side of a spec here, so a job submitted either way gets the same files
+and the same working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+
+def current_umask() -> int:
+    """This process's umask, which the job gets. From /proc (Linux 4.7+): read without
+    changing it; else by setting it and back (a brief window another thread could see)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def absolute_workdir(merged: Mapping[str, Any]) -> dict[str, Any]:
+    """A relative workdir is taken from where the user submits, as sbatch --chdir does;
+    `~` is left for the spec's check (it is not expanded)."""
+    out = dict(merged)
+    workdir = out.get("workdir")
+    if isinstance(workdir, str) and workdir and not workdir.startswith("~"):
+        if not os.path.isabs(workdir):
+            out["workdir"] = os.path.abspath(workdir)
+    return out
