@@ -61,13 +61,6 @@ def test_retries_stop_after_n(pool: Pool, tmp_path: Path) -> None:
     assert job.restart_count == 1
 
 
-def test_after_and_array_are_refused_until_the_daemon_acts_on_them(pool: Pool) -> None:
-    for flag, value in (("--after", "1"), ("--array", "0-3%2")):
-        proc = pool.cli("submit", flag, value, "--", "true")
-        assert proc.returncode == 2, proc
-        assert "not supported by this daemon yet" in proc.stderr
-
-
 def test_bad_retry_values_are_refused_at_submit_naming_the_field(pool: Pool) -> None:
     proc = pool.cli("submit", "--retry", "-1", "--", "true")
     assert proc.returncode == 2

@@ -83,6 +83,8 @@ def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
         "jobs": list(status.jobs),
         "project": status.project,
     }
+    if status.limit is not None:  # ArrayLimit: the array's %K (additive: only there)
+        wait["limit"] = status.limit
     words = status.message
     with _RENDERED_LOCK:
         if len(_RENDERED) >= _KEEP:
@@ -146,6 +148,12 @@ def job_to_wire(
         "priority_factors": None if explain is None else _factors_to_wire(explain.priority_factors),
         "begin_time": spec.begin_time,
         "restart_count": job.restart_count,
+        # --after and --array (docs/jobs.md): what it waits for, the array it is a task of
+        # (its first task's id) and its index; empty and null for a plain job.
+        "after": [str(d) for d in spec.after],
+        "array_id": job.array_id,
+        "array_index": None if spec.array_task is None else spec.array_task.index,
+        "array_limit": None if spec.array_task is None else spec.array_task.limit,
         "cancel_requested": job.cancel_requested,
         "log_path": log_path,
         "hidden": not private,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import BinaryIO
 
 from gpupool.cli.argv import job_id
+from gpupool.cli.array_rows import queue_rows
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.explain import cmd_why
 from gpupool.cli.render import (
@@ -73,6 +74,11 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "--priority",
         action="store_true",
         help="pending jobs in queue order with their priority factors (sprio)",
+    )
+    p.add_argument(
+        "--expand",
+        action="store_true",
+        help="every pending task of an array on its own line (by default: 12_[3-99%%8])",
     )
     p = sub.add_parser("show", parents=[common, listing], help="a job's full record and story")
     p.set_defaults(handler=OnPool(cmd_show))
@@ -139,7 +145,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     now = time.time()
     rows = [
         (
-            j.id,
+            row.label,
             j.name,
             j.user,
             j.project,
@@ -151,7 +157,8 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
             "-" if j.exit_code is None else j.exit_code,
             reason_cell(j),
         )
-        for j in jobs
+        for row in queue_rows(jobs, args.expand)
+        for j in (row.job,)
     ]
     if not rows:
         if states or args.user or args.project:
@@ -392,6 +399,7 @@ def cmd_wait(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
+    """Cancel jobs; an array's id (its first task's) cancels every task of it."""
     ids = list(args.job_ids)
     if args.mine:
         me = client.whoami().user  # the pool's name for you (over TCP: your token's user)

@@ -36,6 +36,8 @@ class WaitCode(StrEnum):
     RECLAIM = "Reclaim"
     UNSATISFIABLE = "Unsatisfiable"
     QUOTA_NEVER_FITS = "QuotaNeverFits"
+    DEPENDENCY = "Dependency"
+    ARRAY_LIMIT = "ArrayLimit"
 
 
 _WAIT_CODES = frozenset(c.value for c in WaitCode)
@@ -219,6 +221,10 @@ class JobView:
     restart_count: int
     cancel_requested: bool
     log_path: str
+    after: tuple[str, ...]  # "ID:ok" / "ID:any" (--after)
+    array_id: int | None  # the array it is a task of: its first task's id
+    array_index: int | None
+    array_limit: int | None  # the array's %K
     events: tuple[JobEvent, ...]
     # True when the caller may not see the job's spec: command, env, workdir, log path empty.
     hidden: bool
@@ -268,6 +274,11 @@ class JobView:
             restart_count=f.whole("restart_count"),
             cancel_requested=f.flag("cancel_requested"),
             log_path=f.text("log_path"),
+            # Absent from an older daemon's answer: a plain job.
+            after=f.texts("after") if "after" in f.data else (),
+            array_id=f.opt_whole("array_id") if "array_id" in f.data else None,
+            array_index=f.opt_whole("array_index") if "array_index" in f.data else None,
+            array_limit=f.opt_whole("array_limit") if "array_limit" in f.data else None,
             events=tuple(events),
             hidden=f.flag("hidden") if "hidden" in f.data else False,
             wire=f.data,

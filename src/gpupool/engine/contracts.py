@@ -116,6 +116,8 @@ class PoolStore(EngineStore, UsageStore, Protocol):
 
     def submit_many(self, batch: Sequence[NewJob]) -> list[Job]: ...
 
+    def submit_array(self, tasks: Sequence[NewJob]) -> list[Job]: ...
+
     def list_jobs(
         self,
         *,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from gpupool.core.execution import Handle, Leftovers, Observation, StopKind
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
+from gpupool.engine.gating import NO_GATING, Gating
 from gpupool.policy import Decision, Snapshot, Start
 
 
@@ -84,11 +85,13 @@ class Tick:
 
 @dataclass(frozen=True)
 class PassDecided:
-    """A scheduling pass over `snapshot` decided `decision`."""
+    """A scheduling pass over `snapshot` decided `decision`; `gating`: the waiting jobs it
+    left out (engine/gating.py), whose status the engine adds to the decision."""
 
     decision: Decision
     snapshot: Snapshot
     now: float
+    gating: Gating = NO_GATING
 
 
 @dataclass(frozen=True)

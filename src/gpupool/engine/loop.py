@@ -59,6 +59,7 @@ from gpupool.engine.events import (
     StartsCommitted,
     Tick,
 )
+from gpupool.engine.gating import Gating
 from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
 from gpupool.engine.pacing import PassBudget
 from gpupool.engine.react import handle_of, react
@@ -361,12 +362,13 @@ class Engine:
             case RunPass(now):
                 self.passes += 1
                 began = time.perf_counter()
-                snapshot = self.state.snapshot(store.allocation_version(), self.usage())
+                gating = self._gating()
+                snapshot = self.state.snapshot(store.allocation_version(), self.usage(), gating)
                 decision = decide(snapshot, now)
                 took = time.perf_counter() - began
                 self.state.paced_until = self._pass_budget.spend(now + took, took)
                 self._tell_observer(pass_took=took)
-                return [PassDecided(decision, snapshot, now)], True
+                return [PassDecided(decision, snapshot, now, gating)], True
             case CommitStarts(starts, version, now):
                 plan = [(s.job_id, s.node, s.gpus, s.gpu_memory_bytes) for s in starts]
                 try:
@@ -421,6 +423,24 @@ class Engine:
             case Log():
                 return [], True
         raise TypeError(f"not an engine instruction: {ins!r}")
+
+    def _gating(self) -> Gating:
+        """The pass's gating (engine/gating.py), once the final states of dependencies
+        that ended out of the engine's sight (before a restart) are read from the store: a
+        dependency the store does not have counts as ended FAILED (never met by `:ok`)."""
+        gating = self.state.gating()
+        if not gating.unknown:
+            return gating
+        from gpupool.store import UnknownJob
+
+        for job_id in sorted(gating.unknown):
+            try:
+                state = self.store.get(job_id).state
+            except UnknownJob:
+                state = JobState.FAILED
+            if state.terminal:
+                self.state.ended.record(job_id, state)
+        return self.state.gating()
 
     def _tell_observer(self, pass_took: float | None = None, started: Iterable[Job] = ()) -> None:
         """Tell the observer a pass's duration or the jobs just started, never failing the

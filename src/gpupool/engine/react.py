@@ -61,6 +61,7 @@ from gpupool.engine.faults import (
     lost_cause,
     outside_cause,
 )
+from gpupool.engine.gating import Gating
 from gpupool.engine.outcome import outcome_of, retry_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked
@@ -110,14 +111,16 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             return out
         case Tick(now):
             return [RunPass(now)] if state.wants_pass(now) else []
-        case PassDecided(decision, snapshot, now):
+        case PassDecided(decision, snapshot, now, gating):
+            decision = gating.merged_into(decision)
             state.decision, state.decided, state.decided_at = decision, snapshot, now
             state.dirty = state.pass_now = False
             state.generation += 1
+            doomed = _never_satisfied(state, gating, now)
             if decision.starts:
                 state.committing = decision
-                return [CommitStarts(decision.starts, snapshot.version, now)]
-            return _after_pass(state, decision, now)
+                return [*doomed, CommitStarts(decision.starts, snapshot.version, now)]
+            return [*doomed, *_after_pass(state, decision, now)]
         case StartsCommitted(jobs, now):
             return _started(state, jobs, now)
         case CommitRefused(_, now):
@@ -297,6 +300,21 @@ def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Inst
     decision, state.committing = state.committing, None
     if decision is not None:
         out += _after_pass(state, decision, now)
+    return out
+
+
+def _never_satisfied(state: EngineState, gating: Gating, now: float) -> list[Instruction]:
+    """Cancel the waiting jobs whose --after can never be met (an `:ok` dependency ended
+    otherwise), as Slurm does with kill_invalid_depend: DependencyNeverSatisfied, the
+    dependency named in the story."""
+    out: list[Instruction] = []
+    for job_id, cause in sorted(gating.doomed.items()):
+        tracked = state.jobs.get(job_id)
+        if tracked is None or tracked.job.state is not JobState.PENDING:
+            continue
+        said = Said(f"job {job_id} CANCELLED: {cause}")
+        reason = EndReason.DEPENDENCY
+        out.append(Finish(job_id, JobState.CANCELLED, None, cause, reason, now, said=said))
     return out
 
 

@@ -22,6 +22,7 @@ from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.monitoring import GpuSample
 from gpupool.core.project import DEFAULT_PROJECT, Project, ProjectEdit
+from gpupool.engine.arrays import array_tasks
 from gpupool.engine.contracts import PoolStore
 from gpupool.engine.figures import (
     PoolFigures,
@@ -39,6 +40,7 @@ from gpupool.engine.projects import quota_warnings
 from gpupool.engine.view import JobPage, JobQuery, JobsView, page
 from gpupool.policy import Decision, Status, check_quota, check_satisfiable
 from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, Reservation
+from gpupool.store import UnknownJob
 from gpupool.store.submissions import NewJob
 
 MAX_LOG_CHUNK = 1 << 20
@@ -131,6 +133,8 @@ class PoolService:
         without a time limit gets its project's default, else the pool's (engine/limits.py).
         RequestRefused when it could never run."""
         new = self.submission(spec, user, now, token, project_given=project_given)
+        if new.spec.array is not None:
+            return self.submit_array(new, user)
         return self.submitted(self._submits.write(new), user)
 
     async def submit_async(
@@ -145,7 +149,19 @@ class PoolService:
         """`submit` for the API's event loop: the checks run in it, and it awaits the group
         commit instead of blocking a thread on it."""
         new = self.submission(spec, user, now, token, project_given=project_given)
+        if new.spec.array is not None:  # rare and larger: a thread, not the group commit
+            return await asyncio.to_thread(self.submit_array, new, user)
         return self.submitted(await asyncio.wrap_future(self._submits.submit(new)), user)
+
+    def submit_array(self, new: NewJob, user: str) -> Job:
+        """Store the array `new` submits, one job per index (engine/arrays.py), and tell
+        the engine; its first task, whose id is the array's."""
+        tasks = self.store.submit_array(array_tasks(new))
+        first = tasks[0]
+        self.submitted(first, user)
+        self.engine.stored(*tasks[1:])
+        log.info("job %d is array %s of %d tasks", first.id, new.spec.array, len(tasks))
+        return first
 
     def submission(
         self,
@@ -160,9 +176,7 @@ class PoolService:
         `submit`); RequestRefused when it could never run. Reads the filesystem (the
         working directory) and the projects and the user's default project, which come
         from the store once and are cached after (so the event loop rarely waits on it)."""
-        if spec.after or spec.array is not None:  # parsed by the spec, not yet acted on
-            field = "after" if spec.after else "array"
-            raise RequestRefused("not_supported", f"{field}: not supported by this daemon yet")
+        self._check_dependencies(spec)
         given = bool(spec.project) if project_given is None else project_given
         projects = self.projects_by_name()
         project = self.choose_project(user, spec.project if given else None, projects)
@@ -194,6 +208,26 @@ class PoolService:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
             cause = f"submitted by {user}; {limit.words(project)}"
         return NewJob(spec, user, now, token, cause)
+
+    def _check_dependencies(self, spec: JobSpec) -> None:
+        """Refuse an --after naming a job the pool does not have, or an `:ok` one that has
+        already ended otherwise (it could never start)."""
+        active = self.engine.view(fresh=False).jobs
+        for dep in spec.after:
+            if dep.job_id in active:
+                continue
+            try:
+                ended = self.store.get(dep.job_id).state
+            except UnknownJob:
+                raise RequestRefused(
+                    "unknown_dependency", f"after: no job {dep.job_id} in this pool"
+                ) from None
+            if ended.terminal and not dep.met_by(ended):
+                raise RequestRefused(
+                    "dependency_never_satisfied",
+                    f"after: job {dep.job_id} ended {ended.value}, so --after {dep} can "
+                    f"never be met (--after {dep.job_id}:any runs after any end)",
+                )
 
     def submitted(self, job: Job, user: str) -> Job:
         """After `user`'s submission was stored as `job`: tell the engine, say it in the log.
@@ -279,7 +313,16 @@ class PoolService:
 
     def cancel(self, job_id: int, user: str, now: float) -> Job:
         """Cancel a pending job at once; ask the engine to stop a running one (SIGTERM, grace,
-        SIGKILL). Cancelling a finished job is a no-op that returns it."""
+        SIGKILL). Cancelling a finished job is a no-op that returns it. An array's id (its
+        first task's) cancels every task of it still active, and returns the first."""
+        if self.store.get(job_id).array_id == job_id:
+            tasks = [j.id for j in self.engine.view().jobs.values() if j.array_id == job_id]
+            for task_id in sorted(tasks):
+                if task_id != job_id:
+                    self._cancel_one(task_id, user, now)
+        return self._cancel_one(job_id, user, now)
+
+    def _cancel_one(self, job_id: int, user: str, now: float) -> Job:
         cause = f"cancelled by {user}" if user else "cancelled"
         job = self.store.cancel_pending(job_id, now, cause)
         if job is not None:

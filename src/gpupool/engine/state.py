@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
+from gpupool.engine.gating import EndedJobs, Gating, controls, gate
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.limits import TimeLimit, effective_time_limit
 from gpupool.engine.policy_inputs import PolicyInputs
@@ -136,6 +137,11 @@ class EngineState:
         self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
         self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
         self._counter = GpuCounter(inventory)
+        # --after and --array %K (engine/gating.py): the waiting jobs a pass may hold, the
+        # final states of jobs that ended, and the jobs the last gating left out of a pass.
+        self._controlled: set[int] = set()
+        self.ended = EndedJobs()
+        self._left_out: frozenset[int] = frozenset()
 
     # -- changes ----------------------------------------------------------------------------
 
@@ -149,6 +155,7 @@ class EngineState:
         if old is None and job.version <= self._removed.get(job.id, -1):
             return None, None
         if job.state.terminal:
+            self.ended.record(job.id, job.state)
             if old is not None:
                 self._remove(job.id, job.version)
             else:
@@ -162,6 +169,7 @@ class EngineState:
             tracked = replace(old, job=new)
         self.jobs[job.id] = tracked
         self._track_running(new)
+        self._track_controlled(new)
         matters = old is None or _matters(old.job, new)
         if matters:
             self._inputs.update(job.id, new)
@@ -184,8 +192,10 @@ class EngineState:
         self.jobs = {}
         self.public = {}
         self._running_ids = set()
+        self._controlled = set()
         for job in jobs:
             if job.state.terminal:
+                self.ended.record(job.id, job.state)
                 continue
             old = before.get(job.id)
             new = self.public[job.id] = slim(job)
@@ -194,6 +204,7 @@ class EngineState:
             else:
                 self.jobs[job.id] = Tracked(new)
             self._track_running(new)
+            self._track_controlled(new)
         self.set_projects(projects)
 
     def set_foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None:
@@ -215,6 +226,7 @@ class EngineState:
         del self.jobs[job_id]
         del self.public[job_id]
         self._running_ids.discard(job_id)
+        self._controlled.discard(job_id)
         self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
         self._changed(True)
@@ -224,6 +236,12 @@ class EngineState:
             self._running_ids.add(job.id)
         else:
             self._running_ids.discard(job.id)
+
+    def _track_controlled(self, job: Job) -> None:
+        if job.state is JobState.PENDING and controls(job):
+            self._controlled.add(job.id)
+        else:
+            self._controlled.discard(job.id)
 
     def _tombstone(self, job_id: int, version: int) -> None:
         self._removed[job_id] = version
@@ -244,13 +262,34 @@ class EngineState:
     def limit_of(self, job: Job) -> TimeLimit:
         return effective_time_limit(job.spec, self.projects, self.config.default_time_limit_s)
 
-    def snapshot(self, version: int, usage: Usage) -> Snapshot:
+    def gating(self) -> Gating:
+        """Which waiting jobs the next pass leaves out, and why (engine/gating.py); the
+        skip test (`outlook`) leaves them out too from then on."""
+        if not self._controlled:
+            made = Gating()
+        else:
+            made = gate(
+                (self.jobs[i].job for i in self._controlled),
+                self.public,
+                (t.job for t in self.running()),
+                self.ended,
+            )
+        if made.left_out != self._left_out:
+            self._left_out = made.left_out
+            self._outlook = None
+        return made
+
+    def snapshot(self, version: int, usage: Usage, gating: Gating | None = None) -> Snapshot:
         """What a pass decides on: the view's pending and running jobs in id order (as the
         store lists them), each with the time limit it runs under (engine/policy_inputs.py
-        keeps them)."""
+        keeps them), less the jobs `gating` leaves out."""
+        pending = self._inputs.pending()
+        left_out = frozenset() if gating is None else gating.left_out
+        if left_out:
+            pending = tuple(p for p in pending if p.id not in left_out)
         return Snapshot(
             self.inventory.nodes,
-            self._inputs.pending(),
+            pending,
             self._inputs.running(),
             version,
             config=self.config,
@@ -292,7 +331,10 @@ class EngineState:
         next_begin = math.inf
         sizes: dict[str, int] = {}  # project -> fewest GPUs a startable job of it asks for
         fractional = False
+        left_out = self._left_out
         for waiting in self._inputs.pending():
+            if waiting.id in left_out:
+                continue
             begin = waiting.begin_time
             if begin is not None and begin > now:
                 if begin < next_begin:

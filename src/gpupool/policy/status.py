@@ -26,6 +26,9 @@ class Code(str, Enum):
     UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
     # its project's quota or limit can never let it start (as they are now): quota_feasibility
     QUOTA_NEVER_FITS = "QuotaNeverFits"
+    # Given by the engine, not the pass: left out of it (engine/gating.py).
+    DEPENDENCY = "Dependency"  # an --after job has not ended yet (`jobs`)
+    ARRAY_LIMIT = "ArrayLimit"  # its array runs its %K tasks already (`jobs`: those running)
 
 
 class Rule(StrEnum):
@@ -50,6 +53,8 @@ class Rule(StrEnum):
     NEVER_LIMIT = "never_limit"  # QuotaNeverFits: asks for more than its project's limit
     NEVER_QUOTA = "never_quota"  # QuotaNeverFits: not preemptible, more than its quota
     NEVER_QUOTA_INTERACTIVE = "never_quota_interactive"  # the same, for an interactive job
+    DEPENDENCY = "dependency"  # Dependency: `jobs` have not ended
+    ARRAY_LIMIT = "array_limit"  # ArrayLimit: `jobs` of its array run; `limit` at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class Status:
     # model of the largest GPU (a fractional job that fits on none).
     have: tuple[str, ...] = ()
     request: Resources | None = None  # what the job asks for, where the words name it
+    limit: int | None = None  # ARRAY_LIMIT: the array's %K
 
     @property
     def message(self) -> str:

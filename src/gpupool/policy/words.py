@@ -256,6 +256,13 @@ def status_words(s: Status) -> str:
         return _wide_no_fit(s)
     if rule is Rule.BEGIN_TIME:
         return "held until its --begin time"
+    if rule is Rule.DEPENDENCY:
+        return f"waiting for {_jobs(s.jobs)} to end (--after)"
+    if rule is Rule.ARRAY_LIMIT:
+        return (
+            f"its array runs {s.limit} task{'s' if s.limit != 1 else ''} at most "
+            f"(%{s.limit}), and {_jobs(s.jobs)} run{'s' if len(s.jobs) == 1 else ''}"
+        )
     if rule is Rule.BEHIND_HEAD:
         return f"waiting behind job {s.jobs[0]}, the first in line (this profile does not backfill)"
     if rule is Rule.ORDER_PREEMPTION:

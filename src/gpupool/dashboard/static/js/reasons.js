@@ -10,6 +10,8 @@ const CODE_KIND = {
   Resources: "wait",
   Priority: "wait",
   BeginTime: "wait",
+  Dependency: "wait",
+  ArrayLimit: "wait",
   Quota: "quota",
   Reclaim: "quota",
   Unsatisfiable: "never",
@@ -102,6 +104,10 @@ function describe(job, wait) {
       return ["reclaiming GPUs from ", ...jobs(wait.jobs), ` for project ${project}`];
     case "begin_time":
       return [`held until ${clock(job.begin_time)}`];
+    case "dependency":
+      return ["after ", ...jobs(wait.jobs), " (--after)"];
+    case "array_limit":
+      return [`its array runs at most ${wait.limit} at once: `, ...jobs(wait.jobs), " running"];
     case "over_limit":
       return [`project ${project} at its limit: ${inUse(wait)} of ${gpus(wait.capacity)} GPUs in use`];
     case "not_preemptible":
