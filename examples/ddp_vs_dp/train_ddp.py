@@ -11,12 +11,10 @@ averages the gradients.
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 import torch.distributed as dist
-from models import FULL_LENGTH, MODELS, TINY_LENGTH, arguments, synthetic
-from torch import nn
+from models import FULL_LENGTH, MODELS, TINY_LENGTH, arguments, synthetic, train_epoch
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
@@ -39,22 +37,11 @@ def main() -> None:
     sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True)
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
-    loss_fn = nn.CrossEntropyLoss()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
-        start, steps, total = time.perf_counter(), 0, 0.0
-        for x, y in loader:
-            opt.zero_grad()
-            loss = loss_fn(ddp(x.to(device)), y.to(device))
-            loss.backward()
-            opt.step()
-            steps, total = steps + 1, total + loss.item()
-            if args.steps and steps >= args.steps:
-                break
-        took = time.perf_counter() - start
+        steps, loss, took = train_epoch(ddp, loader, opt, device, args.steps)
         print(
-            f"rank {rank}/{world} epoch {epoch}: {steps} steps, loss {total / max(steps, 1):.4f}, "
-            f"{took:.2f} s",
+            f"rank {rank}/{world} epoch {epoch}: {steps} steps, loss {loss:.4f}, {took:.2f} s",
             flush=True,
         )
     dist.destroy_process_group()

@@ -8,10 +8,8 @@ One process, so no ``--distributed``. On a machine without GPUs it trains on the
 
 from __future__ import annotations
 
-import time
-
 import torch
-from models import FULL_LENGTH, MODELS, TINY_LENGTH, arguments, synthetic
+from models import FULL_LENGTH, MODELS, TINY_LENGTH, arguments, synthetic, train_epoch
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -25,22 +23,12 @@ def main() -> None:
     model = nn.DataParallel(MODELS[args.model](length).to(device))
     loader = DataLoader(synthetic(args.samples, length), batch_size=args.batch_size, shuffle=True)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    loss_fn = nn.CrossEntropyLoss()
     gpus = torch.cuda.device_count() if cuda else 0
     for epoch in range(args.epochs):
-        start, steps, total = time.perf_counter(), 0, 0.0
-        for x, y in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(x.to(device)), y.to(device))
-            loss.backward()
-            opt.step()
-            steps, total = steps + 1, total + loss.item()
-            if args.steps and steps >= args.steps:
-                break
-        took = time.perf_counter() - start
+        steps, loss, took = train_epoch(model, loader, opt, device, args.steps)
         print(
-            f"DataParallel on {gpus} GPUs epoch {epoch}: {steps} steps, "
-            f"loss {total / max(steps, 1):.4f}, {took:.2f} s",
+            f"DataParallel on {gpus} GPUs epoch {epoch}: {steps} steps, loss {loss:.4f}, "
+            f"{took:.2f} s",
             flush=True,
         )
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from gpupool import __version__
-from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, field_errors
+from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, JobId, field_errors, invalid_field
 from gpupool.api.dashboard import add_dashboard
 from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
@@ -55,7 +55,6 @@ MAX_TOKEN = 128
 
 # A job id the store can hold (a 64-bit integer column): larger ones are refused by name.
 MAX_RANK = MAX_GPUS - 1  # a distributed job has one rank per GPU
-JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
 
 
 def create_app(
@@ -309,7 +308,5 @@ def _states(text: str | None) -> frozenset[JobState] | None | JSONResponse:
         except ValueError:
             names = ", ".join(s.value for s in JobState)
             message = f"state: no state {word}; the states are {names}"
-            return _error(
-                422, "invalid_request", message, errors=[{"field": "state", "message": message}]
-            )
+            return invalid_field("state", message)
     return frozenset(states)

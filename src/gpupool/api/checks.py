@@ -4,12 +4,29 @@ the API's own error shape, and the header that tells a client it is talking to g
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from fastapi import Path
+from fastapi.responses import JSONResponse
 
 # The store's integers (job ids, log offsets) are 64-bit: SQLite's INTEGER, PostgreSQL's
 # BIGINT, a file offset. Larger numbers in a request are refused by name, never an
 # OverflowError (HTTP 500).
 MAX_INT64 = 2**63 - 1
+
+# A job id in a route's path: a positive 64-bit integer, refused by name otherwise.
+JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
+
+
+def invalid_field(field: str, message: str) -> JSONResponse:
+    """422 in the API's error shape for one bad query or body field."""
+    body = {
+        "error": "invalid_request",
+        "message": message,
+        "errors": [{"field": field, "message": message}],
+    }
+    return JSONResponse(body, status_code=422)
+
 
 # Must match gpupool.client.errors.API_HEADER (the api layer does not import the client).
 API_HEADER = "x-gpupool-version"

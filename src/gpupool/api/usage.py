@@ -8,9 +8,10 @@ command, an environment or a log.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
+from gpupool.api.checks import JobId, invalid_field
 from gpupool.core.clock import Clock
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.units import parse_duration
@@ -53,7 +54,7 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
         return history_to_wire(books.history(now - span, now), books.simulated)
 
     @api.get("/v1/jobs/{job_id}/usage", response_model=None)
-    def job_usage(job_id: int = Path(ge=1, le=2**63 - 1)) -> dict[str, object]:
+    def job_usage(job_id: JobId) -> dict[str, object]:
         service.get(job_id)  # 404 for a job that does not exist
         return {"job": job_id, "usage": summary_to_wire(accounting().job_usage(job_id))}
 
@@ -62,19 +63,10 @@ def _span(text: str) -> float | JSONResponse:
     try:
         span = parse_duration(text)
     except ValueError as exc:
-        return _invalid("since", f"since: {exc}")
+        return invalid_field("since", f"since: {exc}")
     if not 0 < span <= MAX_SPAN_S:
-        return _invalid("since", f"since: {text!r} must be more than 0 and at most 366 days")
+        return invalid_field("since", f"since: {text!r} must be more than 0 and at most 366 days")
     return span
-
-
-def _invalid(field: str, message: str) -> JSONResponse:
-    body = {
-        "error": "invalid_request",
-        "message": message,
-        "errors": [{"field": field, "message": message}],
-    }
-    return JSONResponse(body, status_code=422)
 
 
 def row_to_wire(row: GroupUsage) -> dict[str, object]:
