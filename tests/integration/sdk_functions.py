@@ -20,6 +20,12 @@ def square(x: int) -> int:
     return x * x
 
 
+def square_or_fail(x: int) -> int:
+    if x < 0:
+        raise ValueError(f"no negative numbers: {x}")
+    return x * x
+
+
 def fails(message: str) -> None:
     raise ValueError(message)
 

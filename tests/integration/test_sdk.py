@@ -169,6 +169,31 @@ def test_map_and_the_decorator(client: Client) -> None:
     assert [f.result(timeout=RESULT_S) for f in sdk_functions.triple.map([1, 2])] == [3, 6]
 
 
+def test_map_is_one_array_job(client: Client, tmp_path: Path) -> None:
+    """map submits one array job (task i runs item i), throttled by max_parallel; each
+    future has its own task's outcome, a raising item raises only its own; the shared
+    payload directory goes when the last task has ended."""
+    items = [3, -1, 5]
+    futures = client.map(sdk_functions.square_or_fail, items, gpus=0, time="5m", max_parallel=2)
+    views = [f.handle.status() for f in futures]
+    array_id = views[0].id
+    assert [(v.array_id, v.array_index, v.array_limit) for v in views] == [
+        (array_id, 0, 2),
+        (array_id, 1, 2),
+        (array_id, 2, 2),
+    ]
+    assert futures[0].result(timeout=RESULT_S) == 9
+    assert futures[2].result(timeout=RESULT_S) == 25
+    with pytest.raises(ValueError, match="no negative numbers: -1"):
+        futures[1].result(timeout=RESULT_S)
+    functions = tmp_path / "functions"
+    wait_for(lambda: not any(functions.iterdir()), 30, "the payload directory removed")
+    assert client.map(sdk_functions.square, []) == []
+    with pytest.raises(ValueError, match="max_parallel"):
+        client.map(sdk_functions.square, [1], max_parallel=0)
+    assert not any(functions.iterdir())  # refused before anything was written
+
+
 def test_a_signal_is_not_a_result(client: Client, pool: Pool, tmp_path: Path) -> None:
     """A job whose runner is stopped by SIGTERM from outside (not a cancel): no result."""
     marker = tmp_path / "never"

@@ -51,6 +51,9 @@ def test_an_array_is_stored_once_with_its_id_on_every_task(store_url: str) -> No
         ]
         assert got == [(0, 2), (1, 2), (5, 2)]
         assert all(j.spec.array is None for j in stored)
+        # The submit answer's task ids (Client.map): in index order; none for no array.
+        assert store.array_task_ids(first) == [t.id for t in tasks]
+        assert store.array_task_ids(first + 1000) == []
     finally:
         store.close()
 

@@ -5,6 +5,7 @@ Handlers are plain `def`: FastAPI runs them in its thread pool, and the store is
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -207,7 +208,10 @@ def create_app(
         job = await service.submit_async(
             spec_from_wire(spec), caller.name, clock.now(), token, project_given=given
         )
-        return wire(job, caller)
+        answer = wire(job, caller)
+        if job.array_id is not None:  # an array (--array): every task's id, in index order
+            answer["array_tasks"] = await asyncio.to_thread(service.array_task_ids, job.array_id)
+        return answer
 
     @api.get("/v1/jobs")
     def list_jobs(

@@ -118,6 +118,8 @@ class PoolStore(EngineStore, UsageStore, Protocol):
 
     def submit_array(self, tasks: Sequence[NewJob]) -> list[Job]: ...
 
+    def array_task_ids(self, array_id: int) -> list[int]: ...
+
     def list_jobs(
         self,
         *,

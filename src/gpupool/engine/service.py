@@ -163,6 +163,10 @@ class PoolService:
         log.info("job %d is array %s of %d tasks", first.id, new.spec.array, len(tasks))
         return first
 
+    def array_task_ids(self, array_id: int) -> list[int]:
+        """The job ids of an array's tasks, in index order (the submit answer lists them)."""
+        return self.store.array_task_ids(array_id)
+
     def submission(
         self,
         spec: JobSpec,

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, Unpack, cast
 
+from gpupool.client.errors import UnexpectedAnswer
 from gpupool.client.http import Client as HttpClient
 from gpupool.client.views import JobView
 from gpupool.sdk.errors import api_errors
-from gpupool.sdk.functions import FunctionJobs, JobFuture, new_call_dir
+from gpupool.sdk.functions import FunctionJobs, JobFuture, new_call_dir, new_map_dir
 from gpupool.sdk.handle import JobHandle
 from gpupool.sdk.job_spec import DEFAULT_GPUS, DEFAULT_TIME, Job, JobOptions
-from gpupool.sdk.payload import CALL_FILE, OUTCOME_FILE
+from gpupool.sdk.payload import CALL_FILE, OUTCOME_FILE, task_outcome_file
 
 R = TypeVar("R")
 MAX_NAME = 128  # gpupool.spec.rules.MAX_NAME: a function's name is cut to it
@@ -130,15 +131,52 @@ class Client:
         return self.submit_call(fn, args, kwargs, options)
 
     def map(
-        self, fn: Callable[..., R], items: Iterable[object], /, **options: Unpack[JobOptions]
+        self,
+        fn: Callable[..., R],
+        items: Iterable[object],
+        /,
+        *,
+        max_parallel: int | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[JobFuture[R]]:
-        """`fn(item)` for each item, one job each: their futures, in order. The keywords
-        are the jobs' (as `submit_fn`'s; gpus default 1, time "1h").
+        """`fn(item)` for each item, as the tasks of one array job (task i runs item i,
+        found by its GPUPOOL_ARRAY_INDEX): their futures, in order. `max_parallel`: at most
+        that many tasks run at once (`--array 0-N%K`). The keywords are each task's (as
+        `submit_fn`'s; gpus default 1, time "1h"). The items are pickled here, all before
+        anything is submitted; [] for no items."""
+        calls = list(items)
+        if not calls:
+            return []
+        if max_parallel is not None and (
+            isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1
+        ):
+            raise ValueError(f"max_parallel must be a whole number >= 1, got {max_parallel!r}")
+        if options.get("name") is None:
+            options = {**options, "name": function_name(fn)}
+        array = f"0-{len(calls) - 1}" + ("" if max_parallel is None else f"%{max_parallel}")
+        directory = new_map_dir(fn, calls)
+        try:
+            command = [
+                sys.executable, "-u", "-m", "gpupool.sdk.runner", "--array", str(directory),
+            ]  # fmt: skip
+            job = Job(command, array=array, **options)
+            with api_errors(submitting=True):
+                view = self.http.submit(job.to_wire(), token=uuid.uuid4().hex)
+            ids = _task_ids(view, len(calls), self.http.where())
+        except BaseException:
+            import shutil
 
-        The one place to change when array jobs land (`gpupool submit --array`, another
-        branch): submit the calls as one array job, each task reading its call by
-        GPUPOOL_ARRAY_INDEX, and keep one future per item; callers do not change."""
-        return [self.submit_call(fn, (item,), {}, options) for item in items]
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return [
+            cast(
+                JobFuture[R],
+                self._functions.watch(
+                    JobHandle(self.http, job_id), directory, task_outcome_file(index)
+                ),
+            )
+            for index, job_id in enumerate(ids)
+        ]
 
     def submit_call(
         self,
@@ -172,3 +210,19 @@ def function_name(fn: Callable[..., object]) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "function"
     text = "".join(c if c.isprintable() else "?" for c in str(name))
     return text[:MAX_NAME]
+
+
+def _task_ids(view: JobView, count: int, where: str) -> list[int]:
+    """The job ids of an array's `count` tasks, in index order, from its submit answer."""
+    ids = view.wire.get("array_tasks")
+    if (
+        not isinstance(ids, list)
+        or len(ids) != count
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
+        raise UnexpectedAnswer(
+            where,
+            f"array job {view.id} came back without the ids of its {count} tasks "
+            "(an older daemon? map needs one that lists them)",
+        )
+    return [int(i) for i in ids if isinstance(i, int)]

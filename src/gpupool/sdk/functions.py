@@ -45,6 +45,7 @@ from gpupool.sdk.payload import (
     Raised,
     Returned,
     read_outcome,
+    task_call_file,
     write_call,
 )
 
@@ -102,6 +103,19 @@ def new_call_dir(
     return where
 
 
+def new_map_dir(fn: Callable[..., object], items: Sequence[object]) -> Path:
+    """A fresh private directory holding one call file per item (`fn(item)`, task i's in
+    `task_call_file(i)`); removed again if pickling any of them fails."""
+    where = Path(tempfile.mkdtemp(prefix="map-", dir=functions_dir()))  # 0700
+    try:
+        for index, item in enumerate(items):
+            write_call(where / task_call_file(index), fn, (item,), {})
+    except BaseException:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    return where
+
+
 def rebuild(outcome: Raised, job_id: int) -> BaseException:
     """The exception to raise here for one raised in job `job_id`: itself, with the
     remote traceback as its `__cause__`, when it unpickles; else a RemoteError."""
@@ -119,7 +133,8 @@ def rebuild(outcome: Raised, job_id: int) -> BaseException:
 @dataclass
 class _Watched:
     future: JobFuture[object]
-    directory: Path
+    directory: Path  # removed when the last job whose files it holds has ended
+    outcome: Path
 
 
 class FunctionJobs:
@@ -128,14 +143,21 @@ class FunctionJobs:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._watched: dict[int, _Watched] = {}
+        self._users: dict[Path, int] = {}  # directory -> its jobs not ended yet
         self._thread: threading.Thread | None = None
 
-    def watch(self, handle: JobHandle, directory: Path) -> JobFuture[object]:
+    def watch(
+        self, handle: JobHandle, directory: Path, outcome: str = OUTCOME_FILE
+    ) -> JobFuture[object]:
+        """A future for the job `handle`, settled from its outcome file `outcome` in
+        `directory` when the job ends; the directory is removed once every job watched
+        with it has ended (the tasks of one mapped call share one)."""
         future: JobFuture[object] = JobFuture()
         future.handle = handle
         future.add_done_callback(_cancel_job_of)
         with self._lock:
-            self._watched[handle.id] = _Watched(future, directory)
+            self._watched[handle.id] = _Watched(future, directory, directory / outcome)
+            self._users[directory] = self._users.get(directory, 0) + 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="gpupool-sdk-futures", daemon=True
@@ -170,15 +192,27 @@ class FunctionJobs:
             log.debug("job %d: %s", job_id, exc)
             return False
         except ApiError as exc:
-            self._settle(item, error=typed(exc))
+            try:
+                self._settle(item, error=typed(exc))
+            finally:
+                self._release(item.directory)
             return True
         if not view.state.terminal:
             return False
         try:
             self._settle(item, view=view)
         finally:
-            shutil.rmtree(item.directory, ignore_errors=True)
+            self._release(item.directory)
         return True
+
+    def _release(self, directory: Path) -> None:
+        with self._lock:
+            left = self._users.get(directory, 1) - 1
+            if left > 0:
+                self._users[directory] = left
+                return
+            self._users.pop(directory, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
     def _settle(
         self, item: _Watched, view: JobView | None = None, error: BaseException | None = None
@@ -188,7 +222,7 @@ class FunctionJobs:
             return  # cancelled here: the job was cancelled with it
         if error is None and view is not None:
             try:
-                error, value = _outcome(view, item.directory / OUTCOME_FILE)
+                error, value = _outcome(view, item.outcome)
             except PayloadError as exc:
                 error = exc
             if error is None:

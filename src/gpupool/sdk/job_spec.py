@@ -70,6 +70,9 @@ class Job:
     env: Mapping[str, str] | None = None
     workdir: str | None = None
     grace: str | float | None = None
+    # An array of tasks, one job per index, as `gpupool submit --array` takes it ("0-99%8");
+    # not a JobOptions key: Client.map makes one from its items.
+    array: str | None = None
     # What the spec parser made of the fields (read-only; what `to_wire` sends).
     spec: JobSpec = field(init=False, repr=False, compare=False)
 
@@ -92,6 +95,7 @@ class Job:
         """The user's fields by their spec keys (gpupool.spec.SPEC_KEYS)."""
         values = {name: getattr(self, name) for name in JobOptions.__annotations__}
         values["command"] = self.command
+        values["array"] = self.array
         if self.env is not None:
             values["env"] = dict(self.env)
         return values

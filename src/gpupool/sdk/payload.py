@@ -32,6 +32,15 @@ CALL_FILE = "call.pkl"
 OUTCOME_FILE = "outcome.pkl"
 
 
+def task_call_file(index: int) -> str:
+    """The call file of task `index` of a mapped call (Client.map: one array job)."""
+    return f"call-{index}.pkl"
+
+
+def task_outcome_file(index: int) -> str:
+    return f"outcome-{index}.pkl"
+
+
 class PayloadError(RuntimeError):
     """A call or outcome file that cannot be used (another format, another Python, a
     function that cannot be loaded): the message says which and why."""

@@ -1,4 +1,6 @@
-"""`python -m gpupool.sdk.runner CALL OUTCOME`: what a function job runs (Client.submit_fn).
+"""`python -m gpupool.sdk.runner CALL OUTCOME`: what a function job runs (Client.submit_fn);
+`python -m gpupool.sdk.runner --array DIR`: what each task of a mapped call runs (Client.map,
+one array job): the call and outcome files of task $GPUPOOL_ARRAY_INDEX in DIR.
 
 Loads the call from the file CALL, runs it, writes its outcome (the return value, or the
 exception with its traceback) to OUTCOME (sdk/payload.py has both formats), and exits 0 when
@@ -12,19 +14,45 @@ An exception is also printed to the job's log, as an uncaught one would be, so
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
-from gpupool.sdk.payload import Raised, raised, read_call, run_call, write_outcome
+from gpupool.sdk.payload import (
+    Raised,
+    raised,
+    read_call,
+    run_call,
+    task_call_file,
+    task_outcome_file,
+    write_outcome,
+)
 
-USAGE = "usage: python -m gpupool.sdk.runner CALL_FILE OUTCOME_FILE"
+USAGE = (
+    "usage: python -m gpupool.sdk.runner CALL_FILE OUTCOME_FILE\n"
+    "       python -m gpupool.sdk.runner --array DIR   (in a task of an array job)"
+)
+
+
+def files(argv: list[str]) -> tuple[Path, Path] | None:
+    """The call and outcome files the arguments name; None when they name none."""
+    if len(argv) == 2 and argv[0] == "--array":
+        index = os.environ.get("GPUPOOL_ARRAY_INDEX", "")
+        if not index.isdigit():
+            return None  # not run as a task of an array job
+        where = Path(argv[1])
+        return where / task_call_file(int(index)), where / task_outcome_file(int(index))
+    if len(argv) == 2 and not argv[0].startswith("-"):
+        return Path(argv[0]), Path(argv[1])
+    return None
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    named = files(argv)
+    if named is None:
         print(USAGE, file=sys.stderr)
         return 2
-    call_path, outcome_path = Path(argv[0]), Path(argv[1])
+    call_path, outcome_path = named
     try:
         call = read_call(call_path)
     except Exception as exc:  # noqa: BLE001 - any failure to load is the job's outcome

@@ -97,6 +97,15 @@ class SubmitMethods(SessionMethods):
         return self._write_once_more_on_conflict(op)
 
 
+    def array_task_ids(self, array_id: int) -> list[int]:
+        """The job ids of the array `array_id`'s tasks, in index order (its tasks are
+        inserted in index order, in one transaction, so their ids rise with their index);
+        [] when no such array."""
+        with self._read() as s:
+            query = select(JOBS.c.id).where(JOBS.c.array_id == array_id).order_by(JOBS.c.id)
+            return [int(job_id) for job_id in s.scalars(query)]
+
+
 def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
     """The job each of `batch` stores, or the job its token names (a committed job, or one
     earlier in the batch), in order. A new job is built from what was inserted, not read
