@@ -4,6 +4,7 @@ count one more, in the same checkpoint directory; codes not listed are not retri
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def test_a_job_failing_twice_then_succeeding_ends_succeeded_after_two_retries(
     )
     job = pool.wait(job_id)
     assert job.state == "SUCCEEDED", job
-    assert job.restart_count == 2
+    assert (job.restart_count, job.failed_attempts) == (2, 2)
     checkpoints = Path(where.read_text())
     assert checkpoints.name == str(job_id)
     restart_counts = [(checkpoints / f"attempt-{n}").read_text() for n in range(3)]
@@ -43,6 +44,7 @@ def test_a_job_failing_twice_then_succeeding_ends_succeeded_after_two_retries(
     story = pool.cli("show", str(job_id), check=True).stdout
     assert "attempt 1 of 4 failed with exit code 33; retrying" in story
     assert "attempt 2 of 4 failed with exit code 33; retrying" in story
+    assert re.search(r"\nRestarts +2 \(2 after a failure\)\n", story), story
 
 
 def test_an_exit_code_not_listed_is_not_retried(pool: Pool, tmp_path: Path) -> None:

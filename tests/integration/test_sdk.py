@@ -139,9 +139,7 @@ def test_a_job_killed_before_its_result_fails_clearly(client: Client) -> None:
     assert f"`gpupool logs {future.job_id}`" in str(failed.value)
 
 
-def test_cancelling_the_future_cancels_the_job(
-    client: Client, pool: Pool, tmp_path: Path
-) -> None:
+def test_cancelling_the_future_cancels_the_job(client: Client, pool: Pool, tmp_path: Path) -> None:
     future = client.submit_fn(sdk_functions.until_file, str(tmp_path / "never"), gpus=1)
     pool.wait_state(future.job_id, "RUNNING")
     assert future.cancel()

@@ -37,20 +37,38 @@ def test_retry_wanted(
 
 
 def test_a_failed_attempt_with_retries_left_is_released_then_requeued_saying_why() -> None:
-    job = retrying(running(1, restarts=1), 3, (33,))
+    job = replace(retrying(running(1, restarts=1), 3, (33,)), failed_attempts=1)
     state = engine_state(job)
     assert react(state, Polled({1: exited(33)}, NOW)) == [Release(Handle(1, 1), NOW)]
     [requeue] = react(state, Released(1, True, NOW))
     assert isinstance(requeue, Requeue)
     assert requeue.cause == "attempt 2 of 4 failed with exit code 33; retrying"
-    assert requeue.hold_until is None
+    assert requeue.hold_until is None and requeue.retry
+
+
+def test_preemptions_do_not_use_up_retries() -> None:
+    """A job requeued by three preemptions still has its one retry: only failed attempts
+    count against --retry (the restart count counts every requeue, GPUPOOL_RESTART_COUNT)."""
+    job = retrying(running(1, restarts=3), 1)
+    state = engine_state(job)
+    assert react(state, Polled({1: exited(1)}, NOW)) == [Release(Handle(1, 3), NOW)]
+    [requeue] = react(state, Released(1, True, NOW))
+    assert isinstance(requeue, Requeue) and requeue.retry
+    assert requeue.cause == "attempt 1 of 2 failed with exit code 1; retrying"
+    used = replace(retrying(running(1, restarts=4), 1), failed_attempts=1)
+    [finish] = react(engine_state(used), Polled({1: exited(1)}, NOW))
+    assert isinstance(finish, Finish) and finish.state is JobState.FAILED
 
 
 @pytest.mark.parametrize(
     ("job", "obs", "ends"),
     [
         (retrying(running(1), 3, (33,)), exited(5), JobState.FAILED),  # code not listed
-        (retrying(running(1, restarts=3), 3), exited(1), JobState.FAILED),  # none left
+        (
+            replace(retrying(running(1, restarts=3), 3), failed_attempts=3),
+            exited(1),
+            JobState.FAILED,
+        ),  # none left
         (retrying(running(1), 3), exited(143, ExitReason.TIMEOUT), JobState.TIMEOUT),
         (
             retrying(running(1, cancel=True), 3),

@@ -148,6 +148,7 @@ def job_to_wire(
         "priority_factors": None if explain is None else _factors_to_wire(explain.priority_factors),
         "begin_time": spec.begin_time,
         "restart_count": job.restart_count,
+        "failed_attempts": job.failed_attempts,
         # --after and --array (docs/jobs.md): what it waits for, the array it is a task of
         # (its first task's id) and its index; empty and null for a plain job.
         "after": [str(d) for d in spec.after],

@@ -188,6 +188,17 @@ def more_line(counts: Mapping[str, int], shown: Sequence[JobView], rest: int) ->
     )
 
 
+def _restarts(job: JobView) -> str:
+    """'3 (1 after a failure, 2 by preemption or requeue)': its requeues, and the retries."""
+    if job.failed_attempts == 0:
+        return str(job.restart_count)
+    others = job.restart_count - job.failed_attempts
+    parts = [f"{job.failed_attempts} after a failure"]
+    if others:
+        parts.append(f"{others} by preemption or requeue")
+    return f"{job.restart_count} ({', '.join(parts)})"
+
+
 def _gpu_use(client: Client, job_id: int) -> str:
     """A job's sampled GPU use in one line; '-' before a sample (or from an older daemon)."""
     from gpupool.client import ApiError
@@ -237,7 +248,7 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
         ("Ended", clock_time(job.end_time)),
         ("Elapsed", elapsed(job)),
         ("Exit code", "-" if job.exit_code is None else str(job.exit_code)),
-        ("Restarts", str(job.restart_count)),
+        ("Restarts", _restarts(job)),
         ("GPU use", _gpu_use(client, job.id) if job.start_time is not None else "-"),
         ("Log", job.log_path),
     ]

@@ -219,6 +219,7 @@ class JobView:
     priority_factors: PriorityFactors | None
     begin_time: float | None
     restart_count: int
+    failed_attempts: int  # runs that failed and were retried (--retry); 0 from an older daemon
     cancel_requested: bool
     log_path: str
     after: tuple[str, ...]  # "ID:ok" / "ID:any" (--after)
@@ -272,6 +273,7 @@ class JobView:
             priority_factors=None if factors is None else PriorityFactors.read(factors),
             begin_time=f.opt_number("begin_time"),
             restart_count=f.whole("restart_count"),
+            failed_attempts=f.whole("failed_attempts") if "failed_attempts" in f.data else 0,
             cancel_requested=f.flag("cancel_requested"),
             log_path=f.text("log_path"),
             # Absent from an older daemon's answer: a plain job.

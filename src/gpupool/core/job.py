@@ -204,7 +204,8 @@ class Job:
     node: str | None = None
     gpus: tuple[int, ...] = ()
     gpu_memory_bytes: int | None = None  # fractional jobs: the memory granted on its GPU
-    restart_count: int = 0
+    restart_count: int = 0  # its requeues: preemptions and retries (GPUPOOL_RESTART_COUNT)
+    failed_attempts: int = 0  # its runs that failed and were retried (what --retry counts)
     cancel_requested: bool = False
     version: int = 0
     array_id: int | None = None  # the array it is a task of: its first task's id

@@ -60,7 +60,13 @@ class EngineStore(Protocol):
     ) -> Job: ...
 
     def requeue(
-        self, job_id: int, now: float, cause: str, hold_until: float | None = None
+        self,
+        job_id: int,
+        now: float,
+        cause: str,
+        hold_until: float | None = None,
+        *,
+        retry: bool = False,
     ) -> Job: ...
 
     def note(

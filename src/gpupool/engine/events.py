@@ -225,6 +225,7 @@ class Requeue:
     now: float
     said: Said | None = None
     hold_until: float | None = None  # held (as with --begin) until then: others go first
+    retry: bool = False  # its run failed and is run again (--retry): a failed attempt
 
 
 @dataclass(frozen=True)

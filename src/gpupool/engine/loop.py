@@ -396,9 +396,9 @@ class Engine:
                     end_time=ins.end_time,
                 )
                 return [JobsStored((job,))], True
-            case Requeue(job_id, cause, now, _, hold_until):
+            case Requeue(job_id, cause, now, _, hold_until, retry):
                 try:
-                    job = store.requeue(job_id, now, cause, hold_until)
+                    job = store.requeue(job_id, now, cause, hold_until, retry=retry)
                 except StaleState:  # cancelled meanwhile: cancel wins
                     return [RequeueRefused(job_id, now)], False
                 return [JobsStored((job,))], True

@@ -58,12 +58,13 @@ _RETRIED = frozenset({EndReason.NON_ZERO_EXIT, EndReason.SIGNAL})
 
 def retry_of(job: Job, result: Outcome) -> str | None:
     """The story's words when `job`'s run ending as `result` is to be run again (--retry),
-    else None. An attempt is counted by the job's restart count (a preemption's requeue
-    counts too, as Slurm's requeue count does)."""
+    else None. Only failed attempts count against the retries (`failed_attempts`): a job
+    requeued by preemption keeps them, as Kubernetes' pod failure policy ignores
+    disruptions; GPUPOOL_RESTART_COUNT still counts every requeue, as Slurm's does."""
     spec, code = job.spec, result.exit_code
     if result.reason not in _RETRIED or code is None or spec.retries == 0:
         return None
-    attempt = job.restart_count
+    attempt = job.failed_attempts
     if not retry_wanted(spec.retries, spec.retry_on_exit, attempt, code):
         return None
     total = spec.retries + 1

@@ -280,7 +280,7 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
         return []
     if tracked.retry_cause is not None:
         said = Said(f"job {job_id}: {tracked.retry_cause}", _WARN)
-        return [Requeue(job_id, tracked.retry_cause, now, said)]
+        return [Requeue(job_id, tracked.retry_cause, now, said, retry=True)]
     why = tracked.stop_why or "to give its GPUs back"
     hold_s = tracked.requeue_hold_s
     if hold_s is None:

@@ -105,7 +105,9 @@ def ended_without_result(job: JobView) -> str:
     elif job.exit_code is not None and job.exit_code > 128:
         why = f"it was stopped by signal {job.exit_code - 128} before the function returned"
     else:
-        why = "it wrote no result: its interpreter or the runner failed before the function returned"
+        why = (
+            "it wrote no result: its interpreter or the runner failed before the function returned"
+        )
     return f"{what}: {why}; its output: `gpupool logs {job.id}`"
 
 

@@ -125,6 +125,7 @@ def job_from_row(row: JobRow, events: Iterable[Transition] = (), environment: bo
         gpus=tuple(row.gpus or ()),
         gpu_memory_bytes=row.gpu_memory_bytes,
         restart_count=row.restart_count,
+        failed_attempts=row.failed_attempts,
         cancel_requested=row.cancel_requested,
         version=row.version,
         array_id=row.array_id,

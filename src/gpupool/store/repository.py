@@ -326,9 +326,18 @@ class Store(
 
         return self._write_retrying(op)
 
-    def requeue(self, job_id: int, now: float, cause: str, hold_until: float | None = None) -> Job:
+    def requeue(
+        self,
+        job_id: int,
+        now: float,
+        cause: str,
+        hold_until: float | None = None,
+        *,
+        retry: bool = False,
+    ) -> Job:
         """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs; `hold_until`:
-        it may not start before then (its spec's begin time, as `--begin` sets it)."""
+        it may not start before then (its spec's begin time, as `--begin` sets it);
+        `retry`: its run failed and is retried (counted in `failed_attempts`)."""
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
@@ -338,6 +347,8 @@ class Store(
                 row.spec = {**row.spec, "begin_time": hold_until}
             models.transition(s, row, JobState.PENDING, now, cause)
             row.restart_count += 1
+            if retry:
+                row.failed_attempts += 1
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
             row.gpu_memory_bytes = None
             return models.load_jobs(s, JobRow.id == job_id)[0]

@@ -96,7 +96,6 @@ class SubmitMethods(SessionMethods):
 
         return self._write_once_more_on_conflict(op)
 
-
     def array_task_ids(self, array_id: int) -> list[int]:
         """The job ids of the array `array_id`'s tasks, in index order (its tasks are
         inserted in index order, in one transaction, so their ids rise with their index);
