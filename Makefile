@@ -22,7 +22,7 @@ run: $(VENV)/.installed
 	$(BIN)/gpupool server --listen $(LISTEN)
 
 lint: $(VENV)/.installed-test
-	$(BIN)/python -m ruff check src tests bench
+	$(BIN)/python -m ruff check src tests bench examples
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/python -m mypy

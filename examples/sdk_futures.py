@@ -36,7 +36,7 @@ def evaluate(loss: float) -> str:
 def check(x: float) -> float:
     if x < 0:
         raise ValueError(f"negative input: {x}")
-    return x**0.5
+    return float(x**0.5)
 
 
 def main() -> int:

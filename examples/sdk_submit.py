@@ -18,8 +18,12 @@ GPUS = int(os.environ.get("EXAMPLE_GPUS", "0"))
 def main() -> int:
     pool = Client()  # the local daemon: $GPUPOOL_STATE_DIR's socket, or $GPUPOOL_URL
     job = Job(
-        [sys.executable, "-c", "import os\nfor i in range(3): print('step', i)\n"
-         "print('on GPUs', os.environ.get('CUDA_VISIBLE_DEVICES', '-'))"],
+        [
+            sys.executable,
+            "-c",
+            "import os\nfor i in range(3): print('step', i)\n"
+            "print('on GPUs', os.environ.get('CUDA_VISIBLE_DEVICES', '-'))",
+        ],
         gpus=GPUS,
         time="5m",
         name="sdk-example",

@@ -34,7 +34,9 @@ def main() -> None:
     model = MODELS[args.model](length).to(device)
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
     data = synthetic(args.samples, length)
-    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=True)
+    sampler: DistributedSampler[tuple[torch.Tensor, ...]] = DistributedSampler(
+        data, num_replicas=world, rank=rank, shuffle=True
+    )
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
     for epoch in range(args.epochs):
