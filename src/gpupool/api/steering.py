@@ -22,8 +22,7 @@ from gpupool.api.identity import Access, CallerDep
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
 from gpupool.core.job import Hold, Job, JobState
-from gpupool.engine import PoolService, RequestRefused
-from gpupool.engine import steering
+from gpupool.engine import PoolService, RequestRefused, steering
 from gpupool.spec import SpecError
 from gpupool.spec.changes import changes_from_wire
 
@@ -69,7 +68,9 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
             return _refusal(exc)
         if kind is Hold.ADMIN and done.changed:
             ids = ",".join(str(j.id) for j in done.changed)
-            access.audit(caller, AuditAction.HOLD_JOB, f"job {job_id}", f"owner {job.user}, held {ids}")
+            access.audit(
+                caller, AuditAction.HOLD_JOB, f"job {job_id}", f"owner {job.user}, held {ids}"
+            )
         return steered(done, caller)
 
     @api.post("/v1/jobs/{job_id}/release", response_model=None)
@@ -144,5 +145,7 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
             return _refusal(exc)
         if caller.name != job.user:
             name = steering.signal_name(signum)
-            access.audit(caller, AuditAction.SIGNAL_JOB, f"job {job_id}", f"owner {job.user}, {name}")
+            access.audit(
+                caller, AuditAction.SIGNAL_JOB, f"job {job_id}", f"owner {job.user}, {name}"
+            )
         return wire(done, caller)

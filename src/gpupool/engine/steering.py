@@ -253,8 +253,7 @@ def _differences(old: JobSpec, new: JobSpec) -> list[str]:
     said = []
     if old.time_limit_s != new.time_limit_s:
         said.append(
-            f"time limit {format_duration(old.time_limit_s)} -> "
-            f"{format_duration(new.time_limit_s)}"
+            f"time limit {format_duration(old.time_limit_s)} -> {format_duration(new.time_limit_s)}"
         )
     if old.priority != new.priority:
         said.append(f"priority {priority_name(old.priority)} -> {priority_name(new.priority)}")
@@ -305,6 +304,5 @@ def parse_signal(text: str) -> int:
         return int(signal.Signals[name])
     except KeyError:
         raise ValueError(
-            f"signal: no signal {text!r} (a name such as USR1, USR2, INT, TERM, HUP, or a "
-            "number)"
+            f"signal: no signal {text!r} (a name such as USR1, USR2, INT, TERM, HUP, or a number)"
         ) from None

@@ -50,7 +50,9 @@ def changes_from_wire(body: Mapping[str, Any]) -> JobChanges:
     errors: list[FieldError] = []
     for key in body:
         if key not in CHANGE_KEYS:
-            errors.append(FieldError(str(key), f"cannot be changed (only {', '.join(CHANGE_KEYS)})"))
+            errors.append(
+                FieldError(str(key), f"cannot be changed (only {', '.join(CHANGE_KEYS)})")
+            )
     time_limit = _checked(errors, "time", body.get("time"), _time)
     priority = _checked(errors, "priority", body.get("priority"), check_priority)
     gpus = _checked(errors, "gpus", body.get("gpus"), _gpus)

@@ -53,4 +53,3 @@ class SteerMethods:
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
-
