@@ -150,3 +150,17 @@ def test_queue_time_limit_column_and_since(pool: Pool) -> None:
     assert "No jobs match." in pool.cli("queue", "--since", ahead, check=True).stdout
     recent = pool.cli("queue", "--since", "1h", check=True).stdout
     assert str(old) in recent and str(new) in recent
+
+
+def test_queue_filters_keep_arrays_folded_and_count_what_matches(pool: Pool) -> None:
+    running = pool.submit("--", *FOREVER)
+    array = pool.submit("--begin", "now+1h", "--array", "0-4", "--", "true")
+    pool.wait_state(running, "RUNNING")
+    table = pool.cli("queue", "--state", "pending", check=True).stdout.splitlines()
+    assert [line.split()[0] for line in table[1:]] == [f"{array}_[0-4]"]
+    page = pool.cli("queue", "--state", "pending", "--limit", "2").stdout.splitlines()
+    assert page[-1].startswith("... and 3 more (3 PENDING)"), page
+    both = pool.cli("queue", "--project", "default", "--since", "1h", check=True).stdout
+    assert str(running) in both and f"{array}_[0-4]" in both
+    assert "No jobs match." in pool.cli("queue", "--project", "nosuch", check=True).stdout
+    pool.cancel(running, array)

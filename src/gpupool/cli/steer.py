@@ -86,10 +86,12 @@ class Outcomes:
     def __init__(self) -> None:
         self.code = 0
 
-    def refused(self, job: int, exc: ApiError) -> None:
+    def refused(self, job: int, exc: ApiError, many: bool) -> None:
+        """One line: `gpupool: job N: why` among several jobs, `gpupool: why` for one."""
         from gpupool.cli.render import shown_lines
 
-        print(f"gpupool: job {job}: {shown_lines(exc.message)}", file=sys.stderr)
+        head = f"job {job}: " if many else ""
+        print(f"gpupool: {head}{shown_lines(exc.message)}", file=sys.stderr)
         self.code = max(self.code, 1 if exc.code == "not_found" else 2)
 
     def each(self, ids: Sequence[int], act: Callable[[int], None]) -> int:
@@ -97,7 +99,7 @@ class Outcomes:
             try:
                 act(one)
             except ApiError as exc:
-                self.refused(one, exc)
+                self.refused(one, exc, len(ids) > 1)
         return self.code
 
 
