@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
 
 from gpupool.core.units import parse_duration
 
@@ -22,6 +21,8 @@ def parse_since(text: str, now: float) -> float:
             return now - parse_duration(word)
         except ValueError:
             pass
+        from datetime import datetime  # only here: `queue` without --since never needs it
+
         try:
             return datetime.fromisoformat(word).timestamp()
         except ValueError:
