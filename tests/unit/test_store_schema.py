@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
-from gpupool.core.job import JobSpec, Resources
+from gpupool.core.job import Hold, JobSpec, Resources
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 from gpupool.store import Store
 from gpupool.store.codec import decode_spec, encode_spec
@@ -236,6 +236,7 @@ specs = st.builds(
     array=st.none(),  # never stored: an array is stored as its tasks
     array_task=st.none()
     | st.builds(ArrayTask, st.integers(0, 10**6), st.none() | st.integers(1, 99)),
+    hold=st.none() | st.sampled_from(list(Hold)),
 )
 
 
@@ -250,8 +251,8 @@ def test_codec_covers_every_field() -> None:
     from dataclasses import fields
 
     encoded = encode_spec(JobSpec(command=("x",)))
-    # Retries, dependencies and an array task are stored only when set; `array` never.
-    only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array"}
+    # Retries, dependencies, an array task and a hold are stored only when set; `array` never.
+    only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

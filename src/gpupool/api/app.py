@@ -29,6 +29,7 @@ from gpupool.core.clock import Clock
 from gpupool.core.job import Job, JobState
 from gpupool.core.units import format_size
 from gpupool.engine import PoolService, RequestRefused
+from gpupool.engine.log_tail import MAX_TAIL_LINES
 from gpupool.engine.view import JobQuery, Order
 from gpupool.policy import Decision
 from gpupool.spec.rules import MAX_GPUS
@@ -79,6 +80,7 @@ def create_app(
     api = APIRouter(dependencies=[Depends(caller_of)])
 
     from gpupool.api.projects import add_routes
+    from gpupool.api.steering import add_steering_routes
     from gpupool.api.tokens import add_token_routes
     from gpupool.api.usage import add_usage_routes
     from gpupool.core.project import InvalidProject
@@ -223,6 +225,7 @@ def create_app(
         limit: int | None = Query(None, ge=0, le=MAX_INT64),
         offset: int = Query(0, ge=0, le=MAX_INT64),
         order: Order = Order.ID,
+        since: float | None = Query(None, ge=0, le=1e12, description="submitted since (epoch s)"),
     ) -> Response:
         """Jobs, active ones by default (`all`: finished ones too; `state`: those states),
         a page of them with `limit` and `offset`; `order` queue: running, then pending as
@@ -230,7 +233,7 @@ def create_app(
         states = _states(state)
         if isinstance(states, JSONResponse):
             return states
-        query = JobQuery(states, all, user, project, limit, offset, order)
+        query = JobQuery(states, all, user, project, limit, offset, order, since)
         found = service.list_jobs(query)
         decision = service.engine.view(fresh=False).decision
         rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
@@ -262,9 +265,11 @@ def create_app(
         caller: CallerDep,
         offset: int = Query(0, ge=0, le=MAX_INT64),
         rank: int | None = Query(None, ge=0, le=MAX_RANK),  # one rank of a distributed job
+        # From where its last `tail` lines start, not `offset` (logs --tail N).
+        tail: int | None = Query(None, ge=0, le=MAX_TAIL_LINES),
     ) -> Response:
         access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
-        chunk = service.read_log(job_id, offset, rank=rank)
+        chunk = service.read_log(job_id, offset, rank=rank, tail=tail)
         # Raw bytes with the cursor in headers: logs need not be valid UTF-8. X-Size, the
         # log's length, lets a reader start a tail near the end (the dashboard).
         headers = {"X-Offset": str(chunk.offset), "X-State": chunk.state.value}
@@ -286,6 +291,7 @@ def create_app(
     add_routes(api, service, access)
     add_token_routes(api, access)
     add_usage_routes(api, service, clock)
+    add_steering_routes(api, service, access, wire)
 
     @api.post("/v1/internal/wake")
     def wake() -> dict[str, object]:

@@ -156,6 +156,8 @@ def job_to_wire(
         "array_index": None if spec.array_task is None else spec.array_task.index,
         "array_limit": None if spec.array_task is None else spec.array_task.limit,
         "cancel_requested": job.cancel_requested,
+        # Held (gpupool hold): "user" or "admin", null when not held (docs/jobs.md).
+        "hold": None if spec.hold is None else spec.hold.value,
         "log_path": log_path,
         "hidden": not private,
     }

@@ -1,4 +1,4 @@
-"""queue, show, why, logs, cancel, wait: looking at and steering jobs."""
+"""queue, show, why, logs: looking at jobs (steering them: cli/steer.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ from gpupool.cli.render import (
     shown,
     state_cell,
 )
+from gpupool.cli.when import limit_cell
 from gpupool.client import Client, JobView
 from gpupool.core.job import JobState
 
+MAX_TAIL_LINES = 1_000_000  # as the API's (engine/log_tail.py)
 QUEUE_PAGE = 50  # jobs in `gpupool queue`'s table unless --limit or -a says otherwise
 # Names are cut to this many columns (with an ellipsis), so one long name cannot widen
 # every row; figures and states are never cut.
@@ -40,6 +42,7 @@ QUEUE_COLUMNS = (
     "SUBMITTED",
     "STARTED",
     "ELAPSED",
+    "TIME LIMIT",
     "EXIT",
     "REASON",
 )
@@ -63,6 +66,12 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "--state",
         metavar="STATES",
         help="only jobs in these states, comma-separated (e.g. pending,running)",
+    )
+    p.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only jobs submitted since: a duration back from now (2h, 7d) or a date "
+        "(2026-05-01, 2026-05-01T14:00); with -a, finished ones too",
     )
     p.add_argument(
         "--limit",
@@ -93,23 +102,42 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.add_argument("job_id", type=job_id)
     p.add_argument("-f", "--follow", action="store_true", help="follow until the job ends")
     p.add_argument(
+        "-n",
+        "--tail",
+        type=_lines,
+        metavar="N",
+        help="only its last N lines (with -f: then what follows, as tail -n N -f)",
+    )
+    p.add_argument(
         "--rank",
         type=int,
         metavar="N",
         help="only rank N's output, of a --distributed job (default: all ranks, each line "
         "prefixed [rank N])",
     )
-    p = sub.add_parser("cancel", parents=[common], help="cancel jobs (SIGTERM, grace, SIGKILL)")
-    p.set_defaults(handler=OnPool(cmd_cancel))
-    p.add_argument("job_ids", type=job_id, nargs="*")
-    p.add_argument("--mine", action="store_true", help="all of your active jobs")
-    p = sub.add_parser("wait", parents=[common], help="wait for a job; exit with its exit code")
-    p.set_defaults(handler=OnPool(cmd_wait))
-    p.add_argument("job_id", type=job_id)
-    p.add_argument("-q", "--quiet", action="store_true")
+
+
+def _lines(text: str) -> int:
+    """argparse type of --tail: a whole number of lines, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_TAIL_LINES:
+        raise argparse.ArgumentTypeError(f"not a number of lines (0 to {MAX_TAIL_LINES}): {text!r}")
+    return value
 
 
 def cmd_queue(client: Client, args: argparse.Namespace) -> int:
+    since = None
+    if args.since is not None:
+        from gpupool.cli.when import parse_since
+
+        try:
+            since = parse_since(args.since, time.time())
+        except ValueError as exc:
+            print(f"gpupool: {exc}", file=sys.stderr)
+            return 2
     if args.priority:  # the same jobs, in the same order, as a table or as JSON
         from gpupool.cli.explain import print_priorities, queue_order
 
@@ -129,7 +157,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
         print_json_list(
             client.job_page_wire(
                 args.all, args.user, project=args.project, states=states, limit=limit,
-                order="queue",
+                order="queue", since=since,
             ).jobs
         )  # fmt: skip
         return 0
@@ -140,6 +168,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
         states=states,
         limit=limit,
         order="queue",
+        since=since,
     )
     jobs = found.jobs
     now = time.time()
@@ -154,6 +183,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
             clock_time(j.submit_time, now),
             clock_time(j.start_time, now),
             elapsed(j, now),
+            limit_cell(j.time_limit_s),
             "-" if j.exit_code is None else j.exit_code,
             reason_cell(j),
         )
@@ -161,7 +191,7 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
         for j in (row.job,)
     ]
     if not rows:
-        if states or args.user or args.project:
+        if states or args.user or args.project or since is not None:
             print("No jobs match.")
         else:
             print(
@@ -306,16 +336,18 @@ def stream_log(
     follow: bool,
     out: BinaryIO | None = None,
     rank: int | None = None,
+    tail: int | None = None,
 ) -> JobState | None:
-    """Print the log from the start; with follow, until the job ends. Returns the final state.
+    """Print the log from the start (with `tail`, its last `tail` lines); with follow, until
+    the job ends. Returns the final state.
 
     A job that has not started has no output: with follow, say once (on stderr) that the
     output comes when it starts; without, say that it is pending."""
     sink = out or sys.stdout.buffer
     offset, said_pending = 0, False
     while True:
-        chunk = client.log(job_id, offset, rank)
-        offset, state = chunk.offset, chunk.state
+        chunk = client.log(job_id, offset, rank, tail=tail)
+        offset, state, tail = chunk.offset, chunk.state, None
         if chunk.data:
             sink.write(chunk.data)
             sink.flush()
@@ -364,7 +396,7 @@ def detach_note(client: Client, job_id: int, what: str = "detached") -> str:
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     try:
-        stream_log(client, args.job_id, args.follow, rank=args.rank)
+        stream_log(client, args.job_id, args.follow, rank=args.rank, tail=args.tail)
     except KeyboardInterrupt:
         print(f"\n{detach_note(client, args.job_id)}", file=sys.stderr)
         return 130
@@ -396,33 +428,3 @@ def final_line(job: JobView) -> str:
     if not job.start_time:
         return f"{head} before it started"
     return f"{head} (no exit code{': ' + job.reason if job.reason else ''})"
-
-
-def cmd_wait(client: Client, args: argparse.Namespace) -> int:
-    try:
-        job = wait_for(client, args.job_id)
-    except KeyboardInterrupt:
-        print(f"\n{detach_note(client, args.job_id, 'stopped waiting')}", file=sys.stderr)
-        return 130
-    if not args.quiet:
-        print(final_line(job), file=sys.stderr)
-    return exit_status(job)
-
-
-def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    """Cancel jobs; an array's id (its first task's) cancels every task of it."""
-    ids = list(args.job_ids)
-    if args.mine:
-        me = client.whoami().user  # the pool's name for you (over TCP: your token's user)
-        ids += [j.id for j in client.jobs(user=me)]
-        if not ids:
-            print("nothing to cancel: you have no active jobs", file=sys.stderr)
-            return 0
-    if not ids:
-        print("gpupool: nothing to cancel: give job ids or --mine", file=sys.stderr)
-        return 2
-    for one in ids:
-        job = client.cancel(one)
-        verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
-        print(f"job {one}: {verb}")
-    return 0

@@ -146,6 +146,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "MASTER_ADDR/PORT set for each; docs/distributed.md)",
     )
     p.add_argument(
+        "--hold",
+        action="store_const",
+        const=True,
+        default=None,
+        help="queue it held: it starts only after `gpupool release ID` (reason JobHeldUser)",
+    )
+    p.add_argument(
         "--wait",
         action="store_true",
         help="stream the log and exit with the job's exit code (Ctrl-C detaches)",

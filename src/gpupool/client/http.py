@@ -372,10 +372,13 @@ class Client:
         limit: int | None = None,
         offset: int = 0,
         order: str = "id",
+        since: float | None = None,
     ) -> JobPage:
         """A page of jobs, with the `total` and the `counts` (by state) of every match;
-        `order` "queue": running, then pending in queue order."""
+        `order` "queue": running, then pending in queue order; `since`: submitted then
+        (epoch seconds) or later."""
         query = _page_query(include_finished, user, project, states, limit, offset, order)
+        query["since"] = None if since is None else repr(since)
         return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))
 
     def job_page_wire(
@@ -387,9 +390,11 @@ class Client:
         states: Sequence[str] | None = None,
         limit: int | None = None,
         order: str = "id",
+        since: float | None = None,
     ) -> WireJobPage:
         """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
         query = _page_query(include_finished, user, project, states, limit, 0, order)
+        query["since"] = None if since is None else repr(since)
         return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
 
     def job(self, job_id: int) -> JobView:
@@ -399,10 +404,13 @@ class Client:
         answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {})
         return self._read(read_job, answer)
 
-    def log(self, job_id: int, offset: int = 0, rank: int | None = None) -> LogChunk:
+    def log(
+        self, job_id: int, offset: int = 0, rank: int | None = None, tail: int | None = None
+    ) -> LogChunk:
         """The job's output from `offset` on (raw bytes: logs need not be UTF-8); with
-        `rank`, that rank's alone (a distributed job's; docs/distributed.md)."""
-        query = {"offset": offset, "rank": rank}  # None: left out
+        `rank`, that rank's alone (a distributed job's; docs/distributed.md); with `tail`,
+        from where its last `tail` lines start instead."""
+        query = {"offset": offset, "rank": rank, "tail": tail}  # None: left out
         status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:
             raise _api_error(status, _decode(data))

@@ -38,6 +38,8 @@ class WaitCode(StrEnum):
     QUOTA_NEVER_FITS = "QuotaNeverFits"
     DEPENDENCY = "Dependency"
     ARRAY_LIMIT = "ArrayLimit"
+    HELD_USER = "JobHeldUser"
+    HELD_ADMIN = "JobHeldAdmin"
 
 
 _WAIT_CODES = frozenset(c.value for c in WaitCode)
@@ -230,6 +232,7 @@ class JobView:
     # True when the caller may not see the job's spec: command, env, workdir, log path empty.
     hidden: bool
     wire: JsonObject = field(repr=False, compare=False)  # as received (module docstring)
+    hold: str | None = None  # "user" or "admin" while held (gpupool hold); None: not held
 
     @property
     def wait_code(self) -> WaitCode | None:
@@ -284,6 +287,7 @@ class JobView:
             events=tuple(events),
             hidden=f.flag("hidden") if "hidden" in f.data else False,
             wire=f.data,
+            hold=f.opt_text("hold") if "hold" in f.data else None,
         )
 
 

@@ -81,6 +81,11 @@ class Authority:
     def is_project_admin(self, name: str, project: str) -> bool:
         return self.mode is Mode.SHARED and name in self.project_admins.get(project, ())
 
+    def is_job_admin(self, name: str, project: str) -> bool:
+        """A pool admin, or an admin of the job's project: who may do to a job what its
+        owner may not (release an admin's hold, lengthen a running job's time limit)."""
+        return self.is_pool_admin(name) or self.is_project_admin(name, project)
+
     def pool_admin_words(self) -> str:
         """'root, gpupool or alice': who the pool admins are, for messages."""
         names = sorted({ROOT, self.daemon_user} | (self.pool_admins if self.shared else set()))
@@ -101,6 +106,10 @@ class Action(enum.Enum):
     SET_DEFAULT_PROJECT = "set the default project of"  # a user's
     MANAGE_TOKENS = "manage the API tokens of"  # a user's
     READ_AUDIT = "read the audit log"
+    HOLD_JOB = "hold"
+    RELEASE_JOB = "release"
+    UPDATE_JOB = "change"
+    SIGNAL_JOB = "signal"
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,16 @@ class Refusal:
     message: str  # one line, naming who may do it
 
 
-_JOB_ACTIONS = frozenset({Action.CANCEL_JOB, Action.READ_JOB_PRIVATE})
+_JOB_ACTIONS = frozenset(
+    {
+        Action.CANCEL_JOB,
+        Action.READ_JOB_PRIVATE,
+        Action.HOLD_JOB,
+        Action.RELEASE_JOB,
+        Action.UPDATE_JOB,
+        Action.SIGNAL_JOB,
+    }
+)
 _SELF_ACTIONS = frozenset({Action.SET_DEFAULT_PROJECT, Action.MANAGE_TOKENS})
 
 

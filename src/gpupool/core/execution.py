@@ -217,6 +217,15 @@ class Executor(Protocol):
         """Ask the run to stop (SIGTERM, its grace, SIGKILL). False when there is nothing
         to stop (never started, or over): read the outcome with `poll`."""
 
+    def set_time_limit(self, handle: Handle, seconds: float) -> bool:
+        """A running run's time limit becomes `seconds` from its start (`gpupool update
+        --time`); a limit already passed ends it as a time limit does. False when the run
+        cannot take it (not running, or it runs under something that takes no orders)."""
+
+    def send_signal(self, handle: Handle, signum: int) -> bool:
+        """Send `signum` to the run's processes without stopping it (`cancel --signal`).
+        False as for `set_time_limit`."""
+
     def release(self, handle: Handle) -> bool:
         """The run is over and the job goes back to the queue: free what the run keeps
         (the local executor archives its files) so that the next attempt can start. False

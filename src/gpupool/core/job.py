@@ -87,6 +87,16 @@ class HeldReason(StrEnum):
     GPUS_GONE = "GpusGone"  # its GPUs left the inventory: being stopped to requeue
 
 
+class Hold(StrEnum):
+    """Why a pending job is held (`gpupool hold`, `submit --hold`): it never starts until
+    released. As Slurm's JobHeldUser and JobHeldAdmin: a hold its owner placed may be
+    released by its owner or an admin; a hold an admin placed on another user's job only by
+    an admin (api/steering.py)."""
+
+    USER = "user"
+    ADMIN = "admin"
+
+
 def check_transition(frm: JobState, to: JobState) -> str:
     """Return the meaning of the edge, or raise InvalidTransition if there is none."""
     try:
@@ -180,6 +190,9 @@ class JobSpec:
     array_task: ArrayTask | None = None
     # None: one process, the command; else one process per GPU as `Distributed` says.
     distributed: Distributed | None = None
+    # Held (`gpupool hold`, `submit --hold`): never started until released. Kept with the
+    # request, as `begin_time` is, so it survives a restart with the job.
+    hold: Hold | None = None
 
     @property
     def is_preemptible(self) -> bool:

@@ -11,7 +11,7 @@ start is no longer startable; `requeue` raises it for a job with a cancel reques
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, Unpack
 
@@ -134,7 +134,17 @@ class PoolStore(EngineStore, UsageStore, Protocol):
         limit: int | None = None,
         states: Iterable[JobState] | None = None,
         project: str | None = None,
+        since: float | None = None,
     ) -> list[Job]: ...
+
+    def edit_spec(
+        self,
+        job_id: int,
+        edit: Callable[[Job], JobSpec | None],
+        now: float,
+        cause: Callable[[Job, JobSpec], str],
+        reason: str | None = None,
+    ) -> Job | None: ...
 
     def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None: ...
 

@@ -1,8 +1,10 @@
-"""Which waiting jobs a pass may consider: those whose `--after` dependencies have ended as
-asked, and, of an array throttled with `%K`, no more than K running at once.
+"""Which waiting jobs a pass may consider: those not held (`gpupool hold`), whose `--after`
+dependencies have ended as asked, and, of an array throttled with `%K`, no more than K
+running at once.
 
 The policy never sees the others: each pass, `gate` works out which waiting jobs are held
-(with the status `why` and `queue` show: `Dependency`, `ArrayLimit`) and which can never
+(with the status `why` and `queue` show: `JobHeldUser`, `JobHeldAdmin`, `Dependency`,
+`ArrayLimit`) and which can never
 start (an `:ok` dependency that ended otherwise: cancelled with `DependencyNeverSatisfied`);
 the engine leaves both out of the pass's pending set and adds their status to its decision
 (engine/react.py). The policy stays pure and unchanged; an array's tasks beyond its limit
@@ -19,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gpupool.core.job import Job, JobState
+from gpupool.core.job import Hold, Job, JobState
 from gpupool.core.job_control import AfterKind
 from gpupool.policy import Code, Decision, Status
 from gpupool.policy.status import Rule
@@ -69,6 +71,11 @@ class Gating:
 
 NO_GATING = Gating()
 
+_HELD = {
+    Hold.USER: Status(Code.HELD_USER, Rule.HELD_USER),
+    Hold.ADMIN: Status(Code.HELD_ADMIN, Rule.HELD_ADMIN),
+}
+
 
 def _dependency_status(
     job: Job, active: Mapping[int, Job], ended: EndedJobs, unknown: set[int]
@@ -106,6 +113,9 @@ def gate(
     unknown: set[int] = set()
     throttled: dict[int, tuple[int, list[Job]]] = {}  # array -> (its %K, tasks let through)
     for job in sorted(controlled, key=lambda j: j.id):
+        if job.spec.hold is not None:  # first: a held job waits whatever else holds it
+            held[job.id] = _HELD[job.spec.hold]
+            continue
         if job.spec.after:
             said = _dependency_status(job, active, ended, unknown)
             if isinstance(said, str):
@@ -143,4 +153,8 @@ def _running_by_array(jobs: Iterable[Job], arrays: Iterable[int]) -> dict[int, l
 def controls(job: Job) -> bool:
     """Whether `job`, while it waits, may be held by `gate`."""
     task = job.spec.array_task
-    return bool(job.spec.after) or (task is not None and task.limit is not None)
+    return (
+        job.spec.hold is not None
+        or bool(job.spec.after)
+        or (task is not None and task.limit is not None)
+    )

@@ -36,6 +36,7 @@ from gpupool.engine.gpu_monitor import GpuMonitor
 from gpupool.engine.group_commit import GroupCommit
 from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
+from gpupool.engine.log_tail import tail_offset
 from gpupool.engine.projects import quota_warnings
 from gpupool.engine.view import JobPage, JobQuery, JobsView, page
 from gpupool.policy import Decision, Status, check_quota, check_satisfiable
@@ -300,7 +301,7 @@ class PoolService:
         wanted_finished = query.wanted() & _TERMINAL
         if wanted_finished:
             finished = self.store.list_jobs(
-                states=wanted_finished, user=query.user, project=query.project
+                states=wanted_finished, user=query.user, project=query.project, since=query.since
             )
         return page(query, active, finished)
 
@@ -341,10 +342,16 @@ class PoolService:
         return current
 
     def read_log(
-        self, job_id: int, offset: int, limit: int = MAX_LOG_CHUNK, rank: int | None = None
+        self,
+        job_id: int,
+        offset: int,
+        limit: int = MAX_LOG_CHUNK,
+        rank: int | None = None,
+        tail: int | None = None,
     ) -> LogChunk:
         """The job's combined output, or with `rank` that rank's alone (RequestRefused
-        "no_such_rank" unless the job is distributed with that rank)."""
+        "no_such_rank" unless the job is distributed with that rank); with `tail`, from
+        where its last `tail` lines start (engine/log_tail.py) instead of `offset`."""
         job = self.store.get(job_id)
         if rank is not None:
             ranks = len(job.gpus) or job.spec.resources.gpus  # held, or asked for (pending)
@@ -353,9 +360,15 @@ class PoolService:
             if not 0 <= rank < ranks:
                 message = f"job {job_id} has ranks 0..{ranks - 1}, not {rank}"
                 raise RequestRefused("no_such_rank", message)
-        chunk = self.executor.logs(
-            Handle(job.id, job.restart_count), offset, min(limit, MAX_LOG_CHUNK), rank
-        )
+        handle = Handle(job.id, job.restart_count)
+        if tail is not None:
+            size = self.executor.logs(handle, 0, 0, rank).size or 0
+
+            def read(at: int, n: int) -> bytes:
+                return self.executor.logs(handle, at, n, rank).data
+
+            offset = tail_offset(read, size, tail)
+        chunk = self.executor.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank)
         return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 
     def log_location(self, job_id: int) -> str:

@@ -27,8 +27,9 @@ class Order(StrEnum):
 @dataclass(frozen=True)
 class JobQuery:
     """Which jobs to list: `states` (None: the active ones, and the finished ones too with
-    `include_finished`), of `user` and `project` when given, `limit` of them (None: all)
-    after skipping `offset`, in `order`."""
+    `include_finished`), of `user` and `project` when given, submitted at `since` (epoch
+    seconds) or later when given, `limit` of them (None: all) after skipping `offset`, in
+    `order`."""
 
     states: frozenset[JobState] | None = None
     include_finished: bool = False
@@ -37,6 +38,7 @@ class JobQuery:
     limit: int | None = None
     offset: int = 0
     order: Order = Order.ID
+    since: float | None = None
 
     def wanted(self) -> frozenset[JobState]:
         if self.states is not None:
@@ -46,8 +48,10 @@ class JobQuery:
         return frozenset(s for s in JobState if not s.terminal)
 
     def matches(self, job: Job) -> bool:
-        return (self.user is None or job.user == self.user) and (
-            self.project is None or job.spec.project == self.project
+        return (
+            (self.user is None or job.user == self.user)
+            and (self.project is None or job.spec.project == self.project)
+            and (self.since is None or job.submit_time >= self.since)
         )
 
 

@@ -22,7 +22,14 @@ from gpupool.executor.files import fsync_dir
 
 # One run's files, claim.json last: while any of the others is still in JOBDIR, so is the
 # claim, and no supervisor can start in a half-archived directory.
-CONTROL_FILES = ("launch.json", "child.json", "exit.json", "supervisor.log", "claim.json")
+CONTROL_FILES = (
+    "launch.json",
+    "child.json",
+    "exit.json",
+    "supervisor.log",
+    "control.json",
+    "claim.json",
+)
 _NAME = re.compile(r"attempt-(\d+)(\.partial)?")
 
 

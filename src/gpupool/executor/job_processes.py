@@ -55,6 +55,18 @@ def session_members(sid: int) -> list[tuple[int, str]]:
     return found
 
 
+def signal_session(sid: int, sig: int) -> None:
+    """Send `sig` to the job's main process and every other live process of its session
+    (its ranks and their children included), once each: `cancel --signal`. Only while the
+    main process has not been reaped, so its pid names the job."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(sid, sig)
+    for pid, state in session_members(sid):
+        if state not in ("Z", "X"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
 def kill_leftovers(sid: int) -> None:
     """SIGKILL what the job left running. Only while the main process is an unreaped
     zombie: its pid (== pgid == sid) is then reserved, so no stranger can be hit."""

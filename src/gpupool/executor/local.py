@@ -46,6 +46,7 @@ from gpupool.core.execution import (
 from gpupool.core.paths import DIR_MODE
 from gpupool.executor import attempts
 from gpupool.executor.checkpoints import CHECKPOINT_ENV, ensure_checkpoint_dir
+from gpupool.executor.control import control_signal, write_orders
 from gpupool.executor.files import (
     append_private,
     atomic_write_json,
@@ -396,6 +397,34 @@ class LocalExecutor:
         sig = claim.get("preempt_signal") if reason == "preempted" else None
         try:
             os.kill(owner, sig if isinstance(sig, int) else signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def set_time_limit(self, handle: Handle, seconds: float) -> bool:
+        """The running job's time limit becomes `seconds` from its start (executor/
+        control.py); False when its run takes no orders (not running, or an older
+        supervisor)."""
+        return self._order(handle.job_id, time_limit_s=seconds)
+
+    def send_signal(self, handle: Handle, signum: int) -> bool:
+        """Send `signum` to every process of the running job (its supervisor delivers it
+        once); the job is not stopped for it. False as for `set_time_limit`."""
+        return self._order(handle.job_id, signum=signum)
+
+    def _order(
+        self, job_id: int, *, time_limit_s: float | None = None, signum: int | None = None
+    ) -> bool:
+        if self.read_exit(job_id) is not None:
+            return False
+        _, owner, claim = self._owner(job_id)
+        sig = control_signal(claim)
+        if owner is None or sig is None:
+            return False
+        with self._lock:
+            write_orders(self.job_dir(job_id), time_limit_s=time_limit_s, signum=signum)
+        try:
+            os.kill(owner, sig)
         except ProcessLookupError:
             return False
         return True

@@ -74,6 +74,15 @@ if TYPE_CHECKING:
         boot_id: str
         time: float
         preempt_signal: NotRequired[int]  # only a supervisor takes a preemption signal
+        control_signal: NotRequired[int]  # it reads control.json on this signal (below)
+
+    class ControlFile(TypedDict, total=False):
+        """control.json: orders for a running job, written by the daemon (executor/
+        control.py), read on `CONTROL_SIGNAL`: its time limit from the run's start (when
+        present), and signals for the job's processes, each once, in `seq` order."""
+
+        time_limit_s: float
+        signals: list[list[int]]  # [seq, signal number]
 
     class ChildFile(TypedDict):
         """child.json: the job's main process, for a daemon that must kill it if we die."""
@@ -104,7 +113,10 @@ FILE_MODE = 0o600  # as core.paths.FILE_MODE: every file here is private (docs/s
 
 _cancel_requested = False
 _preempt_requested = False
+_control_requested = False
 PREEMPT_SIGNAL = signal.SIGUSR1  # announced in claim.json: older supervisors lack it
+# Announced in claim.json too; an older supervisor ignores it (a closing terminal).
+CONTROL_SIGNAL = signal.SIGHUP
 
 
 def _on_cancel(signum: int, frame: "FrameType | None") -> None:
@@ -119,6 +131,11 @@ def _on_preempt(signum: int, frame: "FrameType | None") -> None:
     _preempt_requested = True
 
 
+def _on_control(signum: int, frame: "FrameType | None") -> None:
+    global _control_requested
+    _control_requested = True
+
+
 def _ignore(signum: int, frame: "FrameType | None") -> None:
     # A handler, not SIG_IGN: an ignored disposition would survive exec into the job.
     pass
@@ -130,7 +147,7 @@ def _install_signals() -> int:
     signal.signal(signal.SIGTERM, _on_cancel)
     signal.signal(signal.SIGINT, _on_cancel)
     signal.signal(PREEMPT_SIGNAL, _on_preempt)
-    signal.signal(signal.SIGHUP, _ignore)  # a closing terminal is not a cancel
+    signal.signal(CONTROL_SIGNAL, _on_control)  # never a cancel: re-read control.json
     signal.signal(signal.SIGCHLD, _ignore)  # the default (ignore) would not wake us
     return r
 
@@ -227,6 +244,7 @@ def _claim(jobdir: str) -> bool:
         "boot_id": boot,  # start ticks only name a process within one boot
         "time": time.time(),
         "preempt_signal": int(PREEMPT_SIGNAL),  # the executor sends it only when present
+        "control_signal": int(CONTROL_SIGNAL),
     }
     tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
     # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
@@ -427,6 +445,15 @@ class Supervisor:
             return
         self.child_record = None
 
+    def read_control(self) -> "ControlFile":
+        """control.json's orders ({} when there are none, or it cannot be read)."""
+        try:
+            with open(os.path.join(self.jobdir, "control.json"), "rb") as f:
+                found: ControlFile = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
     def wait(self, child: "subprocess.Popen[bytes]") -> "tuple[int, StopReason | None]":
         """Wait for the main process, enforcing the time limit and cancel requests."""
         pid = child.pid
@@ -437,8 +464,22 @@ class Supervisor:
         reason: StopReason | None = None  # set once, but a cancel wins (below)
         kill_at: float | None = None  # when the grace period after SIGTERM ends
         killed = False
+        global _control_requested
+        look, signalled = True, 0  # control.json: read at once, then on CONTROL_SIGNAL
         while not processes.main_exited(pid):
             self.write_child_record()  # if a full disk refused it so far
+            if look or _control_requested:
+                look, _control_requested = False, False  # before the read: none is lost
+                control = self.read_control()
+                if reason is None and "time_limit_s" in control:
+                    limit_s = float(control["time_limit_s"])
+                    deadline = T0 + limit_s
+                    self.log(f"time limit set to {limit_s:g} s")
+                for seq, sig in control.get("signals", []):
+                    if seq > signalled:
+                        signalled = seq
+                        self.log(f"sending signal {sig} to the job's processes")
+                        processes.signal_session(pid, sig)
             now = time.monotonic()
             if reason is None:
                 extra = ""

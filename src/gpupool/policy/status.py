@@ -29,6 +29,8 @@ class Code(str, Enum):
     # Given by the engine, not the pass: left out of it (engine/gating.py).
     DEPENDENCY = "Dependency"  # an --after job has not ended yet (`jobs`)
     ARRAY_LIMIT = "ArrayLimit"  # its array runs its %K tasks already (`jobs`: those running)
+    HELD_USER = "JobHeldUser"  # held by its owner (gpupool hold, submit --hold)
+    HELD_ADMIN = "JobHeldAdmin"  # held by an admin: only an admin releases it
 
 
 class Rule(StrEnum):
@@ -55,6 +57,8 @@ class Rule(StrEnum):
     NEVER_QUOTA_INTERACTIVE = "never_quota_interactive"  # the same, for an interactive job
     DEPENDENCY = "dependency"  # Dependency: `jobs` have not ended
     ARRAY_LIMIT = "array_limit"  # ArrayLimit: `jobs` of its array run; `limit` at most
+    HELD_USER = "held_user"  # JobHeldUser
+    HELD_ADMIN = "held_admin"  # JobHeldAdmin
 
 
 @dataclass(frozen=True, slots=True)

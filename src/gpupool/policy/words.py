@@ -258,6 +258,13 @@ def status_words(s: Status) -> str:
         return "held until its --begin time"
     if rule is Rule.DEPENDENCY:
         return f"waiting for {_jobs(s.jobs)} to end (--after)"
+    if rule is Rule.HELD_USER:
+        return "held by its owner: it starts only once released (gpupool release)"
+    if rule is Rule.HELD_ADMIN:
+        return (
+            "held by an admin: it starts only once released by an admin of its project or "
+            "of the pool (gpupool release)"
+        )
     if rule is Rule.ARRAY_LIMIT:
         return (
             f"its array runs {s.limit} task{'s' if s.limit != 1 else ''} at most "

@@ -33,6 +33,7 @@ SPEC_KEYS: tuple[str, ...] = (
     "after",
     "array",
     "distributed",
+    "hold",
 )
 
 

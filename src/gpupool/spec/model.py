@@ -15,7 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from gpupool.core.job import DEFAULT_PRIORITY, Distributed, JobSpec, Resources
+from gpupool.core.job import DEFAULT_PRIORITY, Distributed, Hold, JobSpec, Resources
 from gpupool.core.job_control import ArrayRequest, Dependency
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.flags import SPEC_KEYS
@@ -102,6 +102,7 @@ class SpecModel(_Strict):
     after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()
     array: Annotated[ArrayRequest | None, _v(check_array)] = None
     distributed: Annotated[Distributed | None, _v(check_distributed)] = None
+    hold: Annotated[bool | None, _v(check_preemptible)] = None  # true or false, as preemptible
 
 
 class WireModel(_Strict):
@@ -130,6 +131,8 @@ class WireModel(_Strict):
     after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()  # ["12:ok", "13:any"]
     array: Annotated[ArrayRequest | None, _v(check_array)] = None  # "0-99%8"
     distributed: Annotated[Distributed | None, _v(check_distributed)] = None
+    # Submitted held by its owner (`submit --hold`); an admin's hold is never submitted.
+    hold: Annotated[bool | None, _v(check_preemptible)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -282,6 +285,7 @@ def build_spec(
         after=m.after,
         array=m.array,
         distributed=m.distributed,
+        hold=Hold.USER if m.hold else None,
     )
 
 
@@ -316,4 +320,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         after=m.after,
         array=m.array,
         distributed=m.distributed,
+        hold=Hold.USER if m.hold else None,
     )

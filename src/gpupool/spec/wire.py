@@ -50,6 +50,8 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         wire["array"] = str(spec.array)  # "0-99%8"
     if spec.distributed is not None:  # only then: a daemon without the key takes the rest
         wire["distributed"] = spec.distributed.value
+    if spec.hold is not None:  # submitted held (by its owner: the daemon makes it so)
+        wire["hold"] = True
     return wire
 
 

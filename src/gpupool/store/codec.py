@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from gpupool.core.job import Distributed, Job, JobSpec, Resources, Transition
+from gpupool.core.job import Distributed, Hold, Job, JobSpec, Resources, Transition
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
     if spec.array_task is not None:
         task = spec.array_task
         stored["array_task"] = {"index": task.index, "limit": task.limit}
+    if spec.hold is not None:
+        stored["hold"] = spec.hold.value
     return stored
 
 
@@ -89,6 +91,8 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
     if data.get("array_task") is not None:
         task = data["array_task"]
         kwargs["array_task"] = ArrayTask(int(task["index"]), task.get("limit"))
+    if data.get("hold") is not None:
+        kwargs["hold"] = Hold(data["hold"])
     if data.get("array") is not None:
         raise ValueError("an array submission is stored as its tasks, not as `array`")
     return JobSpec(**kwargs)

@@ -28,6 +28,7 @@ from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
 from gpupool.store.samples import SampleMethods
+from gpupool.store.steering import SteerMethods
 from gpupool.store.submissions import SubmitMethods
 from gpupool.store.tokens import TokenMethods
 from gpupool.store.writer_turns import WriterTurns
@@ -59,7 +60,13 @@ class UnknownJob(KeyError):
 
 
 class Store(
-    SubmitMethods, ProjectMethods, LeaseMethods, TokenMethods, SampleMethods, AccountingMethods
+    SubmitMethods,
+    SteerMethods,
+    ProjectMethods,
+    LeaseMethods,
+    TokenMethods,
+    SampleMethods,
+    AccountingMethods,
 ):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
@@ -122,10 +129,11 @@ class Store(
         limit: int | None = None,
         states: Iterable[JobState] | None = None,
         project: str | None = None,
+        since: float | None = None,
     ) -> list[Job]:
         """Jobs in id order, without events: the active ones (with `include_finished`, all),
-        or those in `states` when given; of `user` and of `project` when given. `limit`
-        keeps the newest `limit` of them."""
+        or those in `states` when given; of `user` and of `project` when given, submitted
+        at `since` or later when given. `limit` keeps the newest `limit` of them."""
         stmt = select(JobRow)
         if states is not None:
             stmt = stmt.where(JobRow.state.in_(list(states)))
@@ -135,6 +143,8 @@ class Store(
             stmt = stmt.where(JobRow.user == user)
         if project is not None:
             stmt = stmt.where(JobRow.project == project)
+        if since is not None:
+            stmt = stmt.where(JobRow.submit_time >= since)
         if limit is not None:
             if limit < 0:
                 raise ValueError(f"limit must not be negative: {limit}")

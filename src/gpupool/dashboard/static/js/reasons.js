@@ -12,6 +12,8 @@ const CODE_KIND = {
   BeginTime: "wait",
   Dependency: "wait",
   ArrayLimit: "wait",
+  JobHeldUser: "wait",
+  JobHeldAdmin: "quota",
   Quota: "quota",
   Reclaim: "quota",
   Unsatisfiable: "never",
@@ -122,6 +124,10 @@ function describe(job, wait) {
     case "never_quota":
     case "never_quota_interactive":
       return [`not preemptible; asks ${gpus(wait.requested)} GPUs, project ${project}'s quota is ${gpus(wait.capacity)}`];
+    case "held_user":
+      return ["held by its owner until released (gpupool release)"];
+    case "held_admin":
+      return ["held by an admin until an admin releases it"];
     case "no_nodes":
       return ["the pool has no nodes"];
     case "bad_fraction":

@@ -1,0 +1,253 @@
+"""hold, release, update, cancel, wait: steering jobs, as scontrol hold/release/update,
+scancel and `srun`'s wait do (docs/jobs.md, "Steering jobs").
+
+Each command acts on every job it names and says, one line per job, what became of it; a
+job it could not act on gets its own `gpupool: ...` line and the command goes on with the
+next. Exit code: 0 when every job was acted on; 1 when some job does not exist (and none
+was refused); 2 when any was refused (not allowed, not in a state it applies to, a bad
+value). `cancel` with filters that select nothing says so and exits 0, as scancel does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from gpupool.cli.argv import job_id
+from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.client import ApiError, Client, JobView
+from gpupool.core.job import JobState
+
+TIMED_OUT = 124  # `wait --timeout`: the job had not ended (as timeout(1) exits)
+CANCEL_STATES = {"pending": JobState.PENDING, "running": JobState.RUNNING}
+
+
+def register(sub: Subparsers, parents: Parents) -> None:
+    common = parents.common
+    p = sub.add_parser(
+        "hold",
+        parents=[common],
+        help="keep pending jobs from starting until released (an array id: its pending tasks)",
+    )
+    p.set_defaults(handler=OnPool(cmd_hold))
+    p.add_argument("job_ids", type=job_id, nargs="+", metavar="ID")
+    p = sub.add_parser("release", parents=[common], help="let held jobs start again")
+    p.set_defaults(handler=OnPool(cmd_release))
+    p.add_argument("job_ids", type=job_id, nargs="+", metavar="ID")
+    p = sub.add_parser(
+        "update",
+        parents=[common],
+        help="change a pending job's time limit, priority or GPUs (a running job's time limit)",
+    )
+    p.set_defaults(handler=OnPool(cmd_update))
+    p.add_argument("job_id", type=job_id, metavar="ID")
+    p.add_argument(
+        "--time",
+        help="time limit, e.g. 2h (a running job's: its owner may only shorten it, an "
+        "admin may lengthen it; it counts from the job's start)",
+    )
+    p.add_argument("--priority", help="low, normal, high, interactive, or 0-1000 (pending)")
+    p.add_argument("--gpus", help="GPUs: a whole number or a fraction of one GPU (pending)")
+    p = sub.add_parser(
+        "cancel",
+        parents=[common],
+        help="cancel jobs (SIGTERM, grace, SIGKILL); --signal sends a signal instead",
+    )
+    p.set_defaults(handler=OnPool(cmd_cancel))
+    p.add_argument("job_ids", type=job_id, nargs="*", metavar="ID")
+    p.add_argument("--mine", action="store_true", help="all of your active jobs")
+    p.add_argument(
+        "-s",
+        "--signal",
+        metavar="SIG",
+        help="send SIG (USR1, TERM, 10...) to the jobs' processes and leave them running",
+    )
+    p.add_argument("-n", "--name", help="only jobs of this name")
+    p.add_argument("-t", "--state", choices=sorted(CANCEL_STATES), help="only jobs in this state")
+    p.add_argument("-u", "--user", help="only this user's jobs (default with filters: yours)")
+    p = sub.add_parser("wait", parents=[common], help="wait for a job; exit with its exit code")
+    p.set_defaults(handler=OnPool(cmd_wait))
+    p.add_argument("job_id", type=job_id, metavar="ID")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help=f"give up after this long (30s, 5m; a bare number is seconds): exit {TIMED_OUT}, "
+        "the job untouched",
+    )
+
+
+class Outcomes:
+    """What a command did to each job: the exit code of the worst refusal (module
+    docstring), and the refusals said as they come."""
+
+    def __init__(self) -> None:
+        self.code = 0
+
+    def refused(self, job: int, exc: ApiError, many: bool) -> None:
+        """One line: `gpupool: job N: why` among several jobs, `gpupool: why` for one."""
+        from gpupool.cli.render import shown_lines
+
+        head = f"job {job}: " if many else ""
+        print(f"gpupool: {head}{shown_lines(exc.message)}", file=sys.stderr)
+        self.code = max(self.code, 1 if exc.code == "not_found" else 2)
+
+    def each(self, ids: Sequence[int], act: Callable[[int], None]) -> int:
+        for one in ids:
+            try:
+                act(one)
+            except ApiError as exc:
+                self.refused(one, exc, len(ids) > 1)
+        return self.code
+
+
+def cmd_hold(client: Client, args: argparse.Namespace) -> int:
+    from gpupool.client.steering import hold
+
+    def act(one: int) -> None:
+        _said(one, "held", hold(client, one))
+
+    return Outcomes().each(args.job_ids, act)
+
+
+def cmd_release(client: Client, args: argparse.Namespace) -> int:
+    from gpupool.client.steering import release
+
+    def act(one: int) -> None:
+        _said(one, "released", release(client, one))
+
+    return Outcomes().each(args.job_ids, act)
+
+
+def _said(asked: int, verb: str, done: object) -> None:
+    from gpupool.cli.render import shown
+    from gpupool.client.steering import Steered
+
+    assert isinstance(done, Steered)
+    ids = [j.id for j in done.changed]
+    if ids == [asked] and not done.left:
+        print(f"job {asked}: {verb}")
+    else:  # an array: its tasks
+        print(f"job {asked}: {verb} {len(ids)} task{'s' if len(ids) != 1 else ''}"
+              + (f" ({', '.join(map(str, ids))})" if ids else ""))  # fmt: skip
+    for one, why in done.left:
+        print(f"  job {one} left as it is: {shown(why)}")
+
+
+def cmd_update(client: Client, args: argparse.Namespace) -> int:
+    from gpupool.cli.render import shown
+    from gpupool.client.steering import update
+    from gpupool.spec.changes import changes_to_wire
+
+    body = changes_to_wire(args.time, args.priority, args.gpus)
+    if not body:
+        print("gpupool: nothing to change: give --time, --priority or --gpus", file=sys.stderr)
+        return 2
+    job = update(client, args.job_id, body)
+    said = job.events[-1].cause if job.events else "changed"
+    print(f"job {job.id}: {shown(said)}")
+    return 0
+
+
+def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
+    """Cancel (or signal) the jobs named and/or selected; an array's id cancels every task
+    of it (module docstring for the exit code)."""
+    ids = list(args.job_ids)
+    filtered = args.mine or args.name is not None or args.state or args.user is not None
+    if filtered:
+        selected = _select(client, args)
+        if args.job_ids:  # ids and filters: the named jobs the filters keep, as scancel
+            keep = {j.id for j in selected}
+            ids = [i for i in ids if i in keep]
+        else:
+            ids = [j.id for j in selected]
+        if not ids:
+            print(f"nothing to {'signal' if args.signal else 'cancel'}: "
+                  f"no active job matches {_filters(args)}", file=sys.stderr)  # fmt: skip
+            return 0
+    if not ids:
+        print("gpupool: nothing to cancel: give job ids or filters (--mine, --name, --state, "
+              "--user)", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.signal is not None:
+        from gpupool.client.steering import send_signal
+
+        def signal_one(one: int) -> None:
+            send_signal(client, one, args.signal)
+            print(f"job {one}: sent {args.signal.upper().removeprefix('SIG')}")
+
+        return Outcomes().each(ids, signal_one)
+
+    def cancel_one(one: int) -> None:
+        job = client.cancel(one)
+        verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
+        print(f"job {one}: {verb}")
+
+    return Outcomes().each(ids, cancel_one)
+
+
+def _select(client: Client, args: argparse.Namespace) -> list[JobView]:
+    """The active jobs the filters select, by id: of --user (else yours), of --name, in
+    --state (with --signal, running ones only: a pending job has no processes)."""
+    user = args.user if args.user is not None and not args.mine else client.whoami().user
+    states = [CANCEL_STATES[args.state].value] if args.state else None
+    if args.signal is not None:
+        states = [JobState.RUNNING.value]
+    jobs = client.job_page(user=user, states=states).jobs
+    return [j for j in jobs if args.name is None or j.name == args.name]
+
+
+def _filters(args: argparse.Namespace) -> str:
+    said = [f"--user {args.user}" if args.user and not args.mine else "yours"]
+    if args.name is not None:
+        said.append(f"--name {args.name}")
+    if args.state:
+        said.append(f"--state {args.state}")
+    if args.signal is not None:
+        said.append("running (--signal)")
+    return ", ".join(said)
+
+
+def cmd_wait(client: Client, args: argparse.Namespace) -> int:
+    from gpupool.cli.jobs import detach_note, exit_status, final_line
+
+    deadline = None
+    if args.timeout is not None:
+        from gpupool.cli.when import parse_timeout
+
+        try:
+            deadline = time.monotonic() + parse_timeout(args.timeout)
+        except ValueError as exc:
+            print(f"gpupool: {exc}", file=sys.stderr)
+            return 2
+    try:
+        job = wait_until(client, args.job_id, deadline)
+    except KeyboardInterrupt:
+        print(f"\n{detach_note(client, args.job_id, 'stopped waiting')}", file=sys.stderr)
+        return 130
+    if not job.state.terminal:
+        print(
+            f"gpupool: job {job.id} has not ended after {args.timeout} (it is "
+            f"{job.state.value}; left as it is)",
+            file=sys.stderr,
+        )
+        return TIMED_OUT
+    if not args.quiet:
+        print(final_line(job), file=sys.stderr)
+    return exit_status(job)
+
+
+def wait_until(client: Client, job: int, deadline: float | None) -> JobView:
+    """The job once it has ended, or as it is at `deadline` (monotonic; None: no end)."""
+    delay = 0.05
+    while True:
+        found = client.job(job)
+        if found.state.terminal:
+            return found
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return found
+        time.sleep(delay if left is None else min(delay, left))
+        delay = min(delay * 2, 1.0)
