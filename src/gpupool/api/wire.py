@@ -155,11 +155,15 @@ def job_to_wire(
         "array_index": None if spec.array_task is None else spec.array_task.index,
         "array_limit": None if spec.array_task is None else spec.array_task.limit,
         "cancel_requested": job.cancel_requested,
+        # --image (docs/containers.md): the image and the engine it runs with (settled at
+        # submit); null for a job on the host.
+        "image": spec.image,
+        "container_engine": None if spec.container_engine is None else spec.container_engine.value,
         "log_path": log_path,
         "hidden": not private,
     }
     if not private:
-        out.update(command=[], env={}, workdir="", log_path="")
+        out.update(command=[], env={}, workdir="", log_path="", image=None)
     if job.events:
         out["events"] = [
             {

@@ -48,6 +48,7 @@ SUBMIT_REFUSALS = frozenset(
         "unknown_project",
         "not_a_member",
         "not_supported",
+        "no_container_engine",
     }
 )
 
@@ -144,6 +145,17 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LAUNCHER",
         help="run one process per GPU as a gang: torchrun (RANK, LOCAL_RANK, WORLD_SIZE, "
         "MASTER_ADDR/PORT set for each; docs/distributed.md)",
+    )
+    p.add_argument(
+        "--image",
+        help="run the command in a container of this image, with only its GPUs visible "
+        "(docs/containers.md)",
+    )
+    p.add_argument(
+        "--container-engine",
+        metavar="ENGINE",
+        help="podman, docker or apptainer (default: the first installed on the pool's "
+        "machine, in that order)",
     )
     p.add_argument(
         "--wait",

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING
 
+from gpupool.core.containers import ContainerEngine
+
 if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
@@ -180,6 +182,10 @@ class JobSpec:
     array_task: ArrayTask | None = None
     # None: one process, the command; else one process per GPU as `Distributed` says.
     distributed: Distributed | None = None
+    # Run the command in a container of this image (`--image`; docs/containers.md), with
+    # this engine: the one named, else the one the pool chose at submit (stored so).
+    image: str | None = None
+    container_engine: ContainerEngine | None = None
 
     @property
     def is_preemptible(self) -> bool:

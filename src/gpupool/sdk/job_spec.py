@@ -46,6 +46,8 @@ class JobOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     workdir: str | None
     grace: str | float | None
+    image: str | None
+    container_engine: str | None
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ class Job:
     env: Mapping[str, str] | None = None
     workdir: str | None = None
     grace: str | float | None = None
+    # Run in a container of this image, only the job's GPUs visible (docs/containers.md);
+    # the engine: podman, docker or apptainer (default: the first the pool has).
+    image: str | None = None
+    container_engine: str | None = None
     # What the spec parser made of the fields (read-only; what `to_wire` sends).
     spec: JobSpec = field(init=False, repr=False, compare=False)
 

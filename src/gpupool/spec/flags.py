@@ -33,6 +33,8 @@ SPEC_KEYS: tuple[str, ...] = (
     "after",
     "array",
     "distributed",
+    "image",
+    "container_engine",
 )
 
 

@@ -50,6 +50,10 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         wire["array"] = str(spec.array)  # "0-99%8"
     if spec.distributed is not None:  # only then: a daemon without the key takes the rest
         wire["distributed"] = spec.distributed.value
+    if spec.image is not None:
+        wire["image"] = spec.image
+    if spec.container_engine is not None:
+        wire["container_engine"] = spec.container_engine.value
     return wire
 
 
