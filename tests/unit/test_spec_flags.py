@@ -99,6 +99,8 @@ def test_spec_keys_are_the_file_keys() -> None:
         "after",
         "array",
         "distributed",
+        "image",
+        "container_engine",
     )
 
 

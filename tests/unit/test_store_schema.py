@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import JobSpec, Resources
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 from gpupool.store import Store
@@ -236,6 +237,8 @@ specs = st.builds(
     array=st.none(),  # never stored: an array is stored as its tasks
     array_task=st.none()
     | st.builds(ArrayTask, st.integers(0, 10**6), st.none() | st.integers(1, 99)),
+    image=st.none() | _text,
+    container_engine=st.none() | st.sampled_from(list(ContainerEngine)),
 )
 
 
@@ -250,8 +253,10 @@ def test_codec_covers_every_field() -> None:
     from dataclasses import fields
 
     encoded = encode_spec(JobSpec(command=("x",)))
-    # Retries, dependencies and an array task are stored only when set; `array` never.
+    # Retries, dependencies, an array task and a container are stored only when set;
+    # `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array"}
+    only_when_set |= {"image", "container_engine"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

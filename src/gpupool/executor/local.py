@@ -73,7 +73,7 @@ SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 
 class LocalExecutor:
     # Jobs outlive the daemon and are found again; SIGUSR1 tells a preemption from a cancel.
-    capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True)
+    capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True, containers=True)
 
     def __init__(
         self,

@@ -46,8 +46,11 @@ class JobOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     workdir: str | None
     grace: str | float | None
-    image: str | None
-    container_engine: str | None
+
+
+# Job's fields that function jobs do not take: a function runs this interpreter on the host,
+# with its call in your cache directory, neither of which is in an image (docs/sdk.md).
+CONTAINER_FIELDS = ("image", "container_engine")
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,8 @@ class Job:
 
     def _fields(self) -> dict[str, Any]:
         """The user's fields by their spec keys (gpupool.spec.SPEC_KEYS)."""
-        values = {name: getattr(self, name) for name in JobOptions.__annotations__}
+        names = (*JobOptions.__annotations__, *CONTAINER_FIELDS)
+        values = {name: getattr(self, name) for name in names}
         values["command"] = self.command
         if self.env is not None:
             values["env"] = dict(self.env)
