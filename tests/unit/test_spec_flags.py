@@ -100,6 +100,8 @@ def test_spec_keys_are_the_file_keys() -> None:
         "array",
         "distributed",
         "hold",
+        "image",
+        "container_engine",
     )
 
 

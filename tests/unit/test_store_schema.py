@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import Hold, JobSpec, Resources
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 from gpupool.store import Store
@@ -237,6 +238,8 @@ specs = st.builds(
     array_task=st.none()
     | st.builds(ArrayTask, st.integers(0, 10**6), st.none() | st.integers(1, 99)),
     hold=st.none() | st.sampled_from(list(Hold)),
+    image=st.none() | _text,
+    container_engine=st.none() | st.sampled_from(list(ContainerEngine)),
 )
 
 
@@ -251,8 +254,10 @@ def test_codec_covers_every_field() -> None:
     from dataclasses import fields
 
     encoded = encode_spec(JobSpec(command=("x",)))
-    # Retries, dependencies, an array task and a hold are stored only when set; `array` never.
+    # Retries, dependencies, an array task, a hold and a container are stored only when
+    # set; `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
+    only_when_set |= {"image", "container_engine"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

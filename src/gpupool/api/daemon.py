@@ -367,7 +367,9 @@ def _serve(
             server.should_exit = True
 
     keeper = LeaseKeeper(store, lease, _lost)
-    executor = LocalExecutor(state, notify_socket=sock_path)
+    # Containers get the GPUs as devices only where NVML found real ones (docs/containers.md).
+    gpu_devices = config.inventory.source == "nvml"
+    executor = LocalExecutor(state, notify_socket=sock_path, gpu_devices=gpu_devices)
     engine = LeasedEngine(
         store,
         executor,

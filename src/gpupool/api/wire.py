@@ -158,11 +158,15 @@ def job_to_wire(
         "cancel_requested": job.cancel_requested,
         # Held (gpupool hold): "user" or "admin", null when not held (docs/jobs.md).
         "hold": None if spec.hold is None else spec.hold.value,
+        # --image (docs/containers.md): the image and the engine it runs with (settled at
+        # submit); null for a job on the host.
+        "image": spec.image,
+        "container_engine": None if spec.container_engine is None else spec.container_engine.value,
         "log_path": log_path,
         "hidden": not private,
     }
     if not private:
-        out.update(command=[], env={}, workdir="", log_path="")
+        out.update(command=[], env={}, workdir="", log_path="", image=None)
     if job.events:
         out["events"] = [
             {

@@ -284,6 +284,8 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     ]
     if job.env:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
+    if job.container_engine is not None:  # --image: in which image, with which engine
+        lines.append(("Container", f"{job.image or '(hidden)'} ({job.container_engine})"))
     if job.hidden:  # not yours: the pool sent no command, workdir, env or log path
         hidden = f"(hidden: only {job.user}, an admin of project {job.project} or a pool admin)"
         lines = [(k, hidden if k in ("Command", "Workdir", "Log") else v) for k, v in lines]

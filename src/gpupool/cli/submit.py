@@ -48,6 +48,7 @@ SUBMIT_REFUSALS = frozenset(
         "unknown_project",
         "not_a_member",
         "not_supported",
+        "no_container_engine",
     }
 )
 
@@ -151,6 +152,17 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         const=True,
         default=None,
         help="queue it held: it starts only after `gpupool release ID` (reason JobHeldUser)",
+    )
+    p.add_argument(
+        "--image",
+        help="run the command in a container of this image, with only its GPUs visible "
+        "(docs/containers.md)",
+    )
+    p.add_argument(
+        "--container-engine",
+        metavar="ENGINE",
+        help="podman, docker or apptainer (default: the first installed on the pool's "
+        "machine, in that order)",
     )
     p.add_argument(
         "--wait",

@@ -228,6 +228,8 @@ class JobView:
     array_id: int | None  # the array it is a task of: its first task's id
     array_index: int | None
     array_limit: int | None  # the array's %K
+    image: str | None  # --image: the container image it runs in (None: on the host)
+    container_engine: str | None  # the engine that runs it (podman, docker, apptainer)
     events: tuple[JobEvent, ...]
     # True when the caller may not see the job's spec: command, env, workdir, log path empty.
     hidden: bool
@@ -284,6 +286,10 @@ class JobView:
             array_id=f.opt_whole("array_id") if "array_id" in f.data else None,
             array_index=f.opt_whole("array_index") if "array_index" in f.data else None,
             array_limit=f.opt_whole("array_limit") if "array_limit" in f.data else None,
+            image=f.opt_text("image") if "image" in f.data else None,
+            container_engine=(
+                f.opt_text("container_engine") if "container_engine" in f.data else None
+            ),
             events=tuple(events),
             hidden=f.flag("hidden") if "hidden" in f.data else False,
             wire=f.data,

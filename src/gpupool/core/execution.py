@@ -27,11 +27,13 @@ Standard library only: a backend imports this module and `core.job`, nothing of 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
+
+from gpupool.core.containers import ContainerEngine
 
 
 @dataclass(frozen=True, order=True)
@@ -126,6 +128,18 @@ class RankLayout:
 
 
 @dataclass(frozen=True)
+class ContainerLaunch:
+    """A run in a container (`JobSpec.image`; docs/containers.md): the image, the engine
+    chosen at submit, and the environment the command sees inside: the job's own (`--env`)
+    and the pool's variables, not the submitter's shell environment (`LaunchRequest.env`
+    describes the host: its PATH, its virtualenv). The executor adds the checkpoint dir."""
+
+    image: str
+    engine: ContainerEngine | None  # None: the executor's first installed (never from submit)
+    env: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything an executor needs to run a job: the engine builds it from the job and
     its allocation (`launch(job, allocation)` in DESIGN.md), environment included."""
@@ -143,6 +157,7 @@ class LaunchRequest:
     user: str | None = None
     umask: int | None = None  # the command's umask (None: DEFAULT_UMASK)
     ranks: RankLayout | None = None  # None: one process; else a gang of ranks (see RankLayout)
+    container: ContainerLaunch | None = None  # None: on the host; else in this image
 
 
 DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none
@@ -201,6 +216,10 @@ class Executor(Protocol):
 
     @property
     def capabilities(self) -> Capabilities: ...
+
+    def container_engines(self) -> Sequence[ContainerEngine]:
+        """The engines this executor can run an image with now (installed where it runs
+        jobs); empty when it runs no containers. Asked at submit, for jobs with an image."""
 
     def launch(self, request: LaunchRequest) -> None:
         """Start the run and return at once; a run already started under the handle is

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING
 
+from gpupool.core.containers import ContainerEngine
+
 if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
@@ -193,6 +195,10 @@ class JobSpec:
     # Held (`gpupool hold`, `submit --hold`): never started until released. Kept with the
     # request, as `begin_time` is, so it survives a restart with the job.
     hold: Hold | None = None
+    # Run the command in a container of this image (`--image`; docs/containers.md), with
+    # this engine: the one named, else the one the pool chose at submit (stored so).
+    image: str | None = None
+    container_engine: ContainerEngine | None = None
 
     @property
     def is_preemptible(self) -> bool:

@@ -13,7 +13,15 @@ def job_environment(job: Job) -> dict[str, str]:
     the indices in CUDA_VISIBLE_DEVICES mean the GPUs the pool assigned.
     """
     env = dict(job.spec.base_env)
-    env.update(job.spec.env)
+    env.update(container_environment(job))
+    return env
+
+
+def container_environment(job: Job) -> dict[str, str]:
+    """What a job in a container sees (docs/containers.md): the job's own --env, then what
+    the pool owns; not the submitter's shell environment, which describes the host (its
+    PATH, LD_LIBRARY_PATH, virtualenv) and would break the image's."""
+    env = dict(job.spec.env)
     gpus = ",".join(str(g) for g in job.gpus)
     env.update(
         {

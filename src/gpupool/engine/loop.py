@@ -20,13 +20,20 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 
 from gpupool.core.clock import Clock, SystemClock
-from gpupool.core.execution import Allocation, Executor, Handle, LaunchRequest, RankLayout
+from gpupool.core.execution import (
+    Allocation,
+    ContainerLaunch,
+    Executor,
+    Handle,
+    LaunchRequest,
+    RankLayout,
+)
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 from gpupool.engine import log_lines
 from gpupool.engine.contracts import EngineStore
-from gpupool.engine.environment import job_environment
+from gpupool.engine.environment import container_environment, job_environment
 from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
@@ -469,6 +476,7 @@ class Engine:
             umask=spec.umask,
             # One rank per GPU it holds (spec rules: a distributed job has whole GPUs).
             ranks=None if spec.distributed is None else RankLayout(len(job.gpus)),
+            container=_container_launch(job),
         )
 
     # -- fair share ------------------------------------------------------------------------
@@ -486,6 +494,14 @@ class Engine:
             self._usage = decayed_usage(intervals, now, half_life)
             self._usage_at = now
         return self._usage
+
+
+def _container_launch(job: Job) -> ContainerLaunch | None:
+    """A job with an image runs in it, with the engine settled at submit (service.py)."""
+    spec = job.spec
+    if spec.image is None:
+        return None
+    return ContainerLaunch(spec.image, spec.container_engine, container_environment(job))
 
 
 def _said_of(ins: Instruction) -> Said | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpupool.core.containers import EngineRefused, choose_engine
 from gpupool.core.execution import Executor, Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
@@ -187,6 +188,7 @@ class PoolService:
         project = self.choose_project(user, spec.project if given else None, projects)
         if project != spec.project:
             spec = dataclasses.replace(spec, project=project)
+        spec = self._settle_container_engine(spec)
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
         if impossible is not None:
             raise RequestRefused("unsatisfiable", impossible.message)
@@ -213,6 +215,17 @@ class PoolService:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
             cause = f"submitted by {user}; {limit.words(project)}"
         return NewJob(spec, user, now, token, cause)
+
+    def _settle_container_engine(self, spec: JobSpec) -> JobSpec:
+        """A job with an image gets the engine it runs with now, stored with it (`show`
+        says which): the one it names, else the first installed (core/containers.py);
+        refused, naming the field, when there is none to use (docs/containers.md)."""
+        if spec.image is None:
+            return spec
+        chosen = choose_engine(spec.container_engine, self.executor.container_engines())
+        if isinstance(chosen, EngineRefused):
+            raise RequestRefused("no_container_engine", f"{chosen.field}: {chosen.message}")
+        return dataclasses.replace(spec, container_engine=chosen)
 
     def _check_dependencies(self, spec: JobSpec) -> None:
         """Refuse an --after naming a job the pool does not have, or an `:ok` one that has

@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.execution import (
     DEFAULT_UMASK,
     Capabilities,
@@ -46,6 +47,8 @@ from gpupool.core.execution import (
 from gpupool.core.paths import DIR_MODE
 from gpupool.executor import attempts
 from gpupool.executor.checkpoints import CHECKPOINT_ENV, ensure_checkpoint_dir
+from gpupool.executor.container import installed_engines
+from gpupool.executor.container_launch import containerize, remove_lost_container
 from gpupool.executor.control import control_signal, write_orders
 from gpupool.executor.files import (
     append_private,
@@ -62,7 +65,7 @@ from gpupool.executor.records import JobBusyError, read_exit_record
 
 if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
     from gpupool.executor.rank_launcher import RanksFile
-    from gpupool.executor.supervisor import LaunchFile
+    from gpupool.executor.supervisor import ContainerFile, LaunchFile
 
 __all__ = ["LocalExecutor"]
 
@@ -71,10 +74,14 @@ SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 
 class LocalExecutor:
     # Jobs outlive the daemon and are found again; SIGUSR1 tells a preemption from a cancel.
-    capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True)
+    capabilities = Capabilities(preemption_signal=True, adopts_after_restart=True, containers=True)
 
     def __init__(
-        self, state_dir: Path, notify_socket: Path | None = None, run_as: RunAs | None = None
+        self,
+        state_dir: Path,
+        notify_socket: Path | None = None,
+        run_as: RunAs | None = None,
+        gpu_devices: bool = False,
     ) -> None:
         # Absolute: supervisors run with cwd "/" and get these paths as text.
         self.state_dir = Path(state_dir).absolute()
@@ -86,6 +93,13 @@ class LocalExecutor:
         self._standby: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()  # the daemon may launch and poll from several threads
         self.ports = PortReservations()  # distributed runs' MASTER_PORTs, until they end
+        # The GPUs are real devices (NVML found them): containers get them as devices;
+        # declared GPUs get only the variables (docs/containers.md).
+        self.gpu_devices = gpu_devices
+
+    def container_engines(self) -> list[ContainerEngine]:
+        """The engines installed on the daemon's PATH, podman first (executor/container.py)."""
+        return list(installed_engines())
 
     def job_dir(self, job_id: int) -> Path:
         return self.state_dir / "jobs" / str(int(job_id))
@@ -105,14 +119,24 @@ class LocalExecutor:
         and named in its environment at every one."""
         job_id = request.handle.job_id
         user = request.user if self.run_as is RunAs.OWNER else None
+        where: Path | None = None
         try:
             where = ensure_checkpoint_dir(self.state_dir, job_id, user)
             env = {**request.env, CHECKPOINT_ENV: str(where)}
         except (OSError, KeyError):  # no such user: the supervisor fails the job, saying why
             env = dict(request.env)
+        command: Sequence[str] = request.command
+        container: ContainerFile | None = None
+        if request.container is not None:
+            jobdir = self.job_dir(job_id)
+            jobdir.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            jobdir.mkdir(mode=DIR_MODE, exist_ok=True)
+            command, env, container = containerize(
+                request, self.state_dir, where, user, self.gpu_devices
+            )
         self.start(
             job_id,
-            request.command,
+            command,
             env,
             request.workdir,
             request.time_limit_s,
@@ -120,6 +144,7 @@ class LocalExecutor:
             user,
             request.umask,
             request.ranks,
+            container,
         )
 
     def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
@@ -207,6 +232,7 @@ class LocalExecutor:
         user: str | None = None,
         umask: int | None = None,
         ranks: RankLayout | None = None,
+        container: ContainerFile | None = None,
     ) -> None:
         """Start a supervisor for the job and return at once; the command runs as Unix user
         ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022), as a
@@ -232,6 +258,8 @@ class LocalExecutor:
         }
         if ranks is not None:  # only then: a run of one process has no such key
             spec["ranks"] = self._ranks_file(int(job_id), ranks)
+        if container is not None:  # `command` is the engine's (executor/container.py)
+            spec["container"] = container
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)
@@ -481,4 +509,5 @@ class LocalExecutor:
         status = self.status(job_id)
         if status is not RunState.LOST:
             raise JobBusyError(f"job {job_id} is {status.value}, not lost: not killing it")
+        remove_lost_container(self.job_dir(job_id))  # not in the job's session: by name
         return kill_leftovers(self.job_dir(job_id), wait_s)

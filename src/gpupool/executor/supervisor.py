@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 
     from gpupool.executor.rank_launcher import RanksFile
 
+    class ContainerFile(TypedDict):
+        """launch.json's `container` (executor/container_launch.py): `command` is the
+        engine's, which runs the job's command in `image`."""
+
+        engine: str  # podman, docker, apptainer
+        name: str  # the container's name (podman, docker)
+        image: str
+        cleanup: list[str] | None  # removes the container, killing it if it runs
+        as_daemon: bool  # run the engine as we are (it runs the command as the owner)
+        left_out: list[str]  # the job's variables an env file cannot hold (newlines)
+
     class LaunchFile(TypedDict, total=False):
         """launch.json, written by the daemon before it starts the supervisor. Read with
         .get(): a missing key means its default (no limit, no grace, run as we are)."""
@@ -65,6 +76,7 @@ if TYPE_CHECKING:
         user: str | None  # run as this Unix user (shared mode); None: as we are
         umask: int | None  # the command's umask; None: DEFAULT_UMASK
         ranks: RanksFile | None  # a distributed run: the gang rank_launcher.py starts
+        container: ContainerFile | None  # `command` runs the job in a container
 
     class ClaimFile(TypedDict):
         """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
@@ -108,6 +120,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
+CLEANUP_TIMEOUT_S = 60.0  # removing a container (podman rm --force) takes well under this
 FILE_MODE = 0o600  # as core.paths.FILE_MODE: every file here is private (docs/security.md)
 
 
@@ -324,6 +337,7 @@ class Supervisor:
         self.started = True
         self.after_spawn(child.pid)
         code, reason = self.wait(child)
+        self.remove_container()
         sig = -code if code < 0 else None
         message = f"exited with code {code}" if sig is None else f"killed by signal {sig}"
         if reason is not None:
@@ -361,8 +375,16 @@ class Supervisor:
             self.fail(1, why)
             return None
         env = {str(k): str(v) for k, v in (self.spec.get("env") or {}).items()}
-        if owner is not None:
-            env.update(owner.env)  # who the job is, from passwd: not what the submitter said
+        container = self.spec.get("container")
+        runs_as = owner
+        if container is not None:
+            if container.get("left_out"):
+                names = ", ".join(container["left_out"])
+                self.log(f"not passed into the container (a newline in the value): {names}")
+            if container.get("as_daemon"):
+                runs_as = None  # a rootful engine: the owner is its --user, not its caller
+        if runs_as is not None:
+            env.update(runs_as.env)  # who the job is, from passwd: not what the submitter said
         umask = self.spec.get("umask")
         rank_logs: list[int] = []
         ranks = self.spec.get("ranks")
@@ -381,7 +403,7 @@ class Supervisor:
                 close_fds=True,
                 pass_fds=rank_logs,
                 umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
-                **job_owner.identity(owner),  # cwd: ours, entered by job_owner.enter
+                **job_owner.identity(runs_as),  # cwd: ours, entered by job_owner.enter
             )
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):
@@ -398,6 +420,29 @@ class Supervisor:
                 os.close(fd)
             with contextlib.suppress(OSError):
                 os.chdir("/")  # do not keep the job's directory busy
+
+    def remove_container(self) -> None:
+        """A run in a container: make sure the container is gone before the exit is
+        recorded (and the job's GPUs given again). The engine's client forwards SIGTERM
+        to it and --rm removes it, but a client killed (the grace's SIGKILL, the OOM
+        killer) leaves it running: `cleanup` kills and removes it, or finds it gone."""
+        container = self.spec.get("container")
+        cleanup = None if container is None else container.get("cleanup")
+        if not cleanup:
+            return
+        try:
+            subprocess.run(
+                [str(a) for a in cleanup],
+                env={str(k): str(v) for k, v in (self.spec.get("env") or {}).items()},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=CLEANUP_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            assert container is not None
+            self.log(f"could not remove container {container.get('name')}: {exc}")
 
     def open_rank_logs(self, ranks: "RanksFile", owner: "job_owner.Owner | None") -> list[int]:
         """JOBDIR/rank-K.log for each rank K on this node, opened here: the job's owner may

@@ -48,6 +48,11 @@ class JobOptions(TypedDict, total=False):
     grace: str | float | None
 
 
+# Job's fields that function jobs do not take: a function runs this interpreter on the host,
+# with its call in your cache directory, neither of which is in an image (docs/sdk.md).
+CONTAINER_FIELDS = ("image", "container_engine")
+
+
 @dataclass(frozen=True)
 class Job:
     """A job to submit: `command` is a list of words or one string (split as a shell
@@ -73,6 +78,10 @@ class Job:
     # An array of tasks, one job per index, as `gpupool submit --array` takes it ("0-99%8");
     # not a JobOptions key: Client.map makes one from its items.
     array: str | None = None
+    # Run in a container of this image, only the job's GPUs visible (docs/containers.md);
+    # the engine: podman, docker or apptainer (default: the first the pool has).
+    image: str | None = None
+    container_engine: str | None = None
     # What the spec parser made of the fields (read-only; what `to_wire` sends).
     spec: JobSpec = field(init=False, repr=False, compare=False)
 
@@ -93,7 +102,8 @@ class Job:
 
     def _fields(self) -> dict[str, Any]:
         """The user's fields by their spec keys (gpupool.spec.SPEC_KEYS)."""
-        values = {name: getattr(self, name) for name in JobOptions.__annotations__}
+        names = (*JobOptions.__annotations__, *CONTAINER_FIELDS)
+        values = {name: getattr(self, name) for name in names}
         values["command"] = self.command
         values["array"] = self.array
         if self.env is not None:

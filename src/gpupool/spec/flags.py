@@ -34,6 +34,8 @@ SPEC_KEYS: tuple[str, ...] = (
     "array",
     "distributed",
     "hold",
+    "image",
+    "container_engine",
 )
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, Distributed, Hold, JobSpec, Resources
 from gpupool.core.job_control import ArrayRequest, Dependency
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
@@ -27,6 +28,7 @@ from gpupool.spec.rules import (
     check_arg,
     check_array,
     check_begin,
+    check_container_engine,
     check_cpus,
     check_distributed,
     check_env_mapping,
@@ -35,6 +37,7 @@ from gpupool.spec.rules import (
     check_gpu_type,
     check_gpus,
     check_grace,
+    check_image,
     check_mem,
     check_name,
     check_preemptible,
@@ -103,6 +106,8 @@ class SpecModel(_Strict):
     array: Annotated[ArrayRequest | None, _v(check_array)] = None
     distributed: Annotated[Distributed | None, _v(check_distributed)] = None
     hold: Annotated[bool | None, _v(check_preemptible)] = None  # true or false, as preemptible
+    image: Annotated[str | None, _v(check_image)] = None
+    container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
 
 
 class WireModel(_Strict):
@@ -133,6 +138,8 @@ class WireModel(_Strict):
     distributed: Annotated[Distributed | None, _v(check_distributed)] = None
     # Submitted held by its owner (`submit --hold`); an admin's hold is never submitted.
     hold: Annotated[bool | None, _v(check_preemptible)] = None
+    image: Annotated[str | None, _v(check_image)] = None
+    container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
 
 
 if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
@@ -198,11 +205,31 @@ def _resource_errors(m: Any) -> list[tuple[str, str]]:
         # One rank per GPU: the gang's size is its count of whole GPUs.
         what = "a share of one GPU" if fractional else f"gpus {m.gpus:g}"
         errors.append(("distributed", f"needs 1 or more whole GPUs (one rank each), got {what}"))
+    errors.extend(_container_errors(m))
     if m.gpu_type is not None and m.gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
         message = "needs gpus of 1 or more (a GPU type was given, but no GPUs asked for)"
         errors.append(("gpu_type", message))
+    return errors
+
+
+def _container_errors(m: Any) -> list[tuple[str, str]]:
+    """Rules across the container fields of either model (docs/containers.md)."""
+    errors: list[tuple[str, str]] = []
+    if m.container_engine is not None and m.image is None:
+        errors.append(("container_engine", "needs an image to run (image: or --image)"))
+    if m.image is not None and m.distributed is not None:
+        # The gang launcher is gpupool's own process on the host: it cannot start ranks
+        # inside an image. torchrun inside the image does the same job.
+        errors.append(
+            (
+                "image",
+                f"cannot be combined with distributed: {m.distributed.value}; run "
+                "torchrun --standalone --nproc-per-node N inside the image instead "
+                "(docs/containers.md)",
+            )
+        )
     return errors
 
 
@@ -286,6 +313,8 @@ def build_spec(
         array=m.array,
         distributed=m.distributed,
         hold=Hold.USER if m.hold else None,
+        image=m.image,
+        container_engine=m.container_engine,
     )
 
 
@@ -321,4 +350,6 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         array=m.array,
         distributed=m.distributed,
         hold=Hold.USER if m.hold else None,
+        image=m.image,
+        container_engine=m.container_engine,
     )

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
 from gpupool.core.job_control import (
     MAX_ARRAY_INDEX,
@@ -214,6 +215,39 @@ def check_distributed(value: Any) -> Distributed | None:
             return Distributed(value.strip().lower())
         except ValueError:
             pass
+    raise BadValue(f"must be one of {choices}, got {got(value)}")
+
+
+MAX_IMAGE = 512
+# An image reference (registry/name:tag, name@sha256:...), an apptainer source
+# (docker://..., oras://...) or a path to an image file: never a word starting with "-",
+# which an engine would read as one of its options.
+_IMAGE_RE = re.compile(r"[A-Za-z0-9./_][A-Za-z0-9./_:@+=-]*")
+
+
+def check_image(value: Any) -> str | None:
+    """`--image` / `image:`: the container image the command runs in (docs/containers.md)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_IMAGE or not _IMAGE_RE.fullmatch(value):
+        raise BadValue(
+            "must be an image reference such as registry.example/team/train:1.2, "
+            "docker://ubuntu:24.04 or /images/train.sif (letters, digits and ./_:@+=-, "
+            f"not starting with '-', at most {MAX_IMAGE} characters), got {got(value)}"
+        )
+    return value
+
+
+def check_container_engine(value: Any) -> ContainerEngine | None:
+    """`--container-engine` / `container_engine:`: the engine to run the image with."""
+    if value is None or isinstance(value, ContainerEngine):
+        return value
+    if isinstance(value, str):
+        try:
+            return ContainerEngine(value.strip().lower())
+        except ValueError:
+            pass
+    choices = ", ".join(e.value for e in ContainerEngine)
     raise BadValue(f"must be one of {choices}, got {got(value)}")
 
 

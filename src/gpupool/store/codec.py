@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import Distributed, Hold, Job, JobSpec, Resources, Transition
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
 
@@ -56,6 +57,10 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["retry_on_exit"] = list(spec.retry_on_exit)
     if spec.after:
         stored["after"] = [[d.job_id, d.kind.value] for d in spec.after]
+    if spec.image is not None:
+        stored["image"] = spec.image
+    if spec.container_engine is not None:
+        stored["container_engine"] = spec.container_engine.value
     if spec.array_task is not None:
         task = spec.array_task
         stored["array_task"] = {"index": task.index, "limit": task.limit}
@@ -81,6 +86,8 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["resources"] = _decode_resources(data["resources"])
     if data.get("distributed") is not None:
         kwargs["distributed"] = Distributed(data["distributed"])
+    if data.get("container_engine") is not None:
+        kwargs["container_engine"] = ContainerEngine(data["container_engine"])
     for key in ("env", "base_env"):
         if key in data:
             kwargs[key] = tuple(_pair(p, key) for p in data[key])
