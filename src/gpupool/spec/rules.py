@@ -1,8 +1,9 @@
 """The rule for each field of a job spec: plain functions that take what a user (or the
 HTTP API) gave and return the final value, or raise a ValueError saying what is wrong.
 
-Each accepts exactly the forms we document, so pydantic's own coercions (True as 1, "2.5"
-as a float...) never decide what a user meant. Standard library only; model.py runs them.
+Each accepts exactly the forms we document, so no library's coercions (True as 1, "2.5"
+as a float...) decide what a user meant. Standard library only; model.py's tables name them
+and fields.py runs them.
 None (a key left empty in YAML) means "not given" and yields the default.
 """
 
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 
 
 class BadValue(ValueError):
-    """A value breaks its field's rule. A ValueError, the one kind pydantic collects as a
-    validation error (a TypeError would escape validation instead)."""
+    """A value breaks its field's rule. A ValueError, the one kind spec/fields.py collects
+    as a field's error (a TypeError would escape validation instead, as it did pydantic's)."""
 
 
 # Upper bounds keep absurd values (a typo, or an overflowing 400-digit number) out of the
