@@ -1,5 +1,6 @@
 """The CLI's own cost against a long queue: wall time and imports of `gpupool --help`,
-`gpupool queue`, `queue --json` and `queue --all --json`, for one or more source trees,
+`submit --help`, `queue --help`, `gpupool queue`, `queue --json` and `queue --all --json`
+(and `show`, `why --json`, `gpus`), for one or more source trees,
 against one daemon; and whether the trees print the same bytes.
 
 One daemon (this checkout's code) on a declared 8-GPU inventory in a temporary state
@@ -35,6 +36,8 @@ from daemon_scale import TEN_YEARS_S, Daemon  # noqa: E402
 
 COMMANDS = {
     "help": ["--help"],
+    "submit_help": ["submit", "--help"],
+    "queue_help": ["queue", "--help"],
     "queue": ["queue"],
     "queue_json": ["queue", "--json"],
     "queue_all_json": ["queue", "--all", "--json"],

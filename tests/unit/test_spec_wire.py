@@ -260,7 +260,7 @@ def test_wire_round_trip_is_exact(spec: JobSpec) -> None:
     assert spec_from_wire(json.loads(json.dumps(wire, allow_nan=False))) == spec
 
 
-# ---- import cost: the CLI imports gpupool.spec on every command ----
+# ---- import cost: the CLI imports gpupool.spec on every submit ----
 
 _PROBE = """
 import sys
@@ -270,15 +270,18 @@ spec.spec_to_wire(JobSpec(command=("x",)))
 spec.merge_flags({}, {"env": spec.parse_env_assignments(["A=1"])})
 print("pydantic" in sys.modules, "yaml" in sys.modules)
 spec.build_spec({"command": "x"})
+spec.spec_from_wire({"command": ["x"]})
+print("pydantic" in sys.modules, "yaml" in sys.modules)
 spec.load_spec_text("command: x")
 print("pydantic" in sys.modules, "yaml" in sys.modules)
 """
 
 
-def test_import_does_not_load_pydantic_or_yaml() -> None:
+def test_spec_never_loads_pydantic_and_yaml_only_for_a_file() -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     out = subprocess.run(
         [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True
     ).stdout.split("\n")
     assert out[0] == "False False"  # import + spec_to_wire + flag helpers stay light
-    assert out[1] == "True True"  # and the probe does see them once they are needed
+    assert out[1] == "False False"  # checking a spec, either form, needs neither
+    assert out[2] == "False True"  # and the probe does see yaml once a file is read

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from gpupool.client import JobView
 from gpupool.core.job import JobState
-from gpupool.core.job_control import format_indices
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,9 @@ def queue_rows(jobs: Sequence[JobView], expand: bool = False) -> list[QueueRow]:
             if len(tasks) == 1:
                 rows.append(QueueRow(task_label(job), job))
             else:
+                # Here: core.job_control's dataclasses cost `queue` a few ms to define.
+                from gpupool.core.job_control import format_indices
+
                 indices = [t.array_index for t in tasks if t.array_index is not None]
                 limit = "" if job.array_limit is None else f"%{job.array_limit}"
                 rows.append(QueueRow(f"{array}_[{format_indices(indices)}{limit}]", job))

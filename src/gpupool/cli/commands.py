@@ -1,6 +1,6 @@
 """How a noun plugs into `gpupool`: one registration function per module, two kinds of handler.
 
-Each noun module (server, submit, jobs, gpus, project, sim, plan) has
+Each noun module (NOUNS below) has
 `register(sub: Subparsers, parents: Parents) -> None`, which adds its parsers and gives each
 leaf parser its command with `set_defaults(handler=...)`:
 - `OnPool(run)`: talks to a pool; main makes the `Client` (from --state-dir / --url) and
@@ -9,12 +9,18 @@ leaf parser its command with `set_defaults(handler=...)`:
   codes this command words as "job refused: ..." (exit 2).
 - `Offline(run)`: needs no daemon (server, sim, plan); main calls `run(args)`.
 main.py turns exceptions into exit codes for both.
+
+`gpupool VERB ...` imports only the module that registers VERB (VERBS below): a command pays
+for its own module, not for every noun's (plan's alone cost ~20 ms). Anything else (no verb,
+--help before it, a typo, a verb missing from VERBS) builds the whole parser, as before, so
+the output is the same either way; tests/unit/test_cli_verbs.py checks VERBS against what each
+module registers. A new noun: its module with `register`, a row in NOUNS, its verbs in VERBS.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from gpupool.cli.argv import CliParser
@@ -62,6 +68,73 @@ class Offline:
 
 
 Command: TypeAlias = OnPool | Offline
+
+# The noun modules (gpupool.cli.<name>), in the order `gpupool --help` lists their verbs.
+NOUNS: tuple[str, ...] = (
+    "server",
+    "submit",
+    "shell",
+    "notebook",
+    "jobs",
+    "steer",
+    "gpus",
+    "top",
+    "usage",
+    "project",
+    "tokens",
+    "sim",
+    "plan",
+)
+# Every top-level verb and alias, and the noun module whose `register` adds it.
+VERBS: dict[str, str] = {
+    "server": "server",
+    "submit": "submit",
+    "shell": "shell",
+    "notebook": "notebook",
+    "queue": "jobs",
+    "ps": "jobs",
+    "show": "jobs",
+    "why": "jobs",
+    "logs": "jobs",
+    "cancel": "steer",
+    "wait": "steer",
+    "hold": "steer",
+    "release": "steer",
+    "update": "steer",
+    "gpus": "gpus",
+    "top": "top",
+    "usage": "usage",
+    "project": "project",
+    "token": "tokens",
+    "audit": "tokens",
+    "sim": "sim",
+    "plan": "plan",
+}
+# The top parser's options that take a value (main._common); argparse also takes any
+# unambiguous prefix of them (`--st DIR`), and `--url=X` in one word.
+_TOP_VALUE_FLAGS = ("--state-dir", "--url")
+
+
+def noun_of(argv: Sequence[str]) -> str | None:
+    """The noun module whose verb `argv` runs, read as the top parser reads it: the first
+    word that is neither an option nor an option's value; None when there is none before
+    `--`, when -h/--help comes before it (the top help lists every verb), or when the word
+    is not in VERBS."""
+    words = iter(argv)
+    for word in words:
+        if (
+            word == "--"
+            or word in ("-h", "--help")
+            or (len(word) > 2 and "--help".startswith(word))
+        ):
+            return None
+        if not word.startswith("-"):
+            return VERBS.get(word)
+        if "=" not in word and len(word) > 2 and any(f.startswith(word) for f in _TOP_VALUE_FLAGS):
+            next(words, None)  # the option's value, whatever it looks like (cli/argv.py)
+    return None
+
+
 Register: TypeAlias = Callable[[Subparsers, Parents], None]
 
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 
 from gpupool import __version__
 from gpupool.cli.argv import CliParser
-from gpupool.cli.commands import OnPool, Parents, Register, command_of
+from gpupool.cli.commands import NOUNS, OnPool, Parents, Register, command_of, noun_of
 
 
 def _common(default: object) -> CliParser:
@@ -40,42 +41,19 @@ def _common(default: object) -> CliParser:
     return common
 
 
-def _nouns() -> tuple[Register, ...]:
-    """Each noun module's `register`, in the order `gpupool --help` lists their verbs."""
-    from gpupool.cli import (
-        gpus,
-        jobs,
-        notebook,
-        plan,
-        project,
-        server,
-        shell,
-        sim,
-        steer,
-        submit,
-        tokens,
-        top,
-        usage,
-    )
+def _registers(nouns: Sequence[str]) -> list[Register]:
+    """Each named noun module's `register`, imported here and only here (cli/commands.py)."""
+    import importlib
 
-    return (
-        server.register,
-        submit.register,
-        shell.register,
-        notebook.register,
-        jobs.register,
-        steer.register,
-        gpus.register,
-        top.register,
-        usage.register,
-        project.register,
-        tokens.register,
-        sim.register,
-        plan.register,
-    )
+    registers: list[Register] = []
+    for noun in nouns:
+        module = importlib.import_module(f"gpupool.cli.{noun}")
+        registers.append(module.register)
+    return registers
 
 
-def _parser() -> CliParser:
+def _parser(nouns: Sequence[str] = NOUNS) -> CliParser:
+    """The `gpupool` parser with the verbs of `nouns` (every noun's by default)."""
     top = _common(None)
     listing = CliParser(add_help=False)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -92,7 +70,7 @@ def _parser() -> CliParser:
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     sub.required = True
     parents = Parents(common=_common(argparse.SUPPRESS), listing=listing)
-    for register in _nouns():
+    for register in _registers(nouns):
         register(sub, parents)
     return parser
 
@@ -113,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from gpupool.client import ApiError, BadClientSetting, Client, PoolUnreachable
 
-    args = _parser().parse_args(argv)
+    noun = noun_of(sys.argv[1:] if argv is None else argv)
+    args = _parser(NOUNS if noun is None else (noun,)).parse_args(argv)
     command = command_of(args)
     try:
         if not isinstance(command, OnPool):  # offline (plan cost --from-usage asks a pool)

@@ -67,6 +67,8 @@ def width(text: str) -> int:
     """Terminal columns `text` takes: wide (W/F) characters 2, combining marks and
     zero-width joiners and variation selectors 0, the rest 1 (what wcwidth computes for
     the characters a job name may hold, without the dependency)."""
+    if text.isascii():  # every ASCII character takes one column: most cells, at once
+        return len(text)
     total = 0
     for ch in text:
         if unicodedata.combining(ch) or ch in _ZERO_WIDTH:

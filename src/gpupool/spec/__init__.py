@@ -1,9 +1,9 @@
 """The only place that reads what users say about jobs: spec files, CLI flags, API requests.
 
 Everything here turns user input into a core.job.JobSpec or a SpecError that names every bad
-field (and its line, for files). Importing this package is cheap: pydantic (model.py) and
-yaml (yaml_source.py) are imported only by the functions that need them, because the CLI
-imports this on every command.
+field (and its line, for files). Standard library only, but for yaml (yaml_source.py),
+imported only when a spec file is read: `gpupool submit` imports this on every call (the
+fields are checked by spec/fields.py's loop over model.py's tables; pydantic is not used).
 
 Typical use in the CLI:
 

@@ -9,34 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpupool.spec.errors import FieldError, SpecError
+from gpupool.spec.model import SPEC_KEYS
 
 # The keys of a spec file; the CLI flags are the same names with dashes (gpu_type: --gpu-type).
-# model.py checks at import that its pydantic model has exactly these fields.
-SPEC_KEYS: tuple[str, ...] = (
-    "name",
-    "command",
-    "gpus",
-    "gpu_type",
-    "gpu_memory",
-    "cpus",
-    "mem",
-    "time",
-    "begin",
-    "project",
-    "priority",
-    "preemptible",
-    "env",
-    "workdir",
-    "grace",
-    "retry",
-    "retry_on_exit",
-    "after",
-    "array",
-    "distributed",
-    "hold",
-    "image",
-    "container_engine",
-)
+# Re-exported from the table that defines them (model.USER_FIELDS).
+__all__ = ["SPEC_KEYS", "drop_overridden_lines", "merge_flags", "parse_env_assignments"]
 
 
 def merge_flags(file_data: Mapping[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:

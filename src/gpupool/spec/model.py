@@ -1,9 +1,13 @@
-"""The job spec as pydantic models: one for what users type (files, flags), one for the
-HTTP API's wire form. Both produce core.job.JobSpec.
+"""The job spec's two forms as tables of fields, and the JobSpec each builds.
 
-Every field is run through its rule from rules.py as a "before" validator; pydantic's part
-is to run them all and collect every error with its location. Only this module imports
-pydantic, and gpupool.spec imports it lazily so that the CLI starts fast.
+One table for what users type (files, flags, the SDK's Job: units as text, priority by
+name), one for the HTTP API's wire form (wire.py: plain numbers in bytes and seconds). A row
+names its key, the rule from rules.py that checks it and its default (fields.py says how the
+rows are read); a field is added here, once per form, and in core.job.JobSpec. Rules across
+fields (GPU shares, a gang's GPUs) are `_resource_errors`.
+
+Standard library only: `gpupool submit` builds a spec on every call (fields.py says why
+pydantic no longer runs these).
 """
 
 from __future__ import annotations
@@ -11,15 +15,11 @@ from __future__ import annotations
 import os
 import time as _time
 from collections.abc import Mapping
-from typing import Annotated, Any, NoReturn
+from typing import Any, NoReturn
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
-
-from gpupool.core.containers import ContainerEngine
-from gpupool.core.job import DEFAULT_PRIORITY, Distributed, Hold, JobSpec, Resources
-from gpupool.core.job_control import ArrayRequest, Dependency
+from gpupool.core.job import DEFAULT_PRIORITY, Hold, JobSpec, Resources
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
-from gpupool.spec.flags import SPEC_KEYS
+from gpupool.spec.fields import Field, check_fields, names
 from gpupool.spec.rules import (
     DEFAULT_GRACE_S,
     MAX_GRACE_S,
@@ -61,130 +61,113 @@ from gpupool.spec.rules import (
 )
 
 
-def _v(fn: Any) -> BeforeValidator:
-    return BeforeValidator(fn)
+def _command(name: str = "command", allow_string: bool = True) -> Field:
+    def rule(value: Any) -> list[Any]:
+        return split_command(value, allow_string=allow_string)
+
+    return Field(name, rule, required=True, each=check_arg, label="argv")
 
 
-EnvName = Annotated[str, _v(check_env_name)]
-EnvValue = Annotated[str, _v(check_env_value)]
-Env = Annotated[dict[EnvName, EnvValue], _v(check_env_mapping)]
-Arg = Annotated[str, _v(check_arg)]
+def _env(name: str = "env") -> Field:
+    return Field(name, check_env_mapping, {}, keys=check_env_name, values=check_env_value)
 
 
-def _begin(value: Any, info: ValidationInfo) -> float | None:
-    # "now" comes from build_spec through the validation context, so tests can fix it.
-    context = info.context or {}
-    return check_begin(value, context.get("now", _time.time()))
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SpecModel(_Strict):
-    """What a user writes: a spec file and/or flags (units as text, priority by name)."""
-
-    name: Annotated[str, _v(check_name)] = ""
-    command: Annotated[tuple[Arg, ...], _v(split_command)]
+# What a user writes: a spec file's keys, and the flags of the same names (gpu_type:
+# --gpu-type). The order is the order errors are listed in.
+USER_FIELDS: tuple[Field, ...] = (
+    Field("name", check_name, ""),
+    _command(),
     # A whole number, or a fraction of one GPU (0.5: half its memory, shared).
-    gpus: Annotated[int | float, _v(check_gpus)] = 0
-    gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
-    gpu_memory: Annotated[int | None, _v(check_mem)] = None  # on one shared GPU
-    cpus: Annotated[int | None, _v(check_cpus)] = None
-    mem: Annotated[int | None, _v(check_mem)] = None
-    time: Annotated[float | None, _v(check_time)] = None
-    begin: Annotated[float | None, _v(_begin)] = None
-    project: Annotated[str, _v(check_project)] = "default"
-    priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
-    preemptible: Annotated[bool | None, _v(check_preemptible)] = None
-    env: Env = {}
-    workdir: Annotated[str | None, _v(check_workdir)] = None
-    grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
-    retry: Annotated[int, _v(check_retries)] = 0
-    retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
-    after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()
-    array: Annotated[ArrayRequest | None, _v(check_array)] = None
-    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
-    hold: Annotated[bool | None, _v(check_preemptible)] = None  # true or false, as preemptible
-    image: Annotated[str | None, _v(check_image)] = None
-    container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
+    Field("gpus", check_gpus, 0),
+    Field("gpu_type", check_gpu_type),
+    Field("gpu_memory", check_mem),  # on one shared GPU
+    Field("cpus", check_cpus),
+    Field("mem", check_mem),
+    Field("time", check_time),
+    Field("begin", check_begin, reads_clock=True),  # relative to build_spec's `now`
+    Field("project", check_project, "default"),
+    Field("priority", check_priority, DEFAULT_PRIORITY),
+    Field("preemptible", check_preemptible),
+    _env(),
+    Field("workdir", check_workdir),
+    Field("grace", check_grace, DEFAULT_GRACE_S),
+    Field("retry", check_retries, 0),
+    Field("retry_on_exit", check_retry_on_exit, ()),
+    Field("after", check_after, ()),
+    Field("array", check_array),
+    Field("distributed", check_distributed),
+    Field("hold", check_preemptible),  # true or false, as preemptible
+    Field("image", check_image),
+    Field("container_engine", check_container_engine),
+)
+SPEC_KEYS: tuple[str, ...] = names(USER_FIELDS)
 
-
-class WireModel(_Strict):
-    """The HTTP API's form (see wire.py): plain numbers in bytes and seconds."""
-
-    command: Annotated[tuple[Arg, ...], _v(lambda v: split_command(v, allow_string=False))]
-    name: Annotated[str, _v(check_name)] = ""
-    project: Annotated[str, _v(check_project)] = "default"
-    priority: Annotated[int, _v(check_priority)] = DEFAULT_PRIORITY
-    gpus: Annotated[int, _v(wire_gpus)] = 0
-    gpu_type: Annotated[str | None, _v(check_gpu_type)] = None
-    gpu_memory_bytes: Annotated[int | None, _v(wire_mem)] = None
-    gpu_fraction: Annotated[float | None, _v(wire_fraction)] = None
-    cpus: Annotated[int | None, _v(check_cpus)] = None
-    mem_bytes: Annotated[int | None, _v(wire_mem)] = None
-    time_limit_s: Annotated[float | None, _v(lambda v: seconds_or_none(v, MAX_TIME_S))] = None
-    env: Env = {}
-    base_env: Annotated[tuple[tuple[str, str], ...], _v(clean_base_env)] = ()
-    workdir: Annotated[str, _v(wire_workdir)] = ""
-    umask: Annotated[int | None, _v(check_umask)] = None
-    grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
-    begin_time: Annotated[float | None, _v(wire_begin)] = None
-    preemptible: Annotated[bool | None, _v(check_preemptible)] = None
-    retries: Annotated[int, _v(check_retries)] = 0
-    retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
-    after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()  # ["12:ok", "13:any"]
-    array: Annotated[ArrayRequest | None, _v(check_array)] = None  # "0-99%8"
-    distributed: Annotated[Distributed | None, _v(check_distributed)] = None
+# The HTTP API's form (see wire.py): plain numbers in bytes and seconds.
+WIRE_FIELDS: tuple[Field, ...] = (
+    _command(allow_string=False),
+    Field("name", check_name, ""),
+    Field("project", check_project, "default"),
+    Field("priority", check_priority, DEFAULT_PRIORITY),
+    Field("gpus", wire_gpus, 0),
+    Field("gpu_type", check_gpu_type),
+    Field("gpu_memory_bytes", wire_mem),
+    Field("gpu_fraction", wire_fraction),
+    Field("cpus", check_cpus),
+    Field("mem_bytes", wire_mem),
+    Field("time_limit_s", lambda v: seconds_or_none(v, MAX_TIME_S)),
+    _env(),
+    Field("base_env", clean_base_env, ()),
+    Field("workdir", wire_workdir, ""),
+    Field("umask", check_umask),
+    Field("grace_s", lambda v: seconds(v, MAX_GRACE_S), DEFAULT_GRACE_S),
+    Field("begin_time", wire_begin),
+    Field("preemptible", check_preemptible),
+    Field("retries", check_retries, 0),
+    Field("retry_on_exit", check_retry_on_exit, ()),
+    Field("after", check_after, ()),  # ["12:ok", "13:any"]
+    Field("array", check_array),  # "0-99%8"
+    Field("distributed", check_distributed),
     # Submitted held by its owner (`submit --hold`); an admin's hold is never submitted.
-    hold: Annotated[bool | None, _v(check_preemptible)] = None
-    image: Annotated[str | None, _v(check_image)] = None
-    container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
-
-
-if tuple(SpecModel.model_fields) != SPEC_KEYS:  # flags.py lists them without pydantic
-    raise RuntimeError("gpupool.spec.flags.SPEC_KEYS is out of date")
-WIRE_KEYS: tuple[str, ...] = tuple(WireModel.model_fields)
+    Field("hold", check_preemptible),
+    Field("image", check_image),
+    Field("container_engine", check_container_engine),
+)
+WIRE_KEYS: tuple[str, ...] = names(WIRE_FIELDS)
 
 
 def _validate(
-    model: type[_Strict],
-    data: Any,
-    keys: tuple[str, ...],
-    lines: Mapping[str, int],
-    context: dict[str, Any] | None = None,
-) -> tuple[Any, list[FieldError]]:
-    """The model instance (None when invalid) and every error, each mapped to its field."""
+    fields: tuple[Field, ...], data: Any, lines: Mapping[str, int], now: float = 0.0
+) -> tuple[dict[str, Any] | None, list[FieldError]]:
+    """Every field's value by name (None when any is invalid) and every error, each mapped to
+    its field and, through `lines`, to its line."""
     if not isinstance(data, Mapping):
         return None, [FieldError("", f"a job spec must be a mapping, got {got(data)}")]
+    keys = names(fields)
     errors: list[FieldError] = []
     known: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(key, str) and key in keys:
             known[key] = value
-        else:  # checked here rather than by pydantic, to suggest the key that was meant
+        else:  # named here, to suggest the key that was meant
             errors.append(FieldError(str(key), unknown_key_message(key, keys), lines.get(str(key))))
-    instance: Any = None
-    try:
-        instance = model.model_validate(known, context=context)
-    except ValidationError as e:
-        for err in e.errors(include_url=False):
-            field, message = _field_and_message(err)
-            # No fallback from "env.X" to the line of "env:": an entry with no line of its
-            # own came from a flag, not from the file.
-            errors.append(FieldError(field, message, lines.get(field)))
-    if instance is not None:
-        errors.extend(FieldError(f, m, lines.get(f)) for f, m in _resource_errors(instance))
-    return (None if errors else instance), errors
+    values, problems = check_fields(fields, known, now)
+    # No fallback from "env.X" to the line of "env:": an entry with no line of its own came
+    # from a flag, not from the file.
+    errors.extend(FieldError(f, m, lines.get(f)) for f, m in problems)
+    if not problems:
+        cross = _resource_errors(values, user_form=fields is USER_FIELDS)  # else WIRE_FIELDS
+        errors.extend(FieldError(f, m, lines.get(f)) for f, m in cross)
+    return (None if errors else values), errors
 
 
-def _resource_errors(m: Any) -> list[tuple[str, str]]:
-    """Rules across the GPU fields of either model: (field, message) for each broken one."""
+def _resource_errors(v: Mapping[str, Any], user_form: bool) -> list[tuple[str, str]]:
+    """Rules across the GPU fields of either form: (field, message) for each broken one."""
     errors: list[tuple[str, str]] = []
-    if isinstance(m, SpecModel):
-        memory_field, memory = "gpu_memory", m.gpu_memory
-        fraction = m.gpus if isinstance(m.gpus, float) else None
-        whole = 0 if fraction is not None else m.gpus
+    gpus = v["gpus"]
+    if user_form:
+        memory_field, memory = "gpu_memory", v["gpu_memory"]
+        fraction = gpus if isinstance(gpus, float) else None
+        whole = 0 if fraction is not None else gpus
         if memory is not None and fraction is not None:
             msg = (
                 f"cannot be combined with a fraction of a GPU (gpus {fraction:g}): give one of them"
@@ -195,18 +178,19 @@ def _resource_errors(m: Any) -> list[tuple[str, str]]:
             errors.append((memory_field, msg))
         fractional = memory is not None or fraction is not None
     else:
-        fractional = m.gpu_memory_bytes is not None or m.gpu_fraction is not None
-        if m.gpu_memory_bytes is not None and m.gpu_fraction is not None:
+        memory, fraction = v["gpu_memory_bytes"], v["gpu_fraction"]
+        fractional = memory is not None or fraction is not None
+        if memory is not None and fraction is not None:
             errors.append(("gpu_memory_bytes", "cannot be combined with gpu_fraction"))
-        elif fractional and m.gpus != 1:
-            field = "gpu_fraction" if m.gpu_memory_bytes is None else "gpu_memory_bytes"
-            errors.append((field, f"shares one GPU: needs gpus of 1, got {m.gpus}"))
-    if m.distributed is not None and (fractional or m.gpus < 1):
+        elif fractional and gpus != 1:
+            field = "gpu_fraction" if memory is None else "gpu_memory_bytes"
+            errors.append((field, f"shares one GPU: needs gpus of 1, got {gpus}"))
+    if v["distributed"] is not None and (fractional or gpus < 1):
         # One rank per GPU: the gang's size is its count of whole GPUs.
-        what = "a share of one GPU" if fractional else f"gpus {m.gpus:g}"
+        what = "a share of one GPU" if fractional else f"gpus {gpus:g}"
         errors.append(("distributed", f"needs 1 or more whole GPUs (one rank each), got {what}"))
-    errors.extend(_container_errors(m))
-    if m.gpu_type is not None and m.gpus == 0 and not fractional:
+    errors.extend(_container_errors(v))
+    if v["gpu_type"] is not None and gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
         message = "needs gpus of 1 or more (a GPU type was given, but no GPUs asked for)"
@@ -214,18 +198,18 @@ def _resource_errors(m: Any) -> list[tuple[str, str]]:
     return errors
 
 
-def _container_errors(m: Any) -> list[tuple[str, str]]:
-    """Rules across the container fields of either model (docs/containers.md)."""
+def _container_errors(v: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Rules across the container fields of either form (docs/containers.md)."""
     errors: list[tuple[str, str]] = []
-    if m.container_engine is not None and m.image is None:
+    if v["container_engine"] is not None and v["image"] is None:
         errors.append(("container_engine", "needs an image to run (image: or --image)"))
-    if m.image is not None and m.distributed is not None:
+    if v["image"] is not None and v["distributed"] is not None:
         # The gang launcher is gpupool's own process on the host: it cannot start ranks
         # inside an image. torchrun inside the image does the same job.
         errors.append(
             (
                 "image",
-                f"cannot be combined with distributed: {m.distributed.value}; run "
+                f"cannot be combined with distributed: {v['distributed'].value}; run "
                 "torchrun --standalone --nproc-per-node N inside the image instead "
                 "(docs/containers.md)",
             )
@@ -233,36 +217,20 @@ def _container_errors(m: Any) -> list[tuple[str, str]]:
     return errors
 
 
-def _user_resources(m: SpecModel) -> Resources:
-    gpus, fraction = m.gpus, None
+def _user_resources(v: Mapping[str, Any]) -> Resources:
+    gpus, fraction = v["gpus"], None
     if isinstance(gpus, float):  # check_gpus lets only 0 < x < 1 through as a float
         gpus, fraction = 1, gpus
-    if m.gpu_memory is not None:
+    if v["gpu_memory"] is not None:
         gpus = 1
     return Resources(
         gpus=int(gpus),
-        gpu_type=m.gpu_type,
-        cpus=m.cpus,
-        mem_bytes=m.mem,
-        gpu_memory_bytes=m.gpu_memory,
+        gpu_type=v["gpu_type"],
+        cpus=v["cpus"],
+        mem_bytes=v["mem"],
+        gpu_memory_bytes=v["gpu_memory"],
         gpu_fraction=fraction,
     )
-
-
-def _field_and_message(err: Any) -> tuple[str, str]:
-    loc = err["loc"]
-    if err["type"] == "value_error":
-        message = str(err["ctx"]["error"])
-    elif err["type"] == "missing":
-        message = "is required"
-    else:
-        message = err["msg"]
-    field = str(loc[0]) if loc else ""
-    if len(loc) >= 2 and field in ("env", "base_env"):
-        field = f"{field}.{loc[1]}"
-    elif len(loc) >= 2 and field == "command":
-        message = f"argv[{loc[1]}]: {message}"
-    return field, message
 
 
 def _raise(errors: list[FieldError], source: str | None) -> NoReturn:
@@ -286,7 +254,7 @@ def build_spec(
         raise ValueError(f"default_workdir must be absolute, got {default_workdir!r}")
     lines = lines or {}
     now = _time.time() if now is None else now
-    m, errors = _validate(SpecModel, data, SPEC_KEYS, lines, {"now": now})
+    m, errors = _validate(USER_FIELDS, data, lines, now)
     try:
         base = clean_base_env(base_env)
     except ValueError as e:
@@ -294,62 +262,62 @@ def build_spec(
     if m is None or errors:
         _raise(errors, source)
     return JobSpec(
-        command=m.command,
+        command=m["command"],
         resources=_user_resources(m),
-        name=m.name,
-        project=m.project,
-        priority=m.priority,
-        time_limit_s=m.time,
-        env=tuple(sorted(m.env.items())),
+        name=m["name"],
+        project=m["project"],
+        priority=m["priority"],
+        time_limit_s=m["time"],
+        env=tuple(sorted(m["env"].items())),
         base_env=base,
-        workdir=m.workdir if m.workdir is not None else default_workdir,
+        workdir=m["workdir"] if m["workdir"] is not None else default_workdir,
         umask=umask,
-        grace_s=m.grace,
-        begin_time=m.begin,
-        preemptible=m.preemptible,
-        retries=m.retry,
-        retry_on_exit=m.retry_on_exit,
-        after=m.after,
-        array=m.array,
-        distributed=m.distributed,
-        hold=Hold.USER if m.hold else None,
-        image=m.image,
-        container_engine=m.container_engine,
+        grace_s=m["grace"],
+        begin_time=m["begin"],
+        preemptible=m["preemptible"],
+        retries=m["retry"],
+        retry_on_exit=m["retry_on_exit"],
+        after=m["after"],
+        array=m["array"],
+        distributed=m["distributed"],
+        hold=Hold.USER if m["hold"] else None,
+        image=m["image"],
+        container_engine=m["container_engine"],
     )
 
 
 def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
     """See gpupool.spec.spec_from_wire."""
-    m, errors = _validate(WireModel, d, WIRE_KEYS, {})
+    m, errors = _validate(WIRE_FIELDS, d, {})
     if m is None or errors:
         _raise(errors, None)
     return JobSpec(
-        command=m.command,
+        command=m["command"],
         resources=Resources(
-            gpus=m.gpus,
-            gpu_type=m.gpu_type,
-            cpus=m.cpus,
-            mem_bytes=m.mem_bytes,
-            gpu_memory_bytes=m.gpu_memory_bytes,
-            gpu_fraction=m.gpu_fraction,
+            gpus=m["gpus"],
+            gpu_type=m["gpu_type"],
+            cpus=m["cpus"],
+            mem_bytes=m["mem_bytes"],
+            gpu_memory_bytes=m["gpu_memory_bytes"],
+            gpu_fraction=m["gpu_fraction"],
         ),
-        name=m.name,
-        project=m.project,
-        priority=m.priority,
-        time_limit_s=m.time_limit_s,
-        env=tuple(sorted(m.env.items())),
-        base_env=m.base_env,
-        workdir=m.workdir,
-        umask=m.umask,
-        grace_s=m.grace_s,
-        begin_time=m.begin_time,
-        preemptible=m.preemptible,
-        retries=m.retries,
-        retry_on_exit=m.retry_on_exit,
-        after=m.after,
-        array=m.array,
-        distributed=m.distributed,
-        hold=Hold.USER if m.hold else None,
-        image=m.image,
-        container_engine=m.container_engine,
+        name=m["name"],
+        project=m["project"],
+        priority=m["priority"],
+        time_limit_s=m["time_limit_s"],
+        env=tuple(sorted(m["env"].items())),
+        base_env=m["base_env"],
+        workdir=m["workdir"],
+        umask=m["umask"],
+        grace_s=m["grace_s"],
+        begin_time=m["begin_time"],
+        preemptible=m["preemptible"],
+        retries=m["retries"],
+        retry_on_exit=m["retry_on_exit"],
+        after=m["after"],
+        array=m["array"],
+        distributed=m["distributed"],
+        hold=Hold.USER if m["hold"] else None,
+        image=m["image"],
+        container_engine=m["container_engine"],
     )

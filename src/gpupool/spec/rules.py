@@ -1,8 +1,9 @@
 """The rule for each field of a job spec: plain functions that take what a user (or the
 HTTP API) gave and return the final value, or raise a ValueError saying what is wrong.
 
-Each accepts exactly the forms we document, so pydantic's own coercions (True as 1, "2.5"
-as a float...) never decide what a user meant. Standard library only; model.py runs them.
+Each accepts exactly the forms we document, so no library's coercions (True as 1, "2.5"
+as a float...) decide what a user meant. Standard library only; model.py's tables name them
+and fields.py runs them.
 None (a key left empty in YAML) means "not given" and yields the default.
 """
 
@@ -13,33 +14,23 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
-from gpupool.core.job_control import (
-    MAX_ARRAY_INDEX,
-    MAX_ARRAY_TASKS,
-    MAX_DEPENDENCIES,
-    MAX_RETRIES,
-    AfterKind,
-    ArrayRequest,
-    Dependency,
-)
-from gpupool.core.monitoring import (
-    SIMULATED_MEMORY_ENV,
-    SIMULATED_UTIL_ENV,
-    simulated_memory,
-    simulated_util,
-)
 from gpupool.core.units import parse_duration, parse_size
-from gpupool.spec.begin import EXAMPLES as BEGIN_EXAMPLES
-from gpupool.spec.begin import parse_begin
+
+# core.job_control (retries, --after, --array) and core.monitoring (the GPUPOOL_SIMULATED_*
+# variables a job may set) are imported by the rules that need them, when a spec has such a
+# key: each defines frozen dataclasses (about a millisecond each to create) that a plain
+# `gpupool submit -- CMD` never needs.
+if TYPE_CHECKING:
+    from gpupool.core.job_control import ArrayRequest, Dependency
 
 
 class BadValue(ValueError):
-    """A value breaks its field's rule. A ValueError, the one kind pydantic collects as a
-    validation error (a TypeError would escape validation instead)."""
+    """A value breaks its field's rule. A ValueError, the one kind spec/fields.py collects
+    as a field's error (a TypeError would escape validation instead, as it did pydantic's)."""
 
 
 # Upper bounds keep absurd values (a typo, or an overflowing 400-digit number) out of the
@@ -75,8 +66,6 @@ _BARE_NUMBER_RE = re.compile(r"\s*\d+(\.\d*)?\s*")
 # The pool sets these per job; letting a job override them would defeat GPU isolation.
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 RESERVED_ENV_PREFIX = "GPUPOOL_"
-# GPUPOOL_ names a job may set: what it declares to the pool (core.monitoring).
-USER_SET_ENV = frozenset({SIMULATED_UTIL_ENV, SIMULATED_MEMORY_ENV})
 
 
 def got(value: Any) -> str:
@@ -325,6 +314,10 @@ def check_begin(value: Any, now: float) -> float | None:
     """
     if value is None:
         return None
+    # Here, not at the top: begin.py imports datetime, which a job without begin never needs.
+    from gpupool.spec.begin import EXAMPLES as BEGIN_EXAMPLES
+    from gpupool.spec.begin import parse_begin
+
     if not isinstance(value, str):
         raise BadValue(f"not a time: {got(value)} ({BEGIN_EXAMPLES})")
     try:
@@ -362,6 +355,20 @@ def check_env_mapping(value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
     _check_env_size(value, MAX_ENV_TOTAL)
+    if any(isinstance(k, str) and k.startswith(RESERVED_ENV_PREFIX) for k in value):
+        _check_declared_use(value)
+    return dict(value)
+
+
+def _check_declared_use(value: Mapping[Any, Any]) -> None:
+    """The GPU use a job declares for the simulated monitor (core.monitoring) must parse."""
+    from gpupool.core.monitoring import (
+        SIMULATED_MEMORY_ENV,
+        SIMULATED_UTIL_ENV,
+        simulated_memory,
+        simulated_util,
+    )
+
     declared = value.get(SIMULATED_UTIL_ENV)
     if isinstance(declared, str):
         try:
@@ -374,7 +381,6 @@ def check_env_mapping(value: Any) -> Any:
             simulated_memory({SIMULATED_MEMORY_ENV: memory})
         except ValueError as exc:
             raise BadValue(str(exc)) from None
-    return dict(value)
 
 
 def _check_env_size(env: Mapping[Any, Any], total_limit: int) -> None:
@@ -398,9 +404,16 @@ def check_env_name(value: Any) -> str:
         )
     if value in RESERVED_ENV:
         raise BadValue("is set by gpupool for each job (to the GPUs it was given)")
-    if value.startswith(RESERVED_ENV_PREFIX) and value not in USER_SET_ENV:
+    if value.startswith(RESERVED_ENV_PREFIX) and value not in _user_set_env():
         raise BadValue(f"names starting with {RESERVED_ENV_PREFIX} are set by gpupool")
     return value
+
+
+def _user_set_env() -> frozenset[str]:
+    """GPUPOOL_ names a job may set: what it declares to the pool (core.monitoring)."""
+    from gpupool.core.monitoring import SIMULATED_MEMORY_ENV, SIMULATED_UTIL_ENV
+
+    return frozenset({SIMULATED_UTIL_ENV, SIMULATED_MEMORY_ENV})
 
 
 def check_env_value(value: Any) -> str:
@@ -514,6 +527,8 @@ def wire_workdir(value: Any) -> str:
 def check_retries(value: Any) -> int:
     if value is None:
         return 0
+    from gpupool.core.job_control import MAX_RETRIES
+
     return _count(value, "retries", 0, MAX_RETRIES)
 
 
@@ -548,6 +563,8 @@ def check_after(value: Any) -> tuple[Dependency, ...]:
     """`ID[:ok|:any]`, several comma-separated (or a list): the jobs to wait for."""
     if value is None:
         return ()
+    from gpupool.core.job_control import MAX_DEPENDENCIES, AfterKind, Dependency
+
     deps: dict[int, Dependency] = {}
     for item in _int_items(value, "job ids (ID, ID:ok or ID:any)"):
         text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
@@ -575,6 +592,8 @@ def check_array(value: Any) -> ArrayRequest | None:
     tasks running at once)."""
     if value is None:
         return None
+    from gpupool.core.job_control import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, ArrayRequest
+
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value.strip():

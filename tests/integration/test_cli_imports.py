@@ -1,0 +1,105 @@
+"""What `gpupool submit` and `gpupool queue` import: their own module and what it needs,
+never the daemon's stack or another verb's module (the speed budget of issue 15: both
+answer in at most 80 ms; bench/cli_vs_slurm.py measures it). Pinned on the modules loaded,
+which cannot flake, rather than on a wall time, which could."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpupool.cli.commands import NOUNS
+from integration.pool_harness import Pool
+
+# what the CLI imports does not depend on the database (the rule: integration/conftest.py)
+pytestmark = pytest.mark.backend_independent
+
+# The daemon's stack and the heavy offline parts: none is needed to submit or to list.
+NEVER = (
+    "pydantic",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "rich",
+    "numpy",
+    "pandas",
+    "gpupool.api",
+    "gpupool.engine",
+    "gpupool.store",
+    "gpupool.policy",
+    "gpupool.executor",
+    "gpupool.sim",
+    "gpupool.plan",
+    "gpupool.sdk",
+)
+
+# `gpupool ARGS` run as `python -m gpupool` runs it, then the modules loaded, one a line,
+# into the file named by argv[1].
+PROBE = """
+import runpy, sys
+out, sys.argv = sys.argv[1], ["gpupool", *sys.argv[2:]]
+try:
+    runpy.run_module("gpupool", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    f.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def _imports(pool: Pool, tmp_path: Path, *args: str) -> set[str]:
+    out = tmp_path / "modules.txt"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        env=pool.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.exists(), proc.stderr
+    return set(out.read_text().splitlines())
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in NEVER))
+
+
+def _other_nouns(modules: set[str], own: str) -> list[str]:
+    return sorted({f"gpupool.cli.{n}" for n in NOUNS if n != own} & modules)
+
+
+def test_submit_imports_neither_pydantic_nor_yaml_nor_other_verbs(
+    pool: Pool, tmp_path: Path
+) -> None:
+    for args in (["submit", "--help"], ["submit", "--gpus", "1", "--parsable", "--", "true"]):
+        modules = _imports(pool, tmp_path, *args)
+        assert "gpupool.cli.submit" in modules, args
+        assert _heavy(modules) == [], args
+        assert "yaml" not in modules, args
+        assert _other_nouns(modules, "submit") == [], args
+    assert "gpupool.spec.model" in modules  # the spec was checked, by the CLI itself
+    assert len(pool.client.jobs()) == 1  # and the job reached the pool
+
+
+def test_submit_of_a_file_imports_yaml_and_still_no_pydantic(pool: Pool, tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text("command: [true]\ngpus: 1\n")
+    modules = _imports(pool, tmp_path, "submit", "job.yaml")
+    assert "yaml" in modules
+    assert _heavy(modules) == []
+
+
+def test_queue_imports_its_own_module_only(pool: Pool, tmp_path: Path) -> None:
+    for i in range(3):
+        pool.submit("--name", f"q{i}", "--gpus", "1", "--", "true")
+    for args in (["queue"], ["queue", "--json"], ["ps", "-a"]):
+        modules = _imports(pool, tmp_path, *args)
+        assert "gpupool.cli.jobs" in modules, args
+        assert _heavy(modules) == [], args
+        assert "yaml" not in modules and "gpupool.spec.model" not in modules, args
+        assert _other_nouns(modules, "jobs") == [], args

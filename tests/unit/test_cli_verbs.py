@@ -1,0 +1,71 @@
+"""`gpupool VERB` builds its parser from VERB's module alone (cli/commands.py): the table
+says which module registers each verb, and the parser so built reads every command line as
+the whole parser does."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+
+import pytest
+
+from gpupool.cli.argv import CliParser
+from gpupool.cli.commands import NOUNS, VERBS, noun_of
+from gpupool.cli.main import _parser
+
+
+def _verbs(parser: CliParser) -> dict[str, argparse.ArgumentParser]:
+    """The top-level verbs (aliases included) a parser knows, and their parsers."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no sub-commands")
+
+
+def _help(parser: CliParser, argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    return out.getvalue()
+
+
+def test_the_table_names_every_verb_by_the_module_that_registers_it() -> None:
+    assert set(NOUNS) == set(VERBS.values())
+    for noun in NOUNS:
+        registered = set(_verbs(_parser((noun,))))
+        assert registered == {v for v, n in VERBS.items() if n == noun}, noun
+    assert set(_verbs(_parser())) == set(VERBS)
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_a_verb_alone_reads_and_helps_as_the_whole_parser(verb: str) -> None:
+    alone, whole = _parser((VERBS[verb],)), _parser()
+    assert _help(alone, [verb, "--help"]) == _help(whole, [verb, "--help"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "noun"),
+    [
+        (["queue"], "jobs"),
+        (["ps", "-a"], "jobs"),
+        (["--state-dir", "/s", "submit", "--", "queue"], "submit"),
+        (["--state-dir=/s", "logs", "3"], "jobs"),
+        (["--st", "gpus", "top"], "top"),  # an abbreviation takes its value: "gpus" is it
+        (["--url", "-x", "plan", "cost"], "plan"),  # a value that looks like a flag (argv.py)
+        (["--url=http://h:1", "--state", "sim", "usage"], "usage"),
+        (["--version", "token", "list"], "tokens"),
+        (["--help", "queue"], None),  # the top help lists every verb
+        (["-h"], None),
+        (["--he", "queue"], None),
+        ([], None),
+        (["--state-dir", "/s"], None),
+        (["qeueu"], None),  # a typo: the whole parser says which verbs there are
+        (["--", "queue"], None),
+    ],
+)
+def test_noun_of_finds_the_verb_the_parser_reads(argv: list[str], noun: str | None) -> None:
+    assert noun_of(argv) == noun
+    if noun is not None:  # (--version prints and exits before the verb is read)
+        args, _ = _parser().parse_known_args([a for a in argv if a != "--version"])
+        assert VERBS[args.verb] == noun
