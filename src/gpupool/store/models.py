@@ -98,7 +98,7 @@ class JobRow(Base):
     version: Mapped[int] = mapped_column(Integer)
     # The array it is a task of (its first task's id; None: not an array task), migration 0008.
     array_id: Mapped[int | None] = mapped_column(Integer, index=True)
-    # Its runs that failed and were retried (--retry's count; preemptions are not), 0011.
+    # Its runs that failed and were retried (--retry's count; preemptions are not), 0009.
     failed_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     # The ORM adds "AND version = <what we read>" to every UPDATE and bumps it; a concurrent

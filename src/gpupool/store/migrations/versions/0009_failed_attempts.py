@@ -1,7 +1,7 @@
 """Failed attempts: a job's runs that failed and were retried (--retry counts these only;
 a preemption's requeue no longer uses up a retry).
 
-Revision ID: 0011
+Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-24
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
+revision: str = "0009"
 down_revision: str | Sequence[str] | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
