@@ -32,16 +32,17 @@ TYPE_CHECKING = False
 # The siblings that hold the rest of the supervisor, standard library only like it. Run as
 # a script, `python -I` leaves this directory off sys.path: put it back.
 if TYPE_CHECKING:
-    from gpupool.executor import job_owner, rank_launcher
+    from gpupool.executor import job_owner, rank_launcher, record_files
     from gpupool.executor import job_processes as processes
 elif __package__:
-    from . import job_owner, rank_launcher
+    from . import job_owner, rank_launcher, record_files
     from . import job_processes as processes
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import job_owner
     import job_processes as processes
     import rank_launcher
+    import record_files
 
 # The files' shapes: the daemon's side (local.py, files.py) imports these same types, so
 # both ends name one shape per file.
@@ -121,7 +122,7 @@ if TYPE_CHECKING:
 
 DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
 CLEANUP_TIMEOUT_S = 60.0  # removing a container (podman rm --force) takes well under this
-FILE_MODE = 0o600  # as core.paths.FILE_MODE: every file here is private (docs/security.md)
+FILE_MODE = record_files.FILE_MODE  # every file here is private (docs/security.md)
 
 
 _cancel_requested = False
@@ -171,75 +172,6 @@ def _start_ticks(pid: int | str = "self") -> int:
     return int(raw[raw.rfind(b")") + 2 :].split()[19])  # field 22; comm may hold ')'
 
 
-def _write_file(path: str, data: bytes, durable: bool) -> None:
-    """Create ``path`` with all of ``data``; on failure (a full disk) remove it and raise.
-    On a nearly full disk write() may take only part of the data without an error."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-
-
-def _fsync(path: str, flags: int = 0) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _atomic_json(jobdir: str, name: str, obj: "ChildFile | ExitFile", durable: bool) -> None:
-    """Replace JOBDIR/name atomically; raises (leaving no temporary) when it cannot."""
-    tmp = os.path.join(jobdir, f"{name}.tmp-{os.getpid()}")
-    _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), durable)
-    try:
-        os.replace(tmp, os.path.join(jobdir, name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        _fsync(jobdir, os.O_DIRECTORY)
-
-
-# Retrying a record that cannot be written yet (a full disk): first after RETRY_FIRST_S,
-# then twice as long each time, up to RETRY_MAX_S, for as long as it takes. Only a job
-# directory that is gone (nothing could ever be recorded in it) ends the attempts.
-RETRY_FIRST_S = 0.05
-RETRY_MAX_S = 1.0
-
-
-def _write_until_done(jobdir: str, name: str, obj: "ExitFile") -> bool:
-    """Write JOBDIR/name durably, retrying while the disk refuses; False if JOBDIR is gone.
-
-    The record stays in memory meanwhile, and the daemon keeps the job RUNNING: its
-    supervisor is alive, so the job is not lost, and a full disk never turns into a
-    failure. Once space is back the record is written, true end time included.
-    """
-    import errno
-
-    delay = RETRY_FIRST_S
-    while True:
-        try:
-            _atomic_json(jobdir, name, obj, durable=True)
-            return True
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                return False
-        time.sleep(delay)
-        delay = min(delay * 2, RETRY_MAX_S)
-
-
 def _claim(jobdir: str) -> bool:
     """Own the job (True), or learn that another supervisor does (False).
 
@@ -261,7 +193,7 @@ def _claim(jobdir: str) -> bool:
     }
     tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
     # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
-    _write_file(tmp, json.dumps(obj, sort_keys=True).encode(), False)
+    record_files.write_file(tmp, json.dumps(obj, sort_keys=True).encode(), False)
     try:
         os.link(tmp, os.path.join(jobdir, "claim.json"))
         return True
@@ -290,7 +222,7 @@ class Supervisor:
         self, exit_code: int, sig: int | None, reason: "ExitReasonName", message: str
     ) -> None:
         """Record the exit in exit.json, waiting for the disk if it is full (see
-        _write_until_done): the end time is taken now, not when the write succeeds."""
+        record_files.write_until_done): the end time is taken now, not when the write succeeds."""
         rec: ExitFile = {
             "exit_code": exit_code,
             "signal": sig,
@@ -299,7 +231,7 @@ class Supervisor:
             "start_time": self.start_time,
             "end_time": time.time(),
         }
-        _write_until_done(self.jobdir, "exit.json", rec)
+        record_files.write_until_done(self.jobdir, "exit.json", rec)
 
     def fail(self, exit_code: int, line: str) -> None:
         """The command could not be started: say why in the log and in exit.json."""
@@ -475,8 +407,8 @@ class Supervisor:
         # Off the spawn path, make "this job was started" survive a crash: the claim's
         # content, then one directory fsync for the claim link and child.json.
         with contextlib.suppress(OSError):
-            _fsync(os.path.join(self.jobdir, "claim.json"))
-            _fsync(self.jobdir, os.O_DIRECTORY)
+            record_files.fsync_path(os.path.join(self.jobdir, "claim.json"))
+            record_files.fsync_path(self.jobdir, os.O_DIRECTORY)
         processes.become_subreaper()
 
     def write_child_record(self) -> None:
@@ -485,7 +417,7 @@ class Supervisor:
         if self.child_record is None:
             return
         try:
-            _atomic_json(self.jobdir, "child.json", self.child_record, durable=False)
+            record_files.atomic_json(self.jobdir, "child.json", self.child_record, durable=False)
         except OSError:
             return
         self.child_record = None
