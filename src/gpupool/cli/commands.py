@@ -110,6 +110,19 @@ VERBS: dict[str, str] = {
     "sim": "sim",
     "plan": "plan",
 }
+# Statuses of a refusal (the request as asked cannot be done: exit 2); any other error, a
+# job that does not exist, a full disk or a daemon failing, exits 1.
+REFUSED_STATUSES = frozenset({400, 401, 403, 409, 413, 422})
+
+
+def api_error_exit(status: int, code: str) -> int:
+    """The exit code of a command the daemon answered with an error (HTTP `status`, API
+    error `code`): 1 for a job not found, 2 for a refusal, 1 for anything else."""
+    if code == "not_found":
+        return 1
+    return 2 if status in REFUSED_STATUSES else 1
+
+
 # The top parser's options that take a value (main._common); argparse also takes any
 # unambiguous prefix of them (`--st DIR`), and `--url=X` in one word.
 _TOP_VALUE_FLAGS = ("--state-dir", "--url")

@@ -20,7 +20,15 @@ from collections.abc import Sequence
 
 from gpupool import __version__
 from gpupool.cli.argv import CliParser
-from gpupool.cli.commands import NOUNS, OnPool, Parents, Register, command_of, noun_of
+from gpupool.cli.commands import (
+    NOUNS,
+    OnPool,
+    Parents,
+    Register,
+    api_error_exit,
+    command_of,
+    noun_of,
+)
 
 
 def _common(default: object) -> CliParser:
@@ -117,9 +125,7 @@ def _main(argv: list[str] | None) -> int:
 
         said = shown_lines(exc.message)
         print(f"gpupool: {'job refused: ' if refused else ''}{said}", file=sys.stderr)
-        if exc.code == "not_found":
-            return 1
-        return 2 if exc.status in (400, 401, 403, 409, 413, 422) else 1
+        return api_error_exit(exc.status, exc.code)
 
 
 if __name__ == "__main__":

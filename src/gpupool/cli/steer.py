@@ -3,9 +3,9 @@ scancel and `srun`'s wait do (docs/jobs.md, "Steering jobs").
 
 Each command acts on every job it names and says, one line per job, what became of it; a
 job it could not act on gets its own `gpupool: ...` line and the command goes on with the
-next. Exit code: 0 when every job was acted on; 1 when some job does not exist (and none
-was refused); 2 when any was refused (not allowed, not in a state it applies to, a bad
-value). `cancel` with filters that select nothing says so and exits 0, as scancel does.
+next. Exit code: 0 when every job was acted on; 2 when any was refused (not allowed, not in
+a state it applies to, a bad value); else 1 when some job does not exist or the daemon could
+not do it (a full disk), as for every command (cli/commands.py, `api_error_exit`). `cancel` with filters that select nothing says so and exits 0, as scancel does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gpupool.cli.argv import job_id
-from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.cli.commands import OnPool, Parents, Subparsers, api_error_exit
 from gpupool.client import ApiError, Client, JobView
 from gpupool.core.job import JobState
 
@@ -92,7 +92,7 @@ class Outcomes:
 
         head = f"job {job}: " if many else ""
         print(f"gpupool: {head}{shown_lines(exc.message)}", file=sys.stderr)
-        self.code = max(self.code, 1 if exc.code == "not_found" else 2)
+        self.code = max(self.code, api_error_exit(exc.status, exc.code))
 
     def each(self, ids: Sequence[int], act: Callable[[int], None]) -> int:
         for one in ids:
