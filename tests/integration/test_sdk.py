@@ -234,3 +234,23 @@ def test_the_examples_run_as_they_are(pool: Pool, tmp_path: Path, name: str) -> 
         assert "sweep: [0.9048, 0.366, 0.0]" in done.stdout, done.stdout
         assert "on no GPU" in done.stdout
         assert "check(-4.0) raised ValueError('negative input: -4.0')" in done.stdout
+
+
+def test_a_handle_holds_releases_updates_and_signals(client: Client, tmp_path: Path) -> None:
+    """The steering verbs from Python, as `gpupool hold/release/update/cancel --signal`."""
+    waiting = client.submit(Job(["true"], gpus=0, begin="now+1h", time="1h"))
+    assert waiting.hold().hold == "user"
+    assert waiting.release().hold is None
+    assert waiting.update(time="2h", priority="high").time_limit_s == 7200
+    with pytest.raises(JobRefused) as refused:
+        waiting.update(gpus=-1)
+    assert [field for field, _ in refused.value.field_errors()] == ["gpus"]
+    waiting.cancel()
+    marker, ready = tmp_path / "got-usr1", tmp_path / "trap-set"
+    script = f"trap 'touch {marker}' USR1; touch {ready}; while [ ! -e {marker} ]; do sleep 0.05; done; exit 0"
+    running = client.submit(Job(["sh", "-c", script], gpus=0, time="5m"))
+    wait_for(ready.exists, 60, "the job to set its trap")
+    assert running.signal("USR1").state is JobState.RUNNING  # signalled, not cancelled
+    assert running.wait(timeout=60).exit_code == 0  # it saw USR1 and ended by itself
+    with pytest.raises(JobRefused):
+        running.hold()  # ended: nothing to hold

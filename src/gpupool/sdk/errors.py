@@ -41,10 +41,13 @@ class JobNotFound(ApiError):
     """404: no such job (or project)."""
 
 
-def typed(exc: ApiError, submitting: bool = False) -> ApiError:
+def typed(
+    exc: ApiError, submitting: bool = False, refusals: frozenset[int] = frozenset()
+) -> ApiError:
     """`exc` as the SDK's type for it (the same fields): JobRefused for any refusal of a
-    submission, else Forbidden for 403 and JobNotFound for 404; others unchanged."""
-    if submitting and exc.status not in (401, 429) and exc.status < 500:
+    submission or a status in `refusals`, else Forbidden for 403 and JobNotFound for 404;
+    others unchanged."""
+    if exc.status in refusals or (submitting and exc.status not in (401, 429) and exc.status < 500):
         kind: type[ApiError] = JobRefused
     elif exc.status == 403:
         kind = Forbidden
@@ -56,13 +59,13 @@ def typed(exc: ApiError, submitting: bool = False) -> ApiError:
 
 
 @contextmanager
-def api_errors(submitting: bool = False) -> Iterator[None]:
-    """Turns the client's ApiError into the SDK's typed one, raised from nothing (the
-    client's frame is noise to an SDK user)."""
+def api_errors(submitting: bool = False, refusals: frozenset[int] = frozenset()) -> Iterator[None]:
+    """Turns the client's ApiError into the SDK's typed one (see `typed`), raised from
+    nothing (the client's frame is noise to an SDK user)."""
     try:
         yield
     except ApiError as exc:
-        raise typed(exc, submitting) from None
+        raise typed(exc, submitting, refusals) from None
 
 
 class JobFailed(RuntimeError):

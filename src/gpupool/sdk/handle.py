@@ -21,6 +21,9 @@ from gpupool.sdk.errors import api_errors
 FIRST_POLL_S = 0.05
 MAX_POLL_S = 1.0
 LOG_POLL_S = 0.2
+# The statuses of a steering request the daemon will not do as asked (a value out of range,
+# a job not in a state it applies to): JobRefused, as a refused submission.
+STEERING_REFUSALS = frozenset({400, 409, 422})
 
 
 class JobHandle:
@@ -98,3 +101,50 @@ class JobHandle:
         right after asking; `wait()` for its end. A job already ended is left as it is."""
         with api_errors():
             return self._http.cancel(self.id)
+
+    # -- steering (docs/jobs.md "Steering jobs"), as gpupool hold/release/update/cancel -s --
+    def hold(self) -> JobView:
+        """Keep the pending job from starting until `release()` (an array's id: its pending
+        tasks); its view after. Refused (JobRefused) for a job that is not pending."""
+        from gpupool.client.steering import hold
+
+        with api_errors(refusals=STEERING_REFUSALS):
+            hold(self._http, self.id)
+            return self._http.job(self.id)
+
+    def release(self) -> JobView:
+        """Let the held job start again (an admin's hold only an admin may release)."""
+        from gpupool.client.steering import release
+
+        with api_errors(refusals=STEERING_REFUSALS):
+            release(self._http, self.id)
+            return self._http.job(self.id)
+
+    def update(
+        self,
+        *,
+        time: str | float | None = None,
+        priority: str | int | None = None,
+        gpus: int | float | None = None,
+    ) -> JobView:
+        """Change the pending job's time limit, priority or GPUs (a running job's time
+        limit: its owner may shorten it, an admin lengthen it), with the values `Job`
+        takes ("2h", "high", 2); refused values raise JobRefused naming the field (`field_errors()`)."""
+        from gpupool.client.steering import update
+        from gpupool.spec.changes import changes_to_wire
+
+        def text(value: object) -> str | None:
+            return None if value is None else str(value)
+
+        with api_errors(refusals=STEERING_REFUSALS):
+            return update(
+                self._http, self.id, changes_to_wire(text(time), text(priority), text(gpus))
+            )
+
+    def signal(self, signal: str | int) -> JobView:
+        """Send `signal` ("USR1", "SIGUSR1" or a number) to the running job's processes;
+        the job keeps running (as `gpupool cancel --signal`)."""
+        from gpupool.client.steering import send_signal
+
+        with api_errors(refusals=STEERING_REFUSALS):
+            return send_signal(self._http, self.id, str(signal))
