@@ -101,6 +101,7 @@ class SpecModel(_Strict):
     hold: Annotated[bool | None, _v(check_preemptible)] = None
     image: Annotated[str | None, _v(check_image)] = None
     container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
+    separate_stderr: Annotated[bool | None, _v(check_preemptible)] = None
 
 
 class WireModel(_Strict):
@@ -130,6 +131,7 @@ class WireModel(_Strict):
     hold: Annotated[bool | None, _v(check_preemptible)] = None
     image: Annotated[str | None, _v(check_image)] = None
     container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
+    separate_stderr: Annotated[bool | None, _v(check_preemptible)] = None
 
 
 def _field_and_message(err: Any) -> tuple[str, str]:

@@ -76,6 +76,7 @@ GOOD: dict[str, list[Any]] = {
     "hold": [True, False],
     "image": ["busybox:latest", "ghcr.io/team/train:1.2"],
     "container_engine": ["podman", "Docker", "apptainer"],
+    "separate_stderr": [True, False],
     # the wire form's own keys
     "gpu_memory_bytes": [1 << 30],
     "gpu_fraction": [0.5, 0.25],

@@ -102,6 +102,7 @@ def test_spec_keys_are_the_file_keys() -> None:
         "hold",
         "image",
         "container_engine",
+        "separate_stderr",
     )
 
 

@@ -240,6 +240,7 @@ specs = st.builds(
     hold=st.none() | st.sampled_from(list(Hold)),
     image=st.none() | _text,
     container_engine=st.none() | st.sampled_from(list(ContainerEngine)),
+    separate_stderr=st.booleans(),
 )
 
 
@@ -257,7 +258,7 @@ def test_codec_covers_every_field() -> None:
     # Retries, dependencies, an array task, a hold and a container are stored only when
     # set; `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
-    only_when_set |= {"image", "container_engine"}
+    only_when_set |= {"image", "container_engine", "separate_stderr"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

@@ -267,9 +267,11 @@ def create_app(
         rank: int | None = Query(None, ge=0, le=MAX_RANK),  # one rank of a distributed job
         # From where its last `tail` lines start, not `offset` (logs --tail N).
         tail: int | None = Query(None, ge=0, le=MAX_TAIL_LINES),
+        # Its stderr, kept apart when it was submitted with --separate-stderr.
+        stderr: bool = False,
     ) -> Response:
         access.require(caller, Action.READ_JOB_PRIVATE, job_target(service.get(job_id)))
-        chunk = service.read_log(job_id, offset, rank=rank, tail=tail)
+        chunk = service.read_log(job_id, offset, rank=rank, tail=tail, stderr=stderr)
         # Raw bytes with the cursor in headers: logs need not be valid UTF-8. X-Size, the
         # log's length, lets a reader start a tail near the end (the dashboard).
         headers = {"X-Offset": str(chunk.offset), "X-State": chunk.state.value}

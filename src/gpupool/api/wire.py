@@ -158,6 +158,7 @@ def job_to_wire(
         "cancel_requested": job.cancel_requested,
         # Held (gpupool hold): "user" or "admin", null when not held (docs/jobs.md).
         "hold": None if spec.hold is None else spec.hold.value,
+        "separate_stderr": spec.separate_stderr,  # `logs --stderr` reads its stderr apart
         # --image (docs/containers.md): the image and the engine it runs with (settled at
         # submit); null for a job on the host.
         "image": spec.image,

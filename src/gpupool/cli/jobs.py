@@ -115,6 +115,11 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="only rank N's output, of a --distributed job (default: all ranks, each line "
         "prefixed [rank N])",
     )
+    p.add_argument(
+        "--stderr",
+        action="store_true",
+        help="its stderr, of a job submitted with --separate-stderr (its log is then stdout)",
+    )
 
 
 def _lines(text: str) -> int:
@@ -339,6 +344,7 @@ def stream_log(
     out: BinaryIO | None = None,
     rank: int | None = None,
     tail: int | None = None,
+    stderr: bool = False,
 ) -> JobState | None:
     """Print the log from the start (with `tail`, its last `tail` lines); with follow, until
     the job ends. Returns the final state.
@@ -348,7 +354,7 @@ def stream_log(
     sink = out or sys.stdout.buffer
     offset, said_pending = 0, False
     while True:
-        chunk = client.log(job_id, offset, rank, tail=tail)
+        chunk = client.log(job_id, offset, rank, tail=tail, stderr=stderr)
         offset, state, tail = chunk.offset, chunk.state, None
         if chunk.data:
             sink.write(chunk.data)
@@ -371,7 +377,7 @@ def stream_log(
                 return state
         if not follow or (state is not None and state.terminal):
             # One last read: the job may have written its last lines as it ended.
-            chunk = client.log(job_id, offset, rank)
+            chunk = client.log(job_id, offset, rank, stderr=stderr)
             if chunk.data:
                 sink.write(chunk.data)
                 sink.flush()
@@ -398,7 +404,9 @@ def detach_note(client: Client, job_id: int, what: str = "detached") -> str:
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     try:
-        stream_log(client, args.job_id, args.follow, rank=args.rank, tail=args.tail)
+        stream_log(
+            client, args.job_id, args.follow, rank=args.rank, tail=args.tail, stderr=args.stderr
+        )
     except KeyboardInterrupt:
         print(f"\n{detach_note(client, args.job_id)}", file=sys.stderr)
         return 130

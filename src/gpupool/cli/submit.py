@@ -153,6 +153,14 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         help="queue it held: it starts only after `gpupool release ID` (reason JobHeldUser)",
     )
     p.add_argument(
+        "--separate-stderr",
+        action="store_const",
+        const=True,
+        default=None,
+        help="keep its stderr in a log of its own (`gpupool logs --stderr ID`; by default "
+        "stdout and stderr share one log, in order)",
+    )
+    p.add_argument(
         "--image",
         help="run the command in a container of this image, with only its GPUs visible "
         "(docs/containers.md)",

@@ -405,12 +405,20 @@ class Client:
         return self._read(read_job, answer)
 
     def log(
-        self, job_id: int, offset: int = 0, rank: int | None = None, tail: int | None = None
+        self,
+        job_id: int,
+        offset: int = 0,
+        rank: int | None = None,
+        tail: int | None = None,
+        stderr: bool = False,
     ) -> LogChunk:
         """The job's output from `offset` on (raw bytes: logs need not be UTF-8); with
-        `rank`, that rank's alone (a distributed job's; docs/distributed.md); with `tail`,
-        from where its last `tail` lines start instead."""
-        query = {"offset": offset, "rank": rank, "tail": tail}  # None: left out
+        `rank`, that rank's alone (a distributed job's; docs/distributed.md); with `stderr`,
+        its stderr kept apart (--separate-stderr); with `tail`, from where its last `tail`
+        lines start instead."""
+        query: dict[str, str | int | None] = {"offset": offset, "rank": rank, "tail": tail}
+        if stderr:  # None values are left out
+            query["stderr"] = "true"
         status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:
             raise _api_error(status, _decode(data))

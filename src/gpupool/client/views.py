@@ -235,6 +235,7 @@ class JobView:
     hidden: bool
     wire: JsonObject = field(repr=False, compare=False)  # as received (module docstring)
     hold: str | None = None  # "user" or "admin" while held (gpupool hold); None: not held
+    separate_stderr: bool = False  # its stderr is kept apart (logs --stderr)
 
     @property
     def wait_code(self) -> WaitCode | None:
@@ -294,6 +295,7 @@ class JobView:
             hidden=f.flag("hidden") if "hidden" in f.data else False,
             wire=f.data,
             hold=f.opt_text("hold") if "hold" in f.data else None,
+            separate_stderr=f.flag("separate_stderr") if "separate_stderr" in f.data else False,
         )
 
 

@@ -158,6 +158,7 @@ class LaunchRequest:
     umask: int | None = None  # the command's umask (None: DEFAULT_UMASK)
     ranks: RankLayout | None = None  # None: one process; else a gang of ranks (see RankLayout)
     container: ContainerLaunch | None = None  # None: on the host; else in this image
+    separate_stderr: bool = False  # stderr to a log of its own, not with stdout
 
 
 DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none
@@ -253,10 +254,18 @@ class Executor(Protocol):
     def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
         """For a LOST run: stop what it left running, waiting up to `wait_s` for it to go."""
 
-    def logs(self, handle: Handle, offset: int, limit: int, rank: int | None = None) -> LogChunk:
+    def logs(
+        self,
+        handle: Handle,
+        offset: int,
+        limit: int,
+        rank: int | None = None,
+        stderr: bool = False,
+    ) -> LogChunk:
         """The job's output from byte `offset` (every attempt's, in order), at most
-        `limit` bytes; with `rank`, only that rank's output of a distributed run (the
-        caller checks that the job has such a rank)."""
+        `limit` bytes; with `rank`, only that rank's output of a distributed run; with
+        `stderr`, its stderr kept apart (`separate_stderr`; its output is then its stdout).
+        The caller checks that the job has such a rank or stream."""
 
     def log_location(self, job_id: int) -> str:
         """Where a user finds the job's output outside the pool (a path; "" when none)."""

@@ -199,6 +199,9 @@ class JobSpec:
     # this engine: the one named, else the one the pool chose at submit (stored so).
     image: str | None = None
     container_engine: ContainerEngine | None = None
+    # Its stderr in a log of its own (`--separate-stderr`, as sbatch -e), read with
+    # `gpupool logs --stderr`; by default both streams go to one log, in order.
+    separate_stderr: bool = False
 
     @property
     def is_preemptible(self) -> bool:

@@ -477,6 +477,7 @@ class Engine:
             # One rank per GPU it holds (spec rules: a distributed job has whole GPUs).
             ranks=None if spec.distributed is None else RankLayout(len(job.gpus)),
             container=_container_launch(job),
+            separate_stderr=spec.separate_stderr,
         )
 
     # -- fair share ------------------------------------------------------------------------

@@ -361,11 +361,20 @@ class PoolService:
         limit: int = MAX_LOG_CHUNK,
         rank: int | None = None,
         tail: int | None = None,
+        stderr: bool = False,
     ) -> LogChunk:
         """The job's combined output, or with `rank` that rank's alone (RequestRefused
-        "no_such_rank" unless the job is distributed with that rank); with `tail`, from
-        where its last `tail` lines start (engine/log_tail.py) instead of `offset`."""
+        "no_such_rank" unless the job is distributed with that rank), or with `stderr` its
+        stderr (RequestRefused "no_separate_stderr" unless it was submitted with
+        --separate-stderr); with `tail`, from where its last `tail` lines start
+        (engine/log_tail.py) instead of `offset`."""
         job = self.store.get(job_id)
+        if stderr and not job.spec.separate_stderr:
+            message = (
+                f"job {job_id} keeps its stdout and stderr together in one log: "
+                "submit with --separate-stderr to keep them apart"
+            )
+            raise RequestRefused("no_separate_stderr", message)
         if rank is not None:
             ranks = len(job.gpus) or job.spec.resources.gpus  # held, or asked for (pending)
             if job.spec.distributed is None:
@@ -375,13 +384,13 @@ class PoolService:
                 raise RequestRefused("no_such_rank", message)
         handle = Handle(job.id, job.restart_count)
         if tail is not None:
-            size = self.executor.logs(handle, 0, 0, rank).size or 0
+            size = self.executor.logs(handle, 0, 0, rank, stderr).size or 0
 
             def read(at: int, n: int) -> bytes:
-                return self.executor.logs(handle, at, n, rank).data
+                return self.executor.logs(handle, at, n, rank, stderr).data
 
             offset = tail_offset(read, size, tail)
-        chunk = self.executor.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank)
+        chunk = self.executor.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank, stderr)
         return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 
     def log_location(self, job_id: int) -> str:

@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
 __all__ = ["LocalExecutor"]
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
+STDERR_LOG = "stderr.log"  # a job's stderr, in its JOBDIR, when kept apart (separate_stderr)
 
 
 class LocalExecutor:
@@ -145,6 +146,7 @@ class LocalExecutor:
             request.umask,
             request.ranks,
             container,
+            request.separate_stderr,
         )
 
     def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
@@ -176,12 +178,21 @@ class LocalExecutor:
     def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
         return self.kill_leftovers(handle.job_id, wait_s)
 
-    def logs(self, handle: Handle, offset: int, limit: int, rank: int | None = None) -> LogChunk:
+    def logs(
+        self,
+        handle: Handle,
+        offset: int,
+        limit: int,
+        rank: int | None = None,
+        stderr: bool = False,
+    ) -> LogChunk:
         data = b""
         size = 0
         path = self.log_path(handle.job_id)
         if rank is not None:  # a rank that wrote nothing yet has no file: an empty log
             path = path.with_name(rank_log_name(rank))
+        elif stderr:  # nothing written to stderr yet: no file, an empty log
+            path = path.with_name(STDERR_LOG)
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -233,6 +244,7 @@ class LocalExecutor:
         umask: int | None = None,
         ranks: RankLayout | None = None,
         container: ContainerFile | None = None,
+        separate_stderr: bool = False,
     ) -> None:
         """Start a supervisor for the job and return at once; the command runs as Unix user
         ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022), as a
@@ -260,6 +272,8 @@ class LocalExecutor:
             spec["ranks"] = self._ranks_file(int(job_id), ranks)
         if container is not None:  # `command` is the engine's (executor/container.py)
             spec["container"] = container
+        if separate_stderr:  # only then: stderr goes with stdout by default
+            spec["stderr_log"] = STDERR_LOG
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         umask: int | None  # the command's umask; None: DEFAULT_UMASK
         ranks: RanksFile | None  # a distributed run: the gang rank_launcher.py starts
         container: ContainerFile | None  # `command` runs the job in a container
+        stderr_log: str  # the command's stderr to JOBDIR/this, apart (absent: to output.log)
 
     class ClaimFile(TypedDict):
         """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
@@ -324,13 +325,23 @@ class Supervisor:
             rank_logs = self.open_rank_logs(ranks, owner)
             grace = float(self.spec.get("grace_s") or 0.0)
             command = rank_launcher.command(sys.executable, ranks, grace, rank_logs, command)
+        stderr: int = subprocess.STDOUT
+        stderr_log = self.spec.get("stderr_log")
+        if stderr_log:  # appended to across attempts, as output.log; closed after the spawn
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+            stderr = os.open(
+                os.path.join(self.jobdir, os.path.basename(stderr_log)), flags, FILE_MODE
+            )
+            if owner is not None:
+                with contextlib.suppress(OSError):
+                    os.fchown(stderr, owner.uid, owner.gid)
         try:
             return subprocess.Popen(
                 command,
                 env=env,  # the job's PATH is also where the command is looked up
                 stdin=subprocess.DEVNULL,
                 stdout=self.log_fd,
-                stderr=subprocess.STDOUT,
+                stderr=stderr,
                 start_new_session=True,  # its own session and group: we signal the group
                 close_fds=True,
                 pass_fds=rank_logs,
@@ -350,6 +361,8 @@ class Supervisor:
         finally:
             for fd in rank_logs:
                 os.close(fd)
+            if stderr != subprocess.STDOUT:
+                os.close(stderr)
             with contextlib.suppress(OSError):
                 os.chdir("/")  # do not keep the job's directory busy
 

@@ -99,6 +99,7 @@ USER_FIELDS: tuple[Field, ...] = (
     Field("hold", check_preemptible),  # true or false, as preemptible
     Field("image", check_image),
     Field("container_engine", check_container_engine),
+    Field("separate_stderr", check_preemptible),  # true or false
 )
 SPEC_KEYS: tuple[str, ...] = names(USER_FIELDS)
 
@@ -131,6 +132,7 @@ WIRE_FIELDS: tuple[Field, ...] = (
     Field("hold", check_preemptible),
     Field("image", check_image),
     Field("container_engine", check_container_engine),
+    Field("separate_stderr", check_preemptible),
 )
 WIRE_KEYS: tuple[str, ...] = names(WIRE_FIELDS)
 
@@ -190,6 +192,10 @@ def _resource_errors(v: Mapping[str, Any], user_form: bool) -> list[tuple[str, s
         what = "a share of one GPU" if fractional else f"gpus {gpus:g}"
         errors.append(("distributed", f"needs 1 or more whole GPUs (one rank each), got {what}"))
     errors.extend(_container_errors(v))
+    if v["separate_stderr"] and v["distributed"] is not None:
+        # Each rank's log holds its stdout and stderr together (rank_launcher.py).
+        message = "cannot be combined with distributed: each rank's log holds both streams"
+        errors.append(("separate_stderr", message))
     if v["gpu_type"] is not None and gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
@@ -283,6 +289,7 @@ def build_spec(
         hold=Hold.USER if m["hold"] else None,
         image=m["image"],
         container_engine=m["container_engine"],
+        separate_stderr=bool(m["separate_stderr"]),
     )
 
 
@@ -320,4 +327,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         hold=Hold.USER if m["hold"] else None,
         image=m["image"],
         container_engine=m["container_engine"],
+        separate_stderr=bool(m["separate_stderr"]),
     )

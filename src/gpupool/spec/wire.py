@@ -52,6 +52,8 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         wire["distributed"] = spec.distributed.value
     if spec.hold is not None:  # submitted held (by its owner: the daemon makes it so)
         wire["hold"] = True
+    if spec.separate_stderr:
+        wire["separate_stderr"] = True
     if spec.image is not None:
         wire["image"] = spec.image
     if spec.container_engine is not None:

@@ -66,6 +66,8 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["array_task"] = {"index": task.index, "limit": task.limit}
     if spec.hold is not None:
         stored["hold"] = spec.hold.value
+    if spec.separate_stderr:
+        stored["separate_stderr"] = True
     return stored
 
 
@@ -100,6 +102,8 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["array_task"] = ArrayTask(int(task["index"]), task.get("limit"))
     if data.get("hold") is not None:
         kwargs["hold"] = Hold(data["hold"])
+    if data.get("separate_stderr"):
+        kwargs["separate_stderr"] = True
     if data.get("array") is not None:
         raise ValueError("an array submission is stored as its tasks, not as `array`")
     return JobSpec(**kwargs)
