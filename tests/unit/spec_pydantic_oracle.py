@@ -18,13 +18,17 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, Va
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, Distributed
 from gpupool.core.job_control import ArrayRequest, Dependency
+from gpupool.spec.control_rules import (
+    check_after,
+    check_array,
+    check_retries,
+    check_retry_on_exit,
+)
 from gpupool.spec.rules import (
     DEFAULT_GRACE_S,
     MAX_GRACE_S,
     MAX_TIME_S,
-    check_after,
     check_arg,
-    check_array,
     check_begin,
     check_container_engine,
     check_cpus,
@@ -41,8 +45,6 @@ from gpupool.spec.rules import (
     check_preemptible,
     check_priority,
     check_project,
-    check_retries,
-    check_retry_on_exit,
     check_time,
     check_umask,
     check_workdir,

@@ -18,15 +18,19 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from gpupool.core.job import DEFAULT_PRIORITY, Hold, JobSpec, Resources
+from gpupool.spec.control_rules import (
+    check_after,
+    check_array,
+    check_retries,
+    check_retry_on_exit,
+)
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.fields import Field, check_fields, names
 from gpupool.spec.rules import (
     DEFAULT_GRACE_S,
     MAX_GRACE_S,
     MAX_TIME_S,
-    check_after,
     check_arg,
-    check_array,
     check_begin,
     check_container_engine,
     check_cpus,
@@ -43,8 +47,6 @@ from gpupool.spec.rules import (
     check_preemptible,
     check_priority,
     check_project,
-    check_retries,
-    check_retry_on_exit,
     check_time,
     check_umask,
     check_workdir,

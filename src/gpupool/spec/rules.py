@@ -14,18 +14,16 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
 from gpupool.core.units import parse_duration, parse_size
 
-# core.job_control (retries, --after, --array) and core.monitoring (the GPUPOOL_SIMULATED_*
-# variables a job may set) are imported by the rules that need them, when a spec has such a
-# key: each defines frozen dataclasses (about a millisecond each to create) that a plain
-# `gpupool submit -- CMD` never needs.
-if TYPE_CHECKING:
-    from gpupool.core.job_control import ArrayRequest, Dependency
+# core.monitoring (the GPUPOOL_SIMULATED_* variables a job may set) is imported by the rule
+# that needs it, when a spec has such a variable: its frozen dataclasses (about a millisecond
+# each to create) a plain `gpupool submit -- CMD` never needs. The rules of retries,
+# dependencies and arrays are in control_rules.py.
 
 
 class BadValue(ValueError):
@@ -73,7 +71,7 @@ def got(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _number(value: Any) -> int | float | None:
+def number_of(value: Any) -> int | float | None:
     """An int or float from a number or its text; None for anything else (bools included:
     `gpus: true` is never meant as 1)."""
     if isinstance(value, bool):
@@ -89,9 +87,9 @@ def _number(value: Any) -> int | float | None:
     return None
 
 
-def _count(value: Any, noun: str, minimum: int, maximum: int, fraction_note: str = "") -> int:
+def count_of(value: Any, noun: str, minimum: int, maximum: int, fraction_note: str = "") -> int:
     wrong = f"must be a whole number of {noun} >= {minimum}, got {got(value)}"
-    n = _number(value)
+    n = number_of(value)
     if n is None or (isinstance(n, float) and not math.isfinite(n)):
         raise BadValue(wrong)
     if isinstance(n, float):
@@ -165,19 +163,19 @@ def check_gpus(value: Any) -> int | float:
     """A whole number of GPUs, or a fraction of one GPU (0 < x < 1: shared by memory)."""
     if value is None:
         return 0
-    n = _number(value)
+    n = number_of(value)
     if isinstance(n, float) and math.isfinite(n) and not n.is_integer():
         if 0 < n < 1:
             return n
         note = " (or a fraction of one GPU between 0 and 1, such as 0.5)"
-        return _count(value, "GPUs", 0, MAX_GPUS, note)
-    return _count(value, "GPUs", 0, MAX_GPUS)
+        return count_of(value, "GPUs", 0, MAX_GPUS, note)
+    return count_of(value, "GPUs", 0, MAX_GPUS)
 
 
 def wire_gpus(value: Any) -> int:
     if value is None:
         return 0
-    return _count(value, "GPUs", 0, MAX_GPUS, " (a fraction of one GPU goes in gpu_fraction)")
+    return count_of(value, "GPUs", 0, MAX_GPUS, " (a fraction of one GPU goes in gpu_fraction)")
 
 
 def wire_fraction(value: Any) -> float | None:
@@ -250,7 +248,7 @@ def check_gpu_type(value: Any) -> str | None:
 
 
 def check_cpus(value: Any) -> int | None:
-    return None if value is None else _count(value, "CPUs", 1, MAX_CPUS)
+    return None if value is None else count_of(value, "CPUs", 1, MAX_CPUS)
 
 
 def check_mem(value: Any) -> int | None:
@@ -342,7 +340,7 @@ def check_priority(value: Any) -> int:
         return DEFAULT_PRIORITY
     if isinstance(value, str) and value.strip().lower() in PRIORITY_CLASSES:
         return PRIORITY_CLASSES[value.strip().lower()]
-    n = _number(value)
+    n = number_of(value)
     if isinstance(n, int) and 0 <= n <= MAX_PRIORITY:
         return n
     names = ", ".join(PRIORITY_CLASSES)
@@ -519,107 +517,3 @@ def check_umask(value: Any) -> int | None:
 def wire_workdir(value: Any) -> str:
     # "" is a spec built with no default_workdir: the daemon decides.
     return "" if value in (None, "") else check_workdir(value) or ""
-
-
-# -- retries, dependencies, arrays (core/job_control.py) -------------------------------------
-
-
-def check_retries(value: Any) -> int:
-    if value is None:
-        return 0
-    from gpupool.core.job_control import MAX_RETRIES
-
-    return _count(value, "retries", 0, MAX_RETRIES)
-
-
-def _int_items(value: Any, what: str) -> list[Any]:
-    """A list from a comma-separated text ("33,137"), a list, or one number."""
-    if isinstance(value, str):
-        items: list[Any] = [v.strip() for v in value.split(",")]
-        if any(not v for v in items):
-            raise BadValue(f"must be a comma-separated list of {what}, got {got(value)}")
-        return items
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    raise BadValue(f"must be a comma-separated list of {what}, got {got(value)}")
-
-
-def check_retry_on_exit(value: Any) -> tuple[int, ...]:
-    """Exit codes that are retried ("33,137"); () means any non-zero code."""
-    if value is None:
-        return ()
-    codes: set[int] = set()
-    for item in _int_items(value, "exit codes"):
-        n = _number(item)
-        if not isinstance(n, int) or not 1 <= n <= 255:
-            raise BadValue(f"exit codes must be whole numbers from 1 to 255, got {got(item)}")
-        codes.add(n)
-    return tuple(sorted(codes))
-
-
-def check_after(value: Any) -> tuple[Dependency, ...]:
-    """`ID[:ok|:any]`, several comma-separated (or a list): the jobs to wait for."""
-    if value is None:
-        return ()
-    from gpupool.core.job_control import MAX_DEPENDENCIES, AfterKind, Dependency
-
-    deps: dict[int, Dependency] = {}
-    for item in _int_items(value, "job ids (ID, ID:ok or ID:any)"):
-        text = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
-        if not isinstance(text, str):
-            raise BadValue(f"must be ID, ID:ok or ID:any, got {got(item)}")
-        ident, _, kind = text.strip().partition(":")
-        n = _number(ident)
-        if not isinstance(n, int) or not 1 <= n < 2**63:
-            raise BadValue(f"must be a job id (ID, ID:ok or ID:any), got {got(item)}")
-        try:
-            after = AfterKind(kind.strip().lower() or "ok")
-        except ValueError:
-            raise BadValue(f"{got(text)}: the condition must be ok or any") from None
-        deps[n] = Dependency(n, after)
-    if len(deps) > MAX_DEPENDENCIES:
-        raise BadValue(f"must name at most {MAX_DEPENDENCIES} jobs, got {len(deps)}")
-    return tuple(sorted(deps.values()))
-
-
-_ARRAY_PART = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
-
-
-def check_array(value: Any) -> ArrayRequest | None:
-    """Slurm's --array: `0-99`, `1,3,5-7`, `0-15:4` (a step), `%K` at the end (at most K
-    tasks running at once)."""
-    if value is None:
-        return None
-    from gpupool.core.job_control import MAX_ARRAY_INDEX, MAX_ARRAY_TASKS, ArrayRequest
-
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str) or not value.strip():
-        raise BadValue(f"must be indices such as 0-99, 1,3,5-7 or 0-99%8, got {got(value)}")
-    text, _, throttle = value.strip().partition("%")
-    limit: int | None = None
-    if throttle:
-        n = _number(throttle)
-        if not isinstance(n, int) or n < 1:
-            raise BadValue(f"%K must be a whole number of tasks >= 1, got {got(value)}")
-        limit = n
-    indices: set[int] = set()
-    for part in text.split(","):
-        m = _ARRAY_PART.fullmatch(part.strip())
-        if m is None:
-            raise BadValue(f"must be indices such as 0-99, 1,3,5-7 or 0-99%8, got {got(value)}")
-        first = int(m.group(1))
-        last = first if m.group(2) is None else int(m.group(2))
-        step = 1 if m.group(3) is None else int(m.group(3))
-        if last < first:
-            raise BadValue(f"range {part.strip()!r} ends before it starts, in {got(value)}")
-        if step < 1:
-            raise BadValue(f"step must be 1 or more, in {got(value)}")
-        if last > MAX_ARRAY_INDEX:
-            raise BadValue(f"indices must be at most {MAX_ARRAY_INDEX}, got {got(value)}")
-        if (last - first) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
-            raise BadValue(f"must have at most {MAX_ARRAY_TASKS} tasks, got {got(value)}")
-        indices.update(range(first, last + 1, step))
-    return ArrayRequest(tuple(sorted(indices)), limit)
