@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +150,17 @@ def public_dir(prefix: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def team_pool_dir(root: Path, admins: Sequence[str]) -> Path:
+    """`root`/pool, where a team's pool runs in a test: it and its state directory 0711 (every
+    user reaches the socket by its name), gpupool.toml naming the pool's `admins`."""
+    state = root / "pool" / "state"
+    state.mkdir(parents=True)
+    for d in (root / "pool", state):
+        d.chmod(0o711)
+    (state / "gpupool.toml").write_text(f"[pool]\nadmins = {json.dumps(list(admins))}\n")
+    return root / "pool"
 
 
 def owned_dir(path: Path, user: pwd.struct_passwd, mode: int = 0o700) -> Path:

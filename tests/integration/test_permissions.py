@@ -27,7 +27,14 @@ from gpupool import sdk
 from gpupool.cli.main import main
 from gpupool.client import ApiError, Client
 from integration.pool_harness import Pool, free_port, wait_for
-from integration.real_users import Outcome, as_user, ensure_user, preload, require_root
+from integration.real_users import (
+    Outcome,
+    as_user,
+    ensure_user,
+    preload,
+    require_root,
+    team_pool_dir,
+)
 
 ALICE, BOB, OPS = "gpupool-alice", "gpupool-bob", "gpupool-ops"
 SECRET = "s3cret-of-alice"
@@ -80,13 +87,8 @@ def team() -> Iterator[Team]:
     # Under /tmp, not pytest's 0700 tmp dir: the other users must reach the socket.
     root = Path(tempfile.mkdtemp(prefix="gpupool-perm-", dir="/tmp"))
     root.chmod(0o711)
-    state = root / "pool" / "state"
-    state.mkdir(parents=True)
-    for d in (root / "pool", state):
-        d.chmod(0o711)
-    (state / "gpupool.toml").write_text(f'[pool]\nadmins = ["{OPS}"]\n')
     port = free_port()
-    pool = Pool(root / "pool", listen=f"127.0.0.1:{port}").start()
+    pool = Pool(team_pool_dir(root, [OPS]), listen=f"127.0.0.1:{port}").start()
     try:
         tokens = {user: pool.token(user) for user in (ALICE, BOB, OPS)}
         warm_up(pool, f"http://127.0.0.1:{port}")

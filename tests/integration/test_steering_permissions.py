@@ -19,7 +19,14 @@ import pytest
 
 from gpupool.cli.main import main
 from integration.pool_harness import Pool
-from integration.real_users import Outcome, as_user, ensure_user, preload, require_root
+from integration.real_users import (
+    Outcome,
+    as_user,
+    ensure_user,
+    preload,
+    require_root,
+    team_pool_dir,
+)
 
 ALICE, BOB, OPS = "gpupool-alice", "gpupool-bob", "gpupool-ops"
 
@@ -46,12 +53,7 @@ def team() -> Iterator[Team]:
         ensure_user(name)
     root = Path(tempfile.mkdtemp(prefix="gpupool-steer-", dir="/tmp"))
     root.chmod(0o711)
-    state = root / "pool" / "state"
-    state.mkdir(parents=True)
-    for d in (root / "pool", state):
-        d.chmod(0o711)
-    (state / "gpupool.toml").write_text(f'[pool]\nadmins = ["{OPS}"]\n')
-    pool = Pool(root / "pool").start()
+    pool = Pool(team_pool_dir(root, [OPS])).start()
     os.environ["GPUPOOL_STATE_DIR"] = str(pool.state_dir)
     try:
         job = pool.submit("--begin", "now+1h", "--", "true")
