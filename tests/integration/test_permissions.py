@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -32,6 +29,7 @@ from integration.real_users import (
     as_user,
     ensure_user,
     preload,
+    public_dir,
     require_root,
     team_pool_dir,
 )
@@ -85,17 +83,15 @@ def team() -> Iterator[Team]:
     for name in (ALICE, BOB, OPS):
         ensure_user(name)
     # Under /tmp, not pytest's 0700 tmp dir: the other users must reach the socket.
-    root = Path(tempfile.mkdtemp(prefix="gpupool-perm-", dir="/tmp"))
-    root.chmod(0o711)
-    port = free_port()
-    pool = Pool(team_pool_dir(root, [OPS]), listen=f"127.0.0.1:{port}").start()
-    try:
-        tokens = {user: pool.token(user) for user in (ALICE, BOB, OPS)}
-        warm_up(pool, f"http://127.0.0.1:{port}")
-        yield Team(pool, f"http://127.0.0.1:{port}", tokens)
-    finally:
-        pool.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    with public_dir("gpupool-perm-") as root:
+        port = free_port()
+        pool = Pool(team_pool_dir(root, [OPS]), listen=f"127.0.0.1:{port}").start()
+        try:
+            tokens = {user: pool.token(user) for user in (ALICE, BOB, OPS)}
+            warm_up(pool, f"http://127.0.0.1:{port}")
+            yield Team(pool, f"http://127.0.0.1:{port}", tokens)
+        finally:
+            pool.cleanup()
 
 
 def warm_up(pool: Pool, url: str) -> None:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +21,7 @@ from integration.real_users import (
     as_user,
     ensure_user,
     preload,
+    public_dir,
     require_root,
     team_pool_dir,
 )
@@ -51,27 +49,25 @@ def team() -> Iterator[Team]:
     require_root()
     for name in (ALICE, BOB, OPS):
         ensure_user(name)
-    root = Path(tempfile.mkdtemp(prefix="gpupool-steer-", dir="/tmp"))
-    root.chmod(0o711)
-    pool = Pool(team_pool_dir(root, [OPS])).start()
-    os.environ["GPUPOOL_STATE_DIR"] = str(pool.state_dir)
-    try:
-        job = pool.submit("--begin", "now+1h", "--", "true")
-        preload(  # what the users' commands import lazily, loaded while root can read it
-            ["hold", str(job)],
-            ["release", str(job)],
-            ["update", str(job), "--time", "2h"],
-            ["cancel", "--signal", "USR1", str(job)],
-            ["cancel", "--user", "nobody", "--state", "pending"],
-            ["audit"],
-            ["audit", "--json"],
-        )
-        pool.cancel(job)
-        yield Team(pool)
-    finally:
-        del os.environ["GPUPOOL_STATE_DIR"]
-        pool.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
+    with public_dir("gpupool-steer-") as root:
+        pool = Pool(team_pool_dir(root, [OPS])).start()
+        os.environ["GPUPOOL_STATE_DIR"] = str(pool.state_dir)
+        try:
+            job = pool.submit("--begin", "now+1h", "--", "true")
+            preload(  # what the users' commands import lazily, loaded while root can read it
+                ["hold", str(job)],
+                ["release", str(job)],
+                ["update", str(job), "--time", "2h"],
+                ["cancel", "--signal", "USR1", str(job)],
+                ["cancel", "--user", "nobody", "--state", "pending"],
+                ["audit"],
+                ["audit", "--json"],
+            )
+            pool.cancel(job)
+            yield Team(pool)
+        finally:
+            del os.environ["GPUPOOL_STATE_DIR"]
+            pool.cleanup()
 
 
 def test_another_user_may_not_steer_a_job(team: Team) -> None:

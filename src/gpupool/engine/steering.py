@@ -67,6 +67,41 @@ def targets(service: PoolService, job: Job) -> list[Job]:
     return tasks or [job]
 
 
+# How a hold or release changes one job's spec (store/steering.py's `edit_spec`): the edit
+# (None: nothing to change), the story's cause, and the reason code it leaves.
+SpecEdit = tuple[Callable[[Job], "JobSpec | None"], Callable[[Job, JobSpec], str], str]
+
+
+def _edit_each(
+    service: PoolService,
+    jobs: list[Job],
+    spec_edit: SpecEdit,
+    now: float,
+    refusal: type[RequestRefused],
+    unchanged: str,
+) -> tuple[list[Job], list[tuple[int, str]]]:
+    """`spec_edit` on each of `jobs` in the store, each changed job handed to the engine:
+    (changed, left with why). A `refusal` is raised for a lone job and noted per task among
+    several; a job the edit leaves as it is is noted as `job N {unchanged}`."""
+    edit, cause, reason = spec_edit
+    changed: list[Job] = []
+    left: list[tuple[int, str]] = []
+    for one in jobs:
+        try:
+            done = service.store.edit_spec(one.id, edit, now, cause, reason)
+        except refusal as exc:
+            if len(jobs) == 1:
+                raise
+            left.append((one.id, exc.message))
+            continue
+        if done is None:
+            left.append((one.id, f"job {one.id} {unchanged}"))
+        else:
+            service.engine.stored(done)
+            changed.append(done)
+    return changed, left
+
+
 def hold(service: PoolService, job: Job, kind: Hold, by: str, now: float) -> Steered:
     """Hold `job` (an array's id: its pending tasks) with `kind` (module docstring)."""
     jobs = targets(service, job)
@@ -88,20 +123,9 @@ def hold(service: PoolService, job: Job, kind: Hold, by: str, now: float) -> Ste
             return f"held by {by}, an admin: only an admin releases it"
         return f"held by {by}"
 
-    changed, left = [], []
-    for one in jobs:
-        try:
-            done = service.store.edit_spec(one.id, edit, now, cause, _HELD_CODES[kind])
-        except NotNow as exc:
-            if not many:
-                raise
-            left.append((one.id, exc.message))
-            continue
-        if done is None:
-            left.append((one.id, f"job {one.id} is already held"))
-        else:
-            service.engine.stored(done)
-            changed.append(done)
+    changed, left = _edit_each(
+        service, jobs, (edit, cause, _HELD_CODES[kind]), now, NotNow, "is already held"
+    )
     if many and not changed and not left:
         raise NotNow("not_pending", f"array {job.id} has no pending task to hold")
     return Steered(tuple(changed), tuple(left))
@@ -126,20 +150,7 @@ def release(service: PoolService, job: Job, admin: bool, by: str, now: float) ->
     def cause(_: Job, __: JobSpec) -> str:
         return f"released by {by}"
 
-    changed, left = [], []
-    for one in jobs:
-        try:
-            done = service.store.edit_spec(one.id, edit, now, cause, "")
-        except AdminOnly as exc:
-            if not many:
-                raise
-            left.append((one.id, exc.message))
-            continue
-        if done is None:
-            left.append((one.id, f"job {one.id} is not held"))
-        else:
-            service.engine.stored(done)
-            changed.append(done)
+    changed, left = _edit_each(service, jobs, (edit, cause, ""), now, AdminOnly, "is not held")
     if not many and not changed:
         state = jobs[0].state
         held = "is not held" if state is JobState.PENDING else f"is {state.value}, not held"
