@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,dist]'
+	$(BIN)/python -m pip install -q -e '.[test,dist,backends]'
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed

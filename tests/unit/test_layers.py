@@ -21,10 +21,21 @@ ALLOWED: dict[str, frozenset[str]] = {
     "inventory": frozenset({"core"}),
     "store": frozenset({"core"}),
     "executor": frozenset({"core"}),
+    "backends": frozenset({"core"}),  # Slurm, Ray, Kubernetes: the executor contract again
     "monitor": frozenset({"core", "inventory"}),
     "engine": frozenset({"core", "policy", "spec", "inventory", "store", "executor", "monitor"}),
     "api": frozenset(
-        {"core", "policy", "spec", "inventory", "store", "executor", "engine", "monitor"}
+        {
+            "core",
+            "policy",
+            "spec",
+            "inventory",
+            "store",
+            "executor",
+            "backends",
+            "engine",
+            "monitor",
+        }
     ),
     "client": frozenset({"core", "spec"}),
     "sdk": frozenset({"core", "spec", "client"}),  # the Python SDK: a layer over the client

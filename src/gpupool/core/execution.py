@@ -28,7 +28,7 @@ Standard library only: a backend imports this module and `core.job`, nothing of 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -47,6 +47,7 @@ class Handle:
 class RunState(StrEnum):
     """What an executor knows about one run."""
 
+    QUEUED = "queued"  # handed to a backend, waiting in its own queue (backends only)
     RUNNING = "running"  # started (or starting) and not over
     EXITED = "exited"  # over; the Observation carries its ExitRecord
     LOST = "lost"  # started, but whatever watched it died without recording an end
@@ -99,6 +100,13 @@ class Observation:
 
     state: RunState
     exit: ExitRecord | None = None
+    # A backend's own name for the run (`slurm://cluster/1234`, `ray://host:8265/raysubmit_x`,
+    # `kubernetes://context/namespace/job`), once it has one; the engine keeps it in the job
+    # row. None for the local executor.
+    ref: str | None = None
+    # Why a QUEUED run waits, in the backend's words (Slurm's reason `Priority`,
+    # `Resources`); shown as they are, never parsed.
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,30 @@ class ContainerLaunch:
 
 
 @dataclass(frozen=True)
+class BackendRequest:
+    """What a backend needs beyond the LaunchRequest to ask its own scheduler for the run
+    (core/backends.py): the engine places nothing for a backend's job, the backend's
+    scheduler does. Resources are per node; a run spans `nodes` nodes.
+
+    `job_env` is the job's own environment (`--env`) and the pool's variables (GPUPOOL_JOB_ID
+    and friends), without the submitter's shell: what a backend whose jobs do not start from
+    the submitter's login shell (Ray, Kubernetes) sets. `LaunchRequest.env` is the whole
+    environment, as `sbatch --export=ALL` passes it (Slurm).
+    """
+
+    name: str  # the job's name as the user gave it ("" for none): for display only
+    project: str  # mapped by the backend's settings to an account, partition, qos or queue
+    gpus_per_node: int
+    nodes: int = 1
+    cpus_per_node: int | None = None
+    mem_bytes_per_node: int | None = None
+    gpu_type: str | None = None
+    priority: int = 0  # the job's gpupool priority (class), for a priority class mapping
+    preemptible: bool = True  # may the backend requeue it (Slurm --requeue)
+    job_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything an executor needs to run a job: the engine builds it from the job and
     its allocation (`launch(job, allocation)` in DESIGN.md), environment included."""
@@ -159,6 +191,10 @@ class LaunchRequest:
     ranks: RankLayout | None = None  # None: one process; else a gang of ranks (see RankLayout)
     container: ContainerLaunch | None = None  # None: on the host; else in this image
     separate_stderr: bool = False  # stderr to a log of its own, not with stdout
+    # None: the local executor's run, placed by the pool on `allocation`. Else the run goes
+    # to a backend (Slurm, Ray, Kubernetes) that schedules it itself; `allocation` then names
+    # the backend (`Allocation(backend_name, ())`) and `ranks` the whole gang (nnodes).
+    backend: BackendRequest | None = None
 
 
 DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none

@@ -1,0 +1,110 @@
+"""Backends: existing engines (Slurm, Ray, Kubernetes) that run a pool's jobs elsewhere.
+
+gpupool never grows its own multi-node cluster engine: a job whose spec names a backend
+(`--backend NAME`, or its project's default) is handed to that engine's scheduler as it is,
+and tracked there. A backend is the executor contract (core/execution.py) implemented once
+more, plus what only a backend has: a `name` (the `[backends.NAME]` table of gpupool.toml
+that configured it), its `kind`, and `health()` for `gpupool backends`.
+
+How a backend differs from the local executor, all within the contract:
+- The pool places nothing: `LaunchRequest.backend` (a BackendRequest) carries the resources
+  per node and the node count, `allocation` only names the backend.
+- A run handed over but not started yet is `RunState.QUEUED` (its `Observation.detail` says
+  why, in the backend's words); the job stays PENDING in the pool until it is RUNNING.
+- Every Observation carries the backend's own name for the run (`ref`, e.g.
+  `slurm://cluster/1234`), which the engine keeps in the job row; the backend still derives
+  its run names from the Handle (`run_name`), so a launch repeated after a crash, or `adopt`
+  after a restart, finds the run it started.
+- A backend that cannot be reached answers UNKNOWN for every run it was asked about, and
+  raises nothing (`health()` says why).
+
+Each backend lives in `gpupool/backends/<kind>/`, whose `__init__.py` offers
+`open_backend(name, settings, context) -> Backend` (backends/registry.py finds it by kind).
+Standard library only, as the rest of core.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from gpupool.core.execution import Executor, Handle
+
+LOCAL_BACKEND = "local"  # the pool's own executor on this machine; not a backend table's name
+BACKEND_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a [backends.NAME] table's name
+
+
+class BackendKind(StrEnum):
+    """Which engine a backend drives (a `[backends.NAME]` table's `kind`)."""
+
+    SLURM = "slurm"
+    RAY = "ray"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass(frozen=True)
+class BackendHealth:
+    """What `gpupool backends` shows for one backend: reachable or not, and in a sentence
+    what was seen (`slurmctld 22.05.8 at localhost: 2 nodes, 8 GPUs idle`, or why not)."""
+
+    reachable: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What the daemon gives every backend it opens.
+
+    `pool_id` is short, stable for one pool (one state directory or database) and made of
+    [a-z0-9]: a backend puts it in its run names (`run_name`), so two pools sharing one Slurm
+    cluster never take each other's runs for their own. `state_dir` is where a backend may keep
+    files of its own (the daemon's state directory: `backends/NAME/` under it).
+    """
+
+    pool_id: str
+    state_dir: Path
+
+
+def run_name(pool_id: str, handle: Handle) -> str:
+    """The name a backend gives a run (a Slurm job name, a Ray submission id's stem, a
+    Kubernetes object's name): lower-case, DNS-1123 safe, unique per pool, job and attempt."""
+    return f"gp-{pool_id}-{handle.job_id}-{handle.attempt}"
+
+
+class BackendConfigError(ValueError):
+    """A `[backends.NAME]` setting that cannot be used: `key` is its path under the table
+    (`partition`, `accounts.vision`), `problem` says why in a sentence."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class Backend(Executor, Protocol):
+    """An executor that hands runs to another engine's scheduler (module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """The `[backends.NAME]` table that configured it."""
+
+    @property
+    def kind(self) -> BackendKind: ...
+
+    def health(self) -> BackendHealth:
+        """Reachable or not, in one call to the engine, with a deadline of a few seconds;
+        never raises."""
+
+
+class BackendOpener(Protocol):
+    """`open_backend` of a backend's package: settings checked, nothing contacted yet (a
+    backend that is down must not keep the daemon from starting). Raises BackendConfigError
+    for a bad setting."""
+
+    def __call__(
+        self, name: str, settings: Mapping[str, object], context: BackendContext
+    ) -> Backend: ...
