@@ -6,6 +6,8 @@
 # Playwright's own browser download does not work on CI's machines).
 # podman (with catatonit for --init, runc where crun cannot run containers) and busybox-static
 # for the container tests, which build their image from busybox (docs/containers.md).
+# Slurm (slurmctld, slurmd, the client commands) and munge for the Slurm backend's tests and
+# bench/vs_slurm.py: the tests start a real controller and two nodes (docs/backends.md).
 # Installed with apt-get when run as root and missing; otherwise says what is missing and
 # leaves it to the tests (which fail under GPUPOOL_REQUIRE_ALL=1 if they cannot run).
 set -u
@@ -18,6 +20,10 @@ command -v podman >/dev/null || missing+=(podman)
 [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)
 command -v runc >/dev/null || missing+=(runc)
 command -v busybox >/dev/null || missing+=(busybox-static)
+command -v slurmctld >/dev/null || missing+=(slurmctld)
+command -v slurmd >/dev/null || missing+=(slurmd)
+command -v sbatch >/dev/null || missing+=(slurm-client)
+command -v munged >/dev/null || missing+=(munge)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing system packages for the tests: ${missing[*]}"
