@@ -6,8 +6,8 @@
   words as its detail; admitted but no pod yet -> QUEUED ("admitted, pods being created").
 - Condition Complete -> EXITED 0. Condition Failed with reason DeadlineExceeded (its
   activeDeadlineSeconds, the time limit) -> EXITED as TIMEOUT; any other Failed -> EXITED
-  with the main container's exit code from the pods (the first failed index), when the pods
-  still say; else 1, the message saying the code is not known.
+  with the main container's exit code from the pods (the pod that failed first), when the
+  pods still say; else 1, the message saying the code is not known.
 - Gone (not listed) after a stop gpupool asked for or saw under way -> EXITED CANCELLED (or
   PREEMPTED); gone otherwise -> UNLAUNCHED (never created: launching it again is safe).
 """
@@ -34,6 +34,7 @@ class PodExit:
     exit_code: int
     signal: int | None
     reason: str  # the kubelet's word: Error, OOMKilled, ...
+    finished: str  # RFC 3339, as the API says it ("" when not said): the first to fail first
 
 
 def _obj(value: JsonValue | None) -> JsonObject:
@@ -94,7 +95,7 @@ def failed_runs(jobs: Mapping[str, JsonObject]) -> list[str]:
 
 
 def pod_exits(pod_list: JsonObject) -> dict[str, list[PodExit]]:
-    """Each run's ended main containers, by run name, lowest index first."""
+    """Each run's ended main containers, by run name: failed ones first, earliest first."""
     out: dict[str, list[PodExit]] = {}
     for item in _list(pod_list.get("items")):
         pod = _obj(item)
@@ -113,9 +114,11 @@ def pod_exits(pod_list: JsonObject) -> dict[str, list[PodExit]]:
             # A container killed by a signal says 128+N (137: SIGKILL, the OOM killer's).
             sig = _int(ended.get("signal")) or (code - 128 if 128 < code < 160 else None)
             reason = _str(ended.get("reason"))
-            out.setdefault(run, []).append(PodExit(index, code, sig, reason))
+            finished = _str(ended.get("finishedAt")) or "~"  # unknown: after any known
+            out.setdefault(run, []).append(PodExit(index, code, sig, reason, finished))
     for exits in out.values():
-        exits.sort(key=lambda e: (e.exit_code == 0, e.index))
+        # The pod that failed first is the cause; the gang's others were stopped after it.
+        exits.sort(key=lambda e: (e.exit_code == 0, e.finished, e.index))
     return out
 
 
