@@ -266,7 +266,7 @@ projects = st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True)
 
 @st.composite
 def launch_requests(draw: st.DrawFn) -> LaunchRequest:
-    nodes = draw(st.integers(1, 64))
+    nodes = draw(st.just(1) | st.integers(2, 64))
     gpus = draw(st.integers(0, 8))
     torchrun = gpus > 0 and draw(st.booleans())
     backend = BackendRequest(

@@ -192,27 +192,24 @@ class KubernetesBackend(RemoteExecutor):
     def _core(self) -> CoreV1Api:
         return CoreV1Api(self._api())
 
-    def _list(self, what: str, selector: str) -> JsonObject:
-        """One list call (`jobs` or `pods`) as the API's JSON, not parsed into models."""
-        namespace = self._settings.namespace
-        if what == "jobs":
-            raw: object = self._batch().list_namespaced_job(
-                namespace,
-                label_selector=selector,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-        else:
-            raw = self._core().list_namespaced_pod(
-                namespace,
-                label_selector=selector,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-        data = json.loads(_body_of(raw))
-        if not isinstance(data, dict):
-            raise ValueError(f"a {what} list that is not an object")
-        return data
+    def _list_jobs(self, selector: str) -> JsonObject:
+        """One Job list call, as the API's JSON (not parsed into models: 1,000 Jobs a poll)."""
+        raw: object = self._batch().list_namespaced_job(
+            self._settings.namespace,
+            label_selector=selector,
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        return _json_object(raw)
+
+    def _list_pods(self, selector: str) -> JsonObject:
+        raw: object = self._core().list_namespaced_pod(
+            self._settings.namespace,
+            label_selector=selector,
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        return _json_object(raw)
 
     # -- launch -------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> None:
@@ -287,7 +284,7 @@ class KubernetesBackend(RemoteExecutor):
             return out
         selector = pool_selector(self._pool_id)
         try:
-            jobs = job_status.items_by_name(self._list("jobs", selector))
+            jobs = job_status.items_by_name(self._list_jobs(selector))
         except (ConfigException, *API_ERRORS):
             out.update((h, Observation(RunState.UNKNOWN, ref=self.ref(names[h]))) for h in asked)
             return out
@@ -295,7 +292,7 @@ class KubernetesBackend(RemoteExecutor):
         exits: dict[str, list[job_status.PodExit]] = {}
         if job_status.failed_runs(mine):
             try:
-                exits = job_status.pod_exits(self._list("pods", selector))
+                exits = job_status.pod_exits(self._list_pods(selector))
             except (ConfigException, *API_ERRORS):
                 exits = {}  # the codes are not known this time: said in the message
         now = time.time()
@@ -346,7 +343,7 @@ class KubernetesBackend(RemoteExecutor):
         run, namespace = run_name(self._pool_id, handle), self._settings.namespace
         index = 0 if rank is None else rank
         try:
-            pods = self._list("pods", f"{LABEL_RUN}={run}")
+            pods = self._list_pods(f"{LABEL_RUN}={run}")
             pod = _pod_of_index(pods, index)
             if pod is None:
                 return LogChunk(b"", offset, None)
@@ -394,6 +391,13 @@ def _body_of(raw: object) -> bytes:
     data = getattr(raw, "data", None)
     if not isinstance(data, bytes):
         raise ValueError("a response without a body")
+    return data
+
+
+def _json_object(raw: object) -> JsonObject:
+    data = json.loads(_body_of(raw))
+    if not isinstance(data, dict):
+        raise ValueError("a list that is not a JSON object")
     return data
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from gpupool.backends.kubernetes.settings import (
     DNS_LABEL_RE,
-    LABEL_VALUE_RE,
     KubernetesSettings,
 )
 from gpupool.core.backends import run_name
@@ -262,7 +261,3 @@ def service_manifest(run: RenderedRun, job_uid: str) -> JsonObject:
             "ports": [{"name": "rendezvous", "port": MASTER_PORT, "protocol": "TCP"}],
         },
     }
-
-
-def valid_label_value(value: str) -> bool:
-    return len(value) <= 63 and LABEL_VALUE_RE.fullmatch(value) is not None
