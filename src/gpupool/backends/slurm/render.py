@@ -1,0 +1,185 @@
+"""A LaunchRequest as Slurm takes it: the sbatch command line, the batch script and the
+environment sbatch runs with. Pure: no I/O, nothing asked of Slurm.
+
+- Every option goes on sbatch's command line, as an argv word (no shell, and no `#SBATCH`
+  line a newline in a value could add to), and the job's environment is sbatch's own
+  environment with `--export=ALL`: no value of it is ever written into the script. The
+  script holds only the command, each word quoted with shlex, so an odd command (`;`, `$(..)`,
+  quotes, newlines) is run as the words it is, never as shell.
+- The script forwards the checkpoint signal (`--signal=B:USR1@120` reaches the batch shell
+  only) and SIGTERM to the command, waits for it, writes its exit code to the run's `exit`
+  file (kept on the shared filesystem: an end slurmctld has forgotten can still be read) and
+  exits with it.
+- A distributed run (`ranks`) runs one launcher per node (`srun --ntasks-per-node=1`,
+  node_launcher.py) that starts the node's ranks with torchrun's environment; MASTER_ADDR is
+  the address of the allocation's first node, MASTER_PORT a port free there when the
+  script starts (the batch script runs on that node).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpupool.backends.slurm.settings import GpuFlag, SlurmSettings
+from gpupool.core.execution import LaunchRequest
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """One run's files, in its own directory under the backend's output_dir (shared with
+    the compute nodes): the script, its output, stderr when kept apart, each rank's
+    output, and the exit file."""
+
+    dir: Path
+
+    @property
+    def script(self) -> Path:
+        return self.dir / "job.sh"
+
+    @property
+    def output(self) -> Path:
+        return self.dir / "output.log"
+
+    @property
+    def stderr(self) -> Path:
+        return self.dir / "stderr.log"
+
+    @property
+    def exit_file(self) -> Path:
+        return self.dir / "exit"
+
+    def rank_log(self, rank: int) -> Path:
+        return self.dir / f"rank-{int(rank)}.log"
+
+
+@dataclass(frozen=True)
+class Submission:
+    argv: tuple[str, ...]  # sbatch, its options, the script's path
+    script: str  # the batch script's text
+    env: Mapping[str, str]  # sbatch's environment (exported to the job: --export=ALL)
+
+
+class NotSubmittable(ValueError):
+    """A request Slurm cannot take from this backend (a container image)."""
+
+
+def minutes(seconds: float) -> int:
+    """Slurm's time limits are whole minutes: rounded up, at least one."""
+    return max(1, math.ceil(seconds / 60 - 1e-9))
+
+
+def _gpu_option(flag: GpuFlag, count: int, gpu_type: str | None) -> str:
+    what = f"{gpu_type}:{count}" if gpu_type else str(count)
+    return f"--gpus-per-node={what}" if flag is GpuFlag.GPUS_PER_NODE else f"--gres=gpu:{what}"
+
+
+def sbatch_options(
+    request: LaunchRequest, settings: SlurmSettings, name: str, files: RunFiles
+) -> list[str]:
+    """sbatch's options for the run (module docstring)."""
+    b = request.backend
+    if b is None:
+        raise NotSubmittable("not a backend's run (LaunchRequest.backend is None)")
+    opts = [f"--job-name={name}", f"--nodes={b.nodes}", "--ntasks-per-node=1"]
+    if b.gpus_per_node:
+        opts.append(_gpu_option(settings.gpu_flag, b.gpus_per_node, b.gpu_type))
+    if b.cpus_per_node:
+        opts.append(f"--cpus-per-task={b.cpus_per_node}")
+    if b.mem_bytes_per_node:
+        opts.append(f"--mem={math.ceil(b.mem_bytes_per_node / MIB)}M")
+    if request.time_limit_s is not None:
+        opts.append(f"--time={minutes(request.time_limit_s)}")
+    partition = settings.partition_for(b.project)
+    if partition:
+        opts.append(f"--partition={partition}")
+    if b.project in settings.accounts:
+        opts.append(f"--account={settings.accounts[b.project]}")
+    if b.project in settings.qos:
+        opts.append(f"--qos={settings.qos[b.project]}")
+    opts.append("--requeue" if b.preemptible else "--no-requeue")
+    if settings.checkpoint_signal:
+        opts.append(f"--signal=B:{settings.checkpoint_signal}")
+    opts.append(f"--output={files.output}")
+    opts.append(f"--error={files.stderr if request.separate_stderr else files.output}")
+    opts += [f"--chdir={request.workdir}", "--export=ALL", *settings.extra_sbatch_args]
+    return opts
+
+
+def _distributed_lines(
+    request: LaunchRequest, settings: SlurmSettings, files: RunFiles, launcher: Path
+) -> tuple[list[str], str]:
+    """The lines that wire MASTER_ADDR/MASTER_PORT, and the srun command of the launchers."""
+    ranks = request.ranks
+    assert ranks is not None
+    py = shlex.quote(settings.launcher_python)
+    lines = [
+        '_gp_first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        '_gp_addr=$(scontrol show node "$_gp_first" 2>/dev/null'
+        " | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)",
+        'export MASTER_ADDR="${_gp_addr:-$_gp_first}"',
+        f"export MASTER_PORT=$({py} -I -S -c 'import socket; s = socket.socket(); "
+        's.bind(("", 0)); print(s.getsockname()[1])\')',
+    ]
+    launch = [
+        "srun", f"--nodes={ranks.nnodes}", f"--ntasks={ranks.nnodes}", "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1", settings.launcher_python, "-I", "-S", str(launcher),
+        "--nproc-per-node", str(ranks.nproc_per_node), "--nnodes", str(ranks.nnodes),
+        "--grace", repr(float(request.grace_s)), "--rank-log-dir", str(files.dir),
+        "--", *request.command,
+    ]  # fmt: skip
+    return lines, shlex.join(launch)
+
+
+def batch_script(
+    request: LaunchRequest, settings: SlurmSettings, name: str, files: RunFiles, launcher: Path
+) -> str:
+    """The batch script (module docstring)."""
+    if request.container is not None:
+        raise NotSubmittable("container images are not run by the Slurm backend")
+    h = request.handle
+    setup: list[str] = []
+    if request.ranks is not None:
+        setup, command = _distributed_lines(request, settings, files, launcher)
+    else:
+        command = shlex.join(request.command)
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# gpupool run {name}: job {h.job_id}, attempt {h.attempt}",
+            "_gp_child=",
+            '_gp_forward() { [ -n "$_gp_child" ] && kill -s "$1" "$_gp_child" 2>/dev/null; }',
+            "trap '_gp_forward USR1' USR1",
+            "trap '_gp_forward TERM' TERM",
+            *setup,
+            f"{command} </dev/null &",
+            "_gp_child=$!",
+            "# a trapped signal ends `wait` early: wait again until the command is over",
+            'while kill -0 "$_gp_child" 2>/dev/null; do wait "$_gp_child"; done',
+            'wait "$_gp_child"; _gp_rc=$?  # bash keeps an ended child\'s status for this',
+            f"printf '%s\\n' \"$_gp_rc\" > {shlex.quote(str(files.exit_file))}",
+            'exit "$_gp_rc"',
+            "",
+        ]
+    )
+
+
+def render(
+    request: LaunchRequest,
+    settings: SlurmSettings,
+    name: str,
+    files: RunFiles,
+    launcher: Path,
+) -> Submission:
+    """The whole submission of `request` under the Slurm job name `name`."""
+    env = dict(request.env)
+    if settings.slurm_conf is not None:
+        env["SLURM_CONF"] = str(settings.slurm_conf)
+    argv = ("sbatch", "--parsable", *sbatch_options(request, settings, name, files))
+    script = batch_script(request, settings, name, files, launcher)
+    return Submission((*argv, str(files.script)), script, env)
