@@ -318,9 +318,7 @@ def _parse(text: str, source: str) -> _Parsed:
     )
 
 
-def _backend_tables(
-    tables: dict[str, dict[str, Any]], problems: list[str]
-) -> list[BackendTable]:
+def _backend_tables(tables: dict[str, dict[str, Any]], problems: list[str]) -> list[BackendTable]:
     """The `[backends.NAME]` tables whose name and kind are good; their other keys are the
     backend's settings, checked when the daemon opens it (`open_backends`)."""
     kinds = ", ".join(k.value for k in BackendKind)
@@ -335,12 +333,10 @@ def _backend_tables(
             )
             good = False
         kind = body.get("kind")
-        try:
-            chosen = BackendKind(kind)
-        except ValueError:
+        if not isinstance(kind, str) or kind not in BackendKind.__members__.values():
             problems.append(f"{key_path(*path, 'kind')}: must be one of {kinds}, got {_got(kind)}")
-            good = False
-        if good:
+        elif good:
+            chosen = BackendKind(kind)
             settings = {k: v for k, v in body.items() if k != "kind"}
             out.append(BackendTable(name, chosen, settings))
     return out
