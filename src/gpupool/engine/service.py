@@ -372,7 +372,12 @@ class PoolService:
             self.engine.stored(job)
             return job
         current = self.store.get(job_id)
-        if current.state is JobState.RUNNING and not current.cancel_requested:
+        # A running job is stopped by the engine; so is a backend's PENDING one, whose run
+        # may be in the backend's queue (docs/backends.md).
+        stoppable = current.state is JobState.RUNNING or (
+            current.state is JobState.PENDING and current.spec.backend is not None
+        )
+        if stoppable and not current.cancel_requested:
             current = self.store.request_cancel(job_id, now, cause)
             log.info("job %d: cancel requested by %s", job_id, user or "?")
             self.engine.stored(current)
