@@ -58,8 +58,7 @@ from gpupool.engine.events import (
     Tick,
 )
 from gpupool.engine.react import react
-from gpupool.engine.state import handle_of
-from gpupool.engine.state import EngineState
+from gpupool.engine.state import EngineState, handle_of
 from gpupool.policy import decide
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
