@@ -29,6 +29,7 @@ from gpupool.spec.rules import (
     MAX_GRACE_S,
     MAX_TIME_S,
     check_arg,
+    check_backend,
     check_begin,
     check_container_engine,
     check_cpus,
@@ -42,6 +43,7 @@ from gpupool.spec.rules import (
     check_image,
     check_mem,
     check_name,
+    check_nodes,
     check_preemptible,
     check_priority,
     check_project,
@@ -104,6 +106,8 @@ class SpecModel(_Strict):
     image: Annotated[str | None, _v(check_image)] = None
     container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
     separate_stderr: Annotated[bool | None, _v(check_preemptible)] = None
+    backend: Annotated[str | None, _v(check_backend)] = None
+    nodes: Annotated[int, _v(check_nodes)] = 1
 
 
 class WireModel(_Strict):
@@ -134,6 +138,8 @@ class WireModel(_Strict):
     image: Annotated[str | None, _v(check_image)] = None
     container_engine: Annotated[ContainerEngine | None, _v(check_container_engine)] = None
     separate_stderr: Annotated[bool | None, _v(check_preemptible)] = None
+    backend: Annotated[str | None, _v(check_backend)] = None
+    nodes: Annotated[int, _v(check_nodes)] = 1
 
 
 def _field_and_message(err: Any) -> tuple[str, str]:

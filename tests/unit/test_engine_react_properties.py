@@ -57,8 +57,8 @@ from gpupool.engine.events import (
     StartsCommitted,
     Tick,
 )
-from gpupool.engine.react import handle_of, react
-from gpupool.engine.state import EngineState
+from gpupool.engine.react import react
+from gpupool.engine.state import EngineState, handle_of
 from gpupool.policy import decide
 from gpupool.policy.snapshot import PolicyConfig, Usage
 

@@ -129,7 +129,7 @@ BAD = [
         "unknown-section",
         "[project.v]\nquota = 4\n",
         'gpupool.toml: project: unknown key, did you mean "projects"? (sections: '
-        "[pool], [departments.NAME], [projects.NAME], [users.NAME])",
+        "[pool], [departments.NAME], [projects.NAME], [users.NAME], [backends.NAME])",
     ),
     (
         "pool-admins-not-a-list",

@@ -77,6 +77,8 @@ GOOD: dict[str, list[Any]] = {
     "image": ["busybox:latest", "ghcr.io/team/train:1.2"],
     "container_engine": ["podman", "Docker", "apptainer"],
     "separate_stderr": [True, False],
+    "backend": ["local", "slurm", "ray-gpu", "k8s_a"],
+    "nodes": [1, 2, 64],
     # the wire form's own keys
     "gpu_memory_bytes": [1 << 30],
     "gpu_fraction": [0.5, 0.25],

@@ -103,6 +103,8 @@ def test_spec_keys_are_the_file_keys() -> None:
         "image",
         "container_engine",
         "separate_stderr",
+        "backend",
+        "nodes",
     )
 
 

@@ -241,6 +241,8 @@ specs = st.builds(
     image=st.none() | _text,
     container_engine=st.none() | st.sampled_from(list(ContainerEngine)),
     separate_stderr=st.booleans(),
+    backend=st.none() | st.sampled_from(["slurm", "ray", "k8s"]),
+    nodes=st.integers(1, 64),
 )
 
 
@@ -258,7 +260,7 @@ def test_codec_covers_every_field() -> None:
     # Retries, dependencies, an array task, a hold and a container are stored only when
     # set; `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
-    only_when_set |= {"image", "container_engine", "separate_stderr"}
+    only_when_set |= {"image", "container_engine", "separate_stderr", "backend", "nodes"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from gpupool import __version__
+from gpupool.api.backends import add_backend_routes
 from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, JobId, field_errors, invalid_field
 from gpupool.api.dashboard import add_dashboard
 from gpupool.api.guards import SameOriginAnswers
@@ -293,6 +294,7 @@ def create_app(
     add_routes(api, service, access)
     add_token_routes(api, access)
     add_usage_routes(api, service, clock)
+    add_backend_routes(api, service)
     add_steering_routes(api, service, access, wire)
 
     @api.post("/v1/internal/wake")

@@ -52,6 +52,7 @@ from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 if TYPE_CHECKING:
     from gpupool.api.loopback import SocketOwners
     from gpupool.core.access import Authority
+    from gpupool.core.backends import Backend
     from gpupool.engine import PoolService
     from gpupool.engine.gpu_monitor import GpuMonitor
     from gpupool.engine.projects import Config
@@ -288,7 +289,20 @@ def run_daemon(config: DaemonConfig) -> int:
             except ConfigError as exc:  # the store changed since the check: as bad input
                 store.release_lease(lease, time.time())
                 raise _bad_config(exc) from None
-        return _serve(config, stack, store, lease, tcp, sock_path, shown_url, projects_config)
+        backends: dict[str, Backend] = {}
+        if projects_config is not None and projects_config.backends:
+            from gpupool.api.backends import open_backends
+
+            try:  # settings checked; nothing contacted (a backend that is down is no error)
+                backends = open_backends(
+                    projects_config.backends, store.pool_id(), state, str(config_path)
+                )
+            except ConfigError as exc:
+                store.release_lease(lease, time.time())
+                raise _bad_config(exc) from None
+        return _serve(
+            config, stack, store, lease, tcp, sock_path, shown_url, projects_config, backends
+        )
     raise AssertionError("unreachable")  # for mypy: the with block returns or raises
 
 
@@ -331,6 +345,7 @@ def _serve(
     sock_path: Path,
     shown_url: str,
     projects_config: Config | None,
+    backends: Mapping[str, Backend],
 ) -> int:
     """Recover jobs and serve the API until stopped. Returns the exit status."""
     from gpupool.api.app import create_app
@@ -377,8 +392,14 @@ def _serve(
         poll_interval=config.poll_interval,
         config=config.policy,
         lease=keeper,
+        backends=backends,
     )
     service = PoolService(store, executor, engine, config.inventory)
+    service.backends = backends
+    if projects_config is not None:
+        service.project_backends = dict(projects_config.project_backends)
+    for backend in backends.values():
+        stack.callback(backend.close)
     metrics = PoolMetrics(service)  # /metrics; told of passes and starts by the engine
     engine.observer = metrics
     unix = _unix_socket(sock_path)

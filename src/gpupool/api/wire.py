@@ -85,6 +85,9 @@ def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
     }
     if status.limit is not None:  # ArrayLimit: the array's %K (additive: only there)
         wait["limit"] = status.limit
+    if status.backend is not None:  # QueuedInBackend, NoBackend (additive: only there)
+        wait["backend"] = status.backend
+        wait["detail"] = status.detail  # the backend's own words, shown as they are
     words = status.message
     with _RENDERED_LOCK:
         if len(_RENDERED) >= _KEEP:
@@ -159,6 +162,11 @@ def job_to_wire(
         # Held (gpupool hold): "user" or "admin", null when not held (docs/jobs.md).
         "hold": None if spec.hold is None else spec.hold.value,
         "separate_stderr": spec.separate_stderr,  # `logs --stderr` reads its stderr apart
+        # docs/backends.md: the backend it is handed to (null: the local pool), the nodes
+        # it spans, and the backend's own name for its current run once known.
+        "backend": spec.backend,
+        "nodes": spec.nodes,
+        "backend_ref": job.backend_ref,
         # --image (docs/containers.md): the image and the engine it runs with (settled at
         # submit); null for a job on the host.
         "image": spec.image,

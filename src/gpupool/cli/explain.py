@@ -31,6 +31,12 @@ def describe(job: JobView, now: float | None = None) -> list[str]:
     """The answer to "why is my job not running, and when will it?" as lines of text."""
     now = now or time.time()
     head = f"job {job.id} ({job.name}) is {job.state.value}"
+    if job.state is JobState.RUNNING and job.backend is not None:
+        run = f" ({job.backend_ref})" if job.backend_ref else ""
+        return [
+            f"{head} in backend {job.backend}{run} since {clock_time(job.start_time)} "
+            f"({elapsed(job, now)})"
+        ]
     if job.state is JobState.RUNNING:
         gpus = ",".join(map(str, job.gpus)) or "no GPUs"
         return [

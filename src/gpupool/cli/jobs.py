@@ -48,6 +48,12 @@ QUEUE_COLUMNS = (
 )
 
 
+def backend_line(job: JobView) -> str:
+    """`show`'s Backend line: the backend, the nodes, and the backend's name for its run."""
+    nodes = f"{job.nodes} node{'s' if job.nodes != 1 else ''}"
+    return f"{job.backend}, {nodes}, run {job.backend_ref or '(not known yet)'}"
+
+
 def register(sub: Subparsers, parents: Parents) -> None:
     common, listing = parents.common, parents.listing
     p = sub.add_parser(
@@ -289,6 +295,8 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     ]
     if job.env:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
+    if job.backend is not None:  # handed to a backend (docs/backends.md): which, and its run
+        lines.append(("Backend", backend_line(job)))
     if job.container_engine is not None:  # --image: in which image, with which engine
         lines.append(("Container", f"{job.image or '(hidden)'} ({job.container_engine})"))
     if job.hidden:  # not yours: the pool sent no command, workdir, env or log path

@@ -161,6 +161,19 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "stdout and stderr share one log, in order)",
     )
     p.add_argument(
+        "--backend",
+        metavar="NAME",
+        help="hand it to this backend of the pool (Slurm, Ray, Kubernetes: `gpupool "
+        "backends` lists them), or `local` for the pool's own machine (default: its "
+        "project's backend, else local; docs/backends.md)",
+    )
+    p.add_argument(
+        "--nodes",
+        metavar="N",
+        help="nodes it spans, a backend's job only; --gpus, --cpus and --mem are per node "
+        "(default 1)",
+    )
+    p.add_argument(
         "--image",
         help="run the command in a container of this image, with only its GPUs visible "
         "(docs/containers.md)",
@@ -236,7 +249,7 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     if spec_file:
         data, lines = load_spec_file(spec_file)
     flags: dict[str, Any] = {f: getattr(args, f, None) for f in FLAG_FIELDS}
-    for numeric in ("gpus", "cpus"):
+    for numeric in ("gpus", "cpus", "nodes"):
         flags[numeric] = _number(flags[numeric])
     if flags["after"] is not None:  # repeated --after adds up
         flags["after"] = ",".join(flags["after"])

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     import ssl
 
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
-    from gpupool.client.pool_views import GpusView, PoolInfo
+    from gpupool.client.pool_views import BackendsView, GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
     from gpupool.client.usage_views import JobUsageView, UsageReportView
 
@@ -433,6 +433,12 @@ class Client:
         from gpupool.client.pool_views import read_gpus
 
         return self._read(read_gpus, self.request("GET", "/v1/gpus"))
+
+    def backends(self) -> BackendsView:
+        """The local pool and the pool's backends, with their health (docs/backends.md)."""
+        from gpupool.client.pool_views import read_backends
+
+        return self._read(read_backends, self.request("GET", "/v1/backends"))
 
     # -- accounting --------------------------------------------------------------------------
     def usage(self, by: str = "user", since: str = "30d") -> UsageReportView:

@@ -141,3 +141,39 @@ def read_info(value: JsonValue) -> PoolInfo:
         passes=f.whole("passes"),
         polls=f.whole("polls"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BackendRow:
+    """One row of GET /v1/backends: the local pool (kind `local`) or a backend."""
+
+    name: str
+    kind: str
+    reachable: bool
+    capabilities: tuple[str, ...]
+    jobs: int  # its active jobs (pending and running)
+    summary: str  # what its health check saw, in its words
+
+
+@dataclass(frozen=True, slots=True)
+class BackendsView:
+    backends: tuple[BackendRow, ...]
+    wire: JsonObject = field(repr=False, compare=False)
+
+
+def read_backends(value: JsonValue) -> BackendsView:
+    f = Fields(value)
+    rows = []
+    for at, v in f.items("backends"):
+        b = Fields(v, at)
+        rows.append(
+            BackendRow(
+                b.text("name"),
+                b.text("kind"),
+                b.flag("reachable"),
+                b.texts("capabilities"),
+                b.whole("jobs"),
+                b.text("summary"),
+            )
+        )
+    return BackendsView(tuple(rows), f.data)

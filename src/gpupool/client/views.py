@@ -40,6 +40,8 @@ class WaitCode(StrEnum):
     ARRAY_LIMIT = "ArrayLimit"
     HELD_USER = "JobHeldUser"
     HELD_ADMIN = "JobHeldAdmin"
+    QUEUED_IN_BACKEND = "QueuedInBackend"
+    NO_BACKEND = "NoBackend"
 
 
 _WAIT_CODES = frozenset(c.value for c in WaitCode)
@@ -133,6 +135,8 @@ class Wait:
     reservation: WaitReservation | None
     jobs: tuple[int, ...]
     project: str | None
+    backend: str | None = None  # QueuedInBackend, NoBackend: the backend's name
+    detail: str = ""  # QueuedInBackend: why, in the backend's words
 
     @classmethod
     def read(cls, f: Fields) -> Wait:
@@ -151,6 +155,8 @@ class Wait:
             reservation=None if reserved is None else WaitReservation.read(reserved),
             jobs=f.wholes("jobs"),
             project=f.opt_text("project"),
+            backend=f.opt_text("backend") if "backend" in f.data else None,
+            detail=(f.opt_text("detail") or "") if "detail" in f.data else "",
         )
 
 
@@ -236,6 +242,9 @@ class JobView:
     wire: JsonObject = field(repr=False, compare=False)  # as received (module docstring)
     hold: str | None = None  # "user" or "admin" while held (gpupool hold); None: not held
     separate_stderr: bool = False  # its stderr is kept apart (logs --stderr)
+    backend: str | None = None  # the backend it is handed to; None: the local pool
+    nodes: int = 1
+    backend_ref: str | None = None  # the backend's name for its run (slurm://c/1234)
 
     @property
     def wait_code(self) -> WaitCode | None:
@@ -296,6 +305,9 @@ class JobView:
             wire=f.data,
             hold=f.opt_text("hold") if "hold" in f.data else None,
             separate_stderr=f.flag("separate_stderr") if "separate_stderr" in f.data else False,
+            backend=f.opt_text("backend") if "backend" in f.data else None,
+            nodes=f.whole("nodes") if "nodes" in f.data else 1,
+            backend_ref=f.opt_text("backend_ref") if "backend_ref" in f.data else None,
         )
 
 

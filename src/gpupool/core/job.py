@@ -202,6 +202,14 @@ class JobSpec:
     # Its stderr in a log of its own (`--separate-stderr`, as sbatch -e), read with
     # `gpupool logs --stderr`; by default both streams go to one log, in order.
     separate_stderr: bool = False
+    # Where it runs (docs/backends.md): None: the pool's own machine (the local executor);
+    # else the `[backends.NAME]` engine it is handed to (Slurm, Ray, Kubernetes). A
+    # submission's None means its project's default backend, if it has one: the daemon
+    # settles it at submit, so a stored job's None is always the local pool.
+    backend: str | None = None
+    # Nodes it spans (`--nodes`, a backend's job only: the local pool is one machine); its
+    # `resources` are per node.
+    nodes: int = 1
 
     @property
     def is_preemptible(self) -> bool:
@@ -231,6 +239,9 @@ class Job:
     cancel_requested: bool = False
     version: int = 0
     array_id: int | None = None  # the array it is a task of: its first task's id
+    # A backend's own name for its current run (`slurm://cluster/1234`), once known; None
+    # for the local pool's jobs (docs/backends.md).
+    backend_ref: str | None = None
     events: tuple[Transition, ...] = field(default=(), compare=False)
 
     def gpu_count(self, gpu_memory_bytes: int | None = None) -> float:

@@ -81,6 +81,15 @@ class EngineStore(Protocol):
 
     def set_reasons(self, reasons: Mapping[int, str]) -> None: ...
 
+    # A backend's jobs (store/backend_runs.py).
+    def start_in_backend(
+        self, job_id: int, start_time: float, backend: str, ref: str | None
+    ) -> Job | None: ...
+
+    def set_backend_ref(self, job_id: int, ref: str) -> Job | None: ...
+
+    def pool_id(self) -> str: ...
+
     @property
     def data_dir(self) -> Path | None:
         """The directory whose disk holds the data (a full disk is told apart by it); None

@@ -207,6 +207,37 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class HandOver:
+    """Hand a backend's PENDING job to its backend (docs/backends.md): `launch` with the
+    job's whole request; the job stays PENDING until the backend reports it running."""
+
+    job_id: int
+    backend: str
+    time_limit_s: float  # the limit in force (engine/limits.py), enforced by the backend
+    said: Said | None = None
+
+
+@dataclass(frozen=True)
+class StartInBackend:
+    """A backend's PENDING job its backend reports started: RUNNING since `start_time`, on
+    no GPU of the pool (Store.start_in_backend)."""
+
+    job_id: int
+    backend: str
+    start_time: float
+    ref: str | None
+    said: Said | None = None
+
+
+@dataclass(frozen=True)
+class KeepRef:
+    """Store the backend's own name for a job's run (`jobs.backend_ref`)."""
+
+    job_id: int
+    ref: str
+
+
+@dataclass(frozen=True)
 class Finish:
     job_id: int
     state: JobState  # terminal
@@ -284,4 +315,7 @@ Instruction = (
     | Note
     | SetReasons
     | Log
+    | HandOver
+    | StartInBackend
+    | KeepRef
 )

@@ -18,9 +18,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from gpupool.core.backends import Backend
 from gpupool.core.execution import Executor
 from gpupool.core.hardware import Inventory
 from gpupool.core.units import format_duration
@@ -136,8 +137,16 @@ class LeasedEngine(Engine):
         lease: LeaseKeeper,
         poll_interval: float = 0.5,
         config: PolicyConfig | None = None,
+        backends: Mapping[str, Backend] | None = None,
     ) -> None:
-        super().__init__(store, executor, inventory, poll_interval=poll_interval, config=config)
+        super().__init__(
+            store,
+            executor,
+            inventory,
+            poll_interval=poll_interval,
+            config=config,
+            backends=backends,
+        )
         self.lease = lease
         self._paused = False
 

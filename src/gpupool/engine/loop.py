@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
+from gpupool.core.backends import Backend
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.execution import (
     Allocation,
@@ -26,12 +27,13 @@ from gpupool.core.execution import (
     Executor,
     Handle,
     LaunchRequest,
+    Observation,
     RankLayout,
 )
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
-from gpupool.engine import log_lines
+from gpupool.engine import backend_io, log_lines
 from gpupool.engine.contracts import EngineStore
 from gpupool.engine.environment import container_environment, job_environment
 from gpupool.engine.events import (
@@ -40,8 +42,10 @@ from gpupool.engine.events import (
     Event,
     Finish,
     ForeignMemory,
+    HandOver,
     Instruction,
     JobsStored,
+    KeepRef,
     Launch,
     Log,
     LostSettled,
@@ -63,14 +67,15 @@ from gpupool.engine.events import (
     SettleLost,
     Signal,
     Signalled,
+    StartInBackend,
     StartsCommitted,
     Tick,
 )
 from gpupool.engine.gating import Gating
 from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
 from gpupool.engine.pacing import PassBudget
-from gpupool.engine.react import handle_of, react
-from gpupool.engine.state import EngineState
+from gpupool.engine.react import react
+from gpupool.engine.state import EngineState, Tracked, handle_of, slim
 from gpupool.engine.view import JobsView
 from gpupool.policy import Decision, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
@@ -102,15 +107,23 @@ class Engine:
         usage_refresh_s: float = 10.0,
         quiet_pass_s: float = 2.0,
         refresh_pass_s: float = 60.0,
+        backends: Mapping[str, Backend] | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
+        # Backends by name (docs/backends.md; the daemon opens them): a job naming one runs
+        # there, everything about its run goes through it.
+        self.backends: Mapping[str, Backend] = dict(backends or {})
         self.inventory = inventory
         self.clock = clock or SystemClock()
         self.poll_interval = poll_interval
         self.config = config or PolicyConfig()
         self.state = EngineState(
-            inventory, self.config, quiet_s=quiet_pass_s, refresh_s=refresh_pass_s
+            inventory,
+            self.config,
+            quiet_s=quiet_pass_s,
+            refresh_s=refresh_pass_s,
+            backends=self.backends,
         )
         self.usage_refresh_s = usage_refresh_s
         self.passes = 0  # scheduling passes run
@@ -239,9 +252,16 @@ class Engine:
         with self._round_lock:
             jobs = self.store.active_jobs(environment=False)
             projects = self.store.projects()
-            handles = {handle_of(j): j.id for j in jobs if j.state is JobState.RUNNING}
+            handles = {
+                handle_of(j): j.id
+                for j in jobs
+                if j.state is JobState.RUNNING and j.spec.backend is None
+            }
             found = self.executor.adopt(list(handles)) if handles else {}
             observations = {handles[h]: obs for h, obs in found.items() if h in handles}
+            # Every active job of a backend: what `adopt` finds there was handed over.
+            in_backends = backend_io.tracked_runs((Tracked(slim(j)) for j in jobs), True)
+            observations.update(backend_io.ask(self.backends, in_backends, adopt=True))
             now = self.clock.now()
             self._carry_out(
                 react(self.state, Recovered(tuple(jobs), tuple(projects), observations, now))
@@ -315,14 +335,27 @@ class Engine:
             log.warning("%s", log_lines.not_done_disk_full(what, full))
 
     def _poll(self) -> None:
+        """Ask the local executor about its running jobs, and each backend about the runs
+        it holds: one call each for all of them."""
         self.state.poll_soon = False
         handles = {handle_of(t.job): t.job.id for t in self.state.running()}
-        if not handles:
+        runs = backend_io.tracked_runs(self.state.in_backends())
+        if not handles and not runs:
             return
         self.polls += 1
-        found = self.executor.poll(list(handles))
-        observations = {handles[h]: obs for h, obs in found.items() if h in handles}
+        observations: dict[int, Observation] = {}
+        if handles:
+            found = self.executor.poll(list(handles))
+            observations = {handles[h]: obs for h, obs in found.items() if h in handles}
+        observations.update(backend_io.ask(self.backends, runs, adopt=False))
         self._carry_out(react(self.state, Polled(observations, self.clock.now())))
+
+    def executor_of(self, job_id: int) -> Executor | None:
+        """Where a job of the view runs: its backend, else the local executor (None: its
+        backend is not configured here)."""
+        tracked = self.state.jobs.get(job_id)
+        name = None if tracked is None else tracked.job.spec.backend
+        return self.executor if name is None else self.backends.get(name)
 
     def _publish(self, taken: int) -> None:
         state = self.state
@@ -410,11 +443,25 @@ class Engine:
                     return [RequeueRefused(job_id, now)], False
                 return [JobsStored((job,))], True
             case Release(handle, now):
-                released = executor.release(handle)
+                where = self.executor_of(handle.job_id)
+                released = where is not None and where.release(handle)
                 return [Released(handle.job_id, released, now)], released
             case Signal(handle, kind, why):
-                delivered = executor.signal(handle, kind)
+                where = self.executor_of(handle.job_id)
+                delivered = where is not None and where.signal(handle, kind)
                 return [Signalled(handle.job_id, kind, delivered, why)], delivered
+            case HandOver(job_id, name, time_limit_s):
+                job = store.get(job_id)  # with its environment
+                if job.state is not JobState.PENDING or job.cancel_requested:
+                    return [], False
+                self.backends[name].launch(backend_io.launch_request(job, time_limit_s))
+                return [], True
+            case StartInBackend(job_id, name, start_time, ref):
+                begun = store.start_in_backend(job_id, start_time, name, ref)
+                return ([JobsStored((begun,))] if begun else []), begun is not None
+            case KeepRef(job_id, ref):
+                kept = store.set_backend_ref(job_id, ref)
+                return ([JobsStored((kept,))] if kept else []), kept is not None
             case SettleLost(handle, wait_s, now):
                 left = executor.settle_lost(handle, wait_s)
                 return [LostSettled(handle.job_id, left, now)], True
@@ -507,7 +554,7 @@ def _container_launch(job: Job) -> ContainerLaunch | None:
 
 def _said_of(ins: Instruction) -> Said | None:
     match ins:
-        case Launch() | Finish() | Requeue() | Signal() | Note():
+        case Launch() | Finish() | Requeue() | Signal() | Note() | HandOver() | StartInBackend():
             return ins.said
         case Log(said):
             return said

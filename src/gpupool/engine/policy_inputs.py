@@ -59,7 +59,10 @@ class PolicyInputs:
         self._running_tuple: tuple[RunningJob, ...] | None = ()
 
     def update(self, job_id: int, job: Job | None) -> None:
-        """`job` (None: it left the view) as it now is."""
+        """`job` (None: it left the view) as it now is. A backend's job is never a
+        pass's: its backend schedules it (docs/backends.md)."""
+        if job is not None and job.spec.backend is not None:
+            job = None
         waiting = job is not None and job.state is JobState.PENDING and not job.cancel_requested
         i = bisect_left(self._ids, job_id)
         present = i < len(self._ids) and self._ids[i] == job_id

@@ -19,6 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpupool.core.backends import BACKEND_NAME_RE, LOCAL_BACKEND, BackendKind
 from gpupool.core.project import (
     DEFAULT_IDLE_THRESHOLD_PCT,
     USER_RE,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from gpupool.store import Store
 
 CONFIG_NAME = "gpupool.toml"
-SECTIONS = ("pool", "departments", "projects", "users")
+SECTIONS = ("pool", "departments", "projects", "users", "backends")
 POOL_KEYS = ("admins",)
 DEPARTMENT_KEYS = ("quota",)
 PROJECT_KEYS = (
@@ -48,6 +49,7 @@ PROJECT_KEYS = (
     "idle_threshold",
     "idle_action",
     "admins",
+    "backend",
 )
 USER_KEYS = ("default_project",)
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -66,6 +68,16 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class BackendTable:
+    """One `[backends.NAME]` table: its `kind`, and the rest of its keys, the settings the
+    backend's `open_backend` checks (core/backends.py)."""
+
+    name: str
+    kind: BackendKind
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Config:
     """What a config file asks for, in the order it is applied."""
 
@@ -75,6 +87,11 @@ class Config:
     # Who administers the pool and each project (core/access.py); read at start, not stored.
     pool_admins: tuple[str, ...] = ()
     project_admins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (project, admins)
+    # [backends.NAME] tables (docs/backends.md): opened by the daemon at start, not stored.
+    backends: tuple[BackendTable, ...] = ()
+    # (project, backend): where a project's jobs go when they name no backend; read at
+    # start, not stored (a project with none, or `local`, runs on the pool's machine).
+    project_backends: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -189,7 +206,7 @@ def _parse(text: str, source: str) -> _Parsed:
         return _Parsed(Config(), (f"not valid TOML: {exc}",), frozenset(), frozenset())
     problems = [
         f"{key_path(k)}: {_unknown_key(k, SECTIONS)} (sections: [pool], [departments.NAME], "
-        f"[projects.NAME], [users.NAME])"
+        f"[projects.NAME], [users.NAME], [backends.NAME])"
         for k in data
         if k not in SECTIONS
     ]
@@ -212,6 +229,11 @@ def _parse(text: str, source: str) -> _Parsed:
         except InvalidProject as exc:
             problems += _invalid(exc, path, {})
 
+    backend_tables = _tables(data, "backends", problems)
+    backends = _backend_tables(backend_tables, problems)
+    known_backends = set(backend_tables)  # an invalid one's name is not a second problem
+    project_backends = []
+
     projects = []
     project_tables = _tables(data, "projects", problems)
     for name, body in project_tables.items():
@@ -231,6 +253,16 @@ def _parse(text: str, source: str) -> _Parsed:
         members = body.get("members", [])
         if "admins" in body:
             project_admins.append((name, _user_list(body, (*path, "admins"), problems)))
+        if "backend" in body:
+            chosen = body["backend"]
+            if chosen == LOCAL_BACKEND or (isinstance(chosen, str) and chosen in known_backends):
+                project_backends.append((name, chosen))
+            else:
+                named = ", ".join(sorted(known_backends)) or "none"
+                problems.append(
+                    f"{key_path(*path, 'backend')}: must be {LOCAL_BACKEND} or a "
+                    f"[backends.NAME] table's name (configured: {named}), got {_got(chosen)}"
+                )
         try:
             projects.append(
                 Project(
@@ -277,11 +309,37 @@ def _parse(text: str, source: str) -> _Parsed:
             tuple(defaults),
             pool_admins,
             tuple(project_admins),
+            tuple(backends),
+            tuple(project_backends),
         ),
         tuple(problems),
         frozenset(project_tables),
         frozenset(department_tables),
     )
+
+
+def _backend_tables(tables: dict[str, dict[str, Any]], problems: list[str]) -> list[BackendTable]:
+    """The `[backends.NAME]` tables whose name and kind are good; their other keys are the
+    backend's settings, checked when the daemon opens it (`open_backends`)."""
+    kinds = ", ".join(k.value for k in BackendKind)
+    out = []
+    for name, body in tables.items():
+        path = ("backends", name)
+        good = True
+        if name == LOCAL_BACKEND or not BACKEND_NAME_RE.fullmatch(name):
+            problems.append(
+                f"{key_path(*path)}: a backend's name is a lower-case letter, then letters, "
+                f"digits, _ or -, at most 32 characters, and not {LOCAL_BACKEND}"
+            )
+            good = False
+        kind = body.get("kind")
+        if not isinstance(kind, str) or kind not in BackendKind.__members__.values():
+            problems.append(f"{key_path(*path, 'kind')}: must be one of {kinds}, got {_got(kind)}")
+        elif good:
+            chosen = BackendKind(kind)
+            settings = {k: v for k, v in body.items() if k != "kind"}
+            out.append(BackendTable(name, chosen, settings))
+    return out
 
 
 def _user_list(body: dict[str, Any], path: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:

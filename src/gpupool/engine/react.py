@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 
-from gpupool.core.execution import ExitReason, Handle, Observation, RunState, StopKind
+from gpupool.core.execution import ExitReason, Observation, RunState, StopKind
 from gpupool.core.job import EndReason, HeldReason, Job, JobState
 from gpupool.core.units import format_duration
-from gpupool.engine import log_lines
+from gpupool.engine import backend_react, log_lines
 from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
@@ -64,16 +64,11 @@ from gpupool.engine.faults import (
 from gpupool.engine.gating import Gating
 from gpupool.engine.outcome import outcome_of, retry_of
 from gpupool.engine.quota_notes import quota_note
-from gpupool.engine.state import EngineState, Tracked
+from gpupool.engine.state import EngineState, Tracked, handle_of
 from gpupool.policy import Code, Decision
 
 _WARN = logging.WARNING
 _NEVER = Code.QUOTA_NEVER_FITS
-
-
-def handle_of(job: Job) -> Handle:
-    """A job's current run: attempt n after n requeues."""
-    return Handle(job.id, job.restart_count)
 
 
 def react(state: EngineState, event: Event) -> list[Instruction]:
@@ -106,17 +101,22 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             out: list[Instruction] = []
             for job_id, obs in sorted(observations.items()):
                 tracked = state.jobs.get(job_id)
-                if tracked is not None and tracked.job.state is JobState.RUNNING:
+                if tracked is None:
+                    continue
+                if tracked.job.spec.backend is not None:
+                    out += backend_react.observed(state, tracked, obs, now)
+                elif tracked.job.state is JobState.RUNNING:
                     out += _observed(state, tracked, obs, now)
             return out
         case Tick(now):
             return [RunPass(now)] if state.wants_pass(now) else []
         case PassDecided(decision, snapshot, now, gating):
             decision = gating.merged_into(decision)
+            decision, handed = backend_react.after_pass(state, decision, gating, now)
             state.decision, state.decided, state.decided_at = decision, snapshot, now
             state.dirty = state.pass_now = False
             state.generation += 1
-            doomed = _never_satisfied(state, gating, now)
+            doomed = [*_never_satisfied(state, gating, now), *handed]
             if decision.starts:
                 state.committing = decision
                 return [*doomed, CommitStarts(decision.starts, snapshot.version, now)]
@@ -167,7 +167,16 @@ def _stored(state: EngineState, jobs: tuple[Job, ...]) -> list[Instruction]:
         before, after = state.upsert(job)
         if after is not None and after is not before:
             out += _deliver_cancel(after)
+            if job.spec.backend is not None:
+                out += backend_react.deliver_cancel(after, None)
     return out
+
+
+def running_observed(
+    state: EngineState, tracked: Tracked, obs: Observation, now: float
+) -> list[Instruction]:
+    """What to do about a RUNNING job given what its executor or backend says (`_observed`)."""
+    return _observed(state, tracked, obs, now)
 
 
 def _deliver_cancel(tracked: Tracked) -> list[Instruction]:
@@ -225,11 +234,15 @@ def _observed(
 def _recovered(state: EngineState, event: Recovered) -> list[Instruction]:
     """After a restart, each job the store says is RUNNING: re-adopted, launched (it was
     committed but never launched), finished, settled as lost, requeued, or taken off GPUs
-    the inventory no longer has (docs/ARCHITECTURE.md, crash safety)."""
+    the inventory no longer has (docs/ARCHITECTURE.md, crash safety). A backend's jobs,
+    PENDING ones too, are what its backend's `adopt` found (engine/backend_react.py)."""
     out: list[Instruction] = []
     now = event.now
     for job_id, obs in sorted(event.observations.items()):
         tracked = state.jobs.get(job_id)
+        if tracked is not None and tracked.job.spec.backend is not None:
+            out += backend_react.observed(state, tracked, obs, now, adopted=True)
+            continue
         if tracked is None or tracked.job.state is not JobState.RUNNING:
             continue
         job = tracked.job

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpupool.core.backends import Backend
 from gpupool.core.containers import EngineRefused, choose_engine
 from gpupool.core.execution import Executor, Handle
 from gpupool.core.hardware import Inventory
@@ -24,6 +25,7 @@ from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.monitoring import GpuSample
 from gpupool.core.project import DEFAULT_PROJECT, Project, ProjectEdit
 from gpupool.engine.arrays import array_tasks
+from gpupool.engine.backend_choice import Refusal, settle_backend
 from gpupool.engine.contracts import PoolStore
 from gpupool.engine.figures import (
     PoolFigures,
@@ -110,6 +112,10 @@ class PoolService:
         self.inventory = inventory
         self.gpus = GpuCounter(inventory)
         self.monitor: GpuMonitor | None = None  # set by the daemon when it samples GPUs
+        # Backends by name and projects' default backends (gpupool.toml; docs/backends.md),
+        # set by the daemon: where a job naming one runs, and where its logs are read.
+        self.backends: Mapping[str, Backend] = {}
+        self.project_backends: Mapping[str, str] = {}
         # Submissions arriving together are stored together: one sync of the disk per batch.
         self._submits: GroupCommit[NewJob, Job] = GroupCommit(store.submit_many)
         # Projects and users' default projects as the store has them: read by every
@@ -188,6 +194,12 @@ class PoolService:
         project = self.choose_project(user, spec.project if given else None, projects)
         if project != spec.project:
             spec = dataclasses.replace(spec, project=project)
+        refused = settle_backend(spec, self.project_backends.get(project), self.backends)
+        if isinstance(refused, Refusal):
+            raise RequestRefused(refused.code, refused.message)
+        spec = refused
+        if spec.backend is not None:  # its backend's scheduler decides what can run there
+            return self._new_job(spec, user, now, token, projects, project)
         spec = self._settle_container_engine(spec)
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
         if impossible is not None:
@@ -209,6 +221,18 @@ class PoolService:
                 "bad_workdir",
                 f"working directory {spec.workdir} does not exist on the pool's machine",
             )
+        return self._new_job(spec, user, now, token, projects, project)
+
+    def _new_job(
+        self,
+        spec: JobSpec,
+        user: str,
+        now: float,
+        token: str | None,
+        projects: Mapping[str, Project],
+        project: str,
+    ) -> NewJob:
+        """The job to store, with the time limit it runs under settled."""
         cause = None
         limit = effective_time_limit(spec, projects, self.engine.config.default_time_limit_s)
         if limit.source is not LimitSource.JOB:
@@ -348,7 +372,12 @@ class PoolService:
             self.engine.stored(job)
             return job
         current = self.store.get(job_id)
-        if current.state is JobState.RUNNING and not current.cancel_requested:
+        # A running job is stopped by the engine; so is a backend's PENDING one, whose run
+        # may be in the backend's queue (docs/backends.md).
+        stoppable = current.state is JobState.RUNNING or (
+            current.state is JobState.PENDING and current.spec.backend is not None
+        )
+        if stoppable and not current.cancel_requested:
             current = self.store.request_cancel(job_id, now, cause)
             log.info("job %d: cancel requested by %s", job_id, user or "?")
             self.engine.stored(current)
@@ -383,18 +412,27 @@ class PoolService:
                 message = f"job {job_id} has ranks 0..{ranks - 1}, not {rank}"
                 raise RequestRefused("no_such_rank", message)
         handle = Handle(job.id, job.restart_count)
+        where = self.executor_of(job)
+        if where is None:  # its backend is not configured in this daemon: nothing to read
+            return LogChunk(b"", offset, job.state, None)
         if tail is not None:
-            size = self.executor.logs(handle, 0, 0, rank, stderr).size or 0
+            size = where.logs(handle, 0, 0, rank, stderr).size or 0
 
             def read(at: int, n: int) -> bytes:
-                return self.executor.logs(handle, at, n, rank, stderr).data
+                return where.logs(handle, at, n, rank, stderr).data
 
             offset = tail_offset(read, size, tail)
-        chunk = self.executor.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank, stderr)
+        chunk = where.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank, stderr)
         return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
 
+    def executor_of(self, job: Job) -> Executor | None:
+        """Where `job` runs: its backend (None: not configured here), else this machine."""
+        name = job.spec.backend
+        return self.executor if name is None else self.backends.get(name)
+
     def log_location(self, job_id: int) -> str:
-        return self.executor.log_location(job_id)
+        where = self.executor_of(self.store.get(job_id))
+        return "" if where is None else where.log_location(job_id)
 
     def gpu_holders(self, view: JobsView | None = None) -> dict[tuple[str, int], list[Job]]:
         """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers.

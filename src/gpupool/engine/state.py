@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
+from gpupool.core.execution import Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
@@ -51,6 +52,17 @@ class Tracked:
     held_told: bool = False  # lost, processes still alive: the story says so (once)
     requeue_hold_s: float | None = None  # once requeued, held this long (idle-GPU policy)
     retry_cause: str | None = None  # its run failed and is retried (--retry): the story's words
+    # A backend's job (docs/backends.md): handed over to its backend (a PENDING job's run
+    # launched there, or found there after a restart), why its backend says it waits, and
+    # whether its story says the backend could not be reached (once).
+    handed_over: bool = False
+    backend_detail: str = ""
+    unreachable_told: bool = False
+
+
+def handle_of(job: Job) -> Handle:
+    """A job's current run: attempt n after n requeues."""
+    return Handle(job.id, job.restart_count)
 
 
 def slim(job: Job) -> Job:
@@ -100,8 +112,12 @@ class EngineState:
         *,
         quiet_s: float = 2.0,
         refresh_s: float = 60.0,
+        backends: Iterable[str] = (),
     ) -> None:
         self.inventory = inventory
+        # The names of the backends this daemon opened (gpupool.toml): a job naming another
+        # waits (NoBackend) until a daemon starts with it.
+        self.backends = frozenset(backends)
         self.config = config
         self.quiet_s = quiet_s
         self.refresh_s = refresh_s
@@ -132,7 +148,8 @@ class EngineState:
         }
         self.unmanaged = dict(self._declared_unmanaged)
         self._removed: OrderedDict[int, int] = OrderedDict()
-        self._running_ids: set[int] = set()  # of `jobs`, those RUNNING
+        self._running_ids: set[int] = set()  # of `jobs`, those RUNNING (local ones)
+        self._backend_ids: set[int] = set()  # of `jobs`, backends' jobs (never a pass's)
         self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
         self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
         self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
@@ -192,6 +209,7 @@ class EngineState:
         self.jobs = {}
         self.public = {}
         self._running_ids = set()
+        self._backend_ids = set()
         self._controlled = set()
         for job in jobs:
             if job.state.terminal:
@@ -226,13 +244,16 @@ class EngineState:
         del self.jobs[job_id]
         del self.public[job_id]
         self._running_ids.discard(job_id)
+        self._backend_ids.discard(job_id)
         self._controlled.discard(job_id)
         self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
         self._changed(True)
 
     def _track_running(self, job: Job) -> None:
-        if job.state is JobState.RUNNING:
+        if job.spec.backend is not None:
+            self._backend_ids.add(job.id)  # active: PENDING or RUNNING in its backend
+        elif job.state is JobState.RUNNING:
             self._running_ids.add(job.id)
         else:
             self._running_ids.discard(job.id)
@@ -256,8 +277,19 @@ class EngineState:
     # -- reading ----------------------------------------------------------------------------
 
     def running(self) -> Iterator[Tracked]:
-        """The RUNNING jobs, in id order."""
+        """The RUNNING jobs of the pool's own machine, in id order."""
         return (self.jobs[i] for i in sorted(self._running_ids))
+
+    def in_backends(self) -> Iterator[Tracked]:
+        """The backends' active jobs (PENDING or RUNNING), in id order: never a pass's."""
+        return (self.jobs[i] for i in sorted(self._backend_ids))
+
+    def _backend_runs(self) -> Iterator[Job]:
+        """The backends' jobs that hold a run there: RUNNING, or handed over (an array's
+        %K counts these, as its running tasks)."""
+        for t in self.in_backends():
+            if t.job.state is JobState.RUNNING or t.handed_over:
+                yield t.job
 
     def limit_of(self, job: Job) -> TimeLimit:
         return effective_time_limit(job.spec, self.projects, self.config.default_time_limit_s)
@@ -271,7 +303,7 @@ class EngineState:
             made = gate(
                 (self.jobs[i].job for i in self._controlled),
                 self.public,
-                (t.job for t in self.running()),
+                [*(t.job for t in self.running()), *self._backend_runs()],
                 self.ended,
             )
         if made.left_out != self._left_out:
@@ -332,6 +364,10 @@ class EngineState:
         sizes: dict[str, int] = {}  # project -> fewest GPUs a startable job of it asks for
         fractional = False
         left_out = self._left_out
+        for t in self.in_backends():  # a backend's job is handed over once its --begin comes
+            begin = t.job.spec.begin_time
+            if t.job.state is JobState.PENDING and begin is not None and now < begin < next_begin:
+                next_begin = begin
         for waiting in self._inputs.pending():
             if waiting.id in left_out:
                 continue

@@ -31,6 +31,10 @@ class Code(str, Enum):
     ARRAY_LIMIT = "ArrayLimit"  # its array runs its %K tasks already (`jobs`: those running)
     HELD_USER = "JobHeldUser"  # held by its owner (gpupool hold, submit --hold)
     HELD_ADMIN = "JobHeldAdmin"  # held by an admin: only an admin releases it
+    # A backend's job (docs/backends.md), never given to a pass: handed over to `backend`,
+    # waiting in its queue (`detail`: why, in the backend's words).
+    QUEUED_IN_BACKEND = "QueuedInBackend"
+    NO_BACKEND = "NoBackend"  # its `backend` is not configured in this daemon's gpupool.toml
 
 
 class Rule(StrEnum):
@@ -59,6 +63,8 @@ class Rule(StrEnum):
     ARRAY_LIMIT = "array_limit"  # ArrayLimit: `jobs` of its array run; `limit` at most
     HELD_USER = "held_user"  # JobHeldUser
     HELD_ADMIN = "held_admin"  # JobHeldAdmin
+    QUEUED_IN_BACKEND = "queued_in_backend"  # QueuedInBackend: `backend`, `detail`
+    NO_BACKEND = "no_backend"  # NoBackend: `backend`
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,8 @@ class Status:
     have: tuple[str, ...] = ()
     request: Resources | None = None  # what the job asks for, where the words name it
     limit: int | None = None  # ARRAY_LIMIT: the array's %K
+    backend: str | None = None  # QUEUED_IN_BACKEND, NO_BACKEND: the backend's name
+    detail: str = ""  # QUEUED_IN_BACKEND: why it waits there, as the backend says it
 
     @property
     def message(self) -> str:

@@ -265,6 +265,14 @@ def status_words(s: Status) -> str:
             "held by an admin: it starts only once released by an admin of its project or "
             "of the pool (gpupool release)"
         )
+    if rule is Rule.QUEUED_IN_BACKEND:
+        said = f": {s.detail}" if s.detail else ""
+        return f"handed over to backend {s.backend}, waiting in its queue{said}"
+    if rule is Rule.NO_BACKEND:
+        return (
+            f"backend {s.backend} is not configured in this daemon's gpupool.toml: it waits "
+            "until the daemon starts with it"
+        )
     if rule is Rule.ARRAY_LIMIT:
         return (
             f"its array runs {s.limit} task{'s' if s.limit != 1 else ''} at most "

@@ -31,6 +31,7 @@ from gpupool.spec.rules import (
     MAX_GRACE_S,
     MAX_TIME_S,
     check_arg,
+    check_backend,
     check_begin,
     check_container_engine,
     check_cpus,
@@ -44,6 +45,7 @@ from gpupool.spec.rules import (
     check_image,
     check_mem,
     check_name,
+    check_nodes,
     check_preemptible,
     check_priority,
     check_project,
@@ -102,6 +104,8 @@ USER_FIELDS: tuple[Field, ...] = (
     Field("image", check_image),
     Field("container_engine", check_container_engine),
     Field("separate_stderr", check_preemptible),  # true or false
+    Field("backend", check_backend),  # None: the project's default (docs/backends.md)
+    Field("nodes", check_nodes, 1),  # `gpus`, `cpus` and `mem` are per node
 )
 SPEC_KEYS: tuple[str, ...] = names(USER_FIELDS)
 
@@ -135,6 +139,8 @@ WIRE_FIELDS: tuple[Field, ...] = (
     Field("image", check_image),
     Field("container_engine", check_container_engine),
     Field("separate_stderr", check_preemptible),
+    Field("backend", check_backend),
+    Field("nodes", check_nodes, 1),
 )
 WIRE_KEYS: tuple[str, ...] = names(WIRE_FIELDS)
 
@@ -198,6 +204,9 @@ def _resource_errors(v: Mapping[str, Any], user_form: bool) -> list[tuple[str, s
         # Each rank's log holds its stdout and stderr together (rank_launcher.py).
         message = "cannot be combined with distributed: each rank's log holds both streams"
         errors.append(("separate_stderr", message))
+    if v["nodes"] > 1 and fractional:
+        # A share of one GPU is the pool's own placement; a backend holds GPUs whole.
+        errors.append(("nodes", "cannot be combined with a share of one GPU"))
     if v["gpu_type"] is not None and gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run
         # with no GPU at all.
@@ -292,6 +301,8 @@ def build_spec(
         image=m["image"],
         container_engine=m["container_engine"],
         separate_stderr=bool(m["separate_stderr"]),
+        backend=m["backend"],
+        nodes=m["nodes"],
     )
 
 
@@ -330,4 +341,6 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         image=m["image"],
         container_engine=m["container_engine"],
         separate_stderr=bool(m["separate_stderr"]),
+        backend=m["backend"],
+        nodes=m["nodes"],
     )

@@ -57,6 +57,7 @@ MAX_ENV_VARS = 4096
 MAX_ENV_TOTAL = 256 * 1024  # the job's own --env
 MAX_BASE_ENV_TOTAL = 512 * 1024  # the submitter's environment
 MAX_WORKDIR = 4096  # PATH_MAX
+MAX_NODES = 4096
 
 _PROJECT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -236,6 +237,28 @@ def check_container_engine(value: Any) -> ContainerEngine | None:
             pass
     choices = ", ".join(e.value for e in ContainerEngine)
     raise BadValue(f"must be one of {choices}, got {got(value)}")
+
+
+def check_backend(value: Any) -> str | None:
+    """`--backend` / `backend:`: the `[backends.NAME]` engine to hand the job to, or
+    `local` for the pool's own machine (docs/backends.md); None: its project's default. That
+    the name is configured is the daemon's to check, at submit."""
+    from gpupool.core.backends import BACKEND_NAME_RE, LOCAL_BACKEND
+
+    if value is None:
+        return None
+    if isinstance(value, str) and (value == LOCAL_BACKEND or BACKEND_NAME_RE.fullmatch(value)):
+        return value
+    raise BadValue(
+        f"must be `{LOCAL_BACKEND}` or a backend's name from gpupool.toml (a lower-case letter, "
+        f"then letters, digits, _ or -, at most 32 characters), got {got(value)}"
+    )
+
+
+def check_nodes(value: Any) -> int:
+    """`--nodes` / `nodes:`: the nodes a backend's job spans (its GPUs, CPUs and memory are
+    per node)."""
+    return 1 if value is None else count_of(value, "nodes", 1, MAX_NODES)
 
 
 def check_gpu_type(value: Any) -> str | None:

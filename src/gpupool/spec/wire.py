@@ -54,6 +54,10 @@ def spec_to_wire(spec: JobSpec) -> JsonObject:
         wire["hold"] = True
     if spec.separate_stderr:
         wire["separate_stderr"] = True
+    if spec.backend is not None:  # only then, as for distributed
+        wire["backend"] = spec.backend
+    if spec.nodes != 1:
+        wire["nodes"] = spec.nodes
     if spec.image is not None:
         wire["image"] = spec.image
     if spec.container_engine is not None:

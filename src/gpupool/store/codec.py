@@ -68,6 +68,10 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["hold"] = spec.hold.value
     if spec.separate_stderr:
         stored["separate_stderr"] = True
+    if spec.backend is not None:
+        stored["backend"] = spec.backend
+    if spec.nodes != 1:
+        stored["nodes"] = spec.nodes
     return stored
 
 
@@ -104,6 +108,10 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["hold"] = Hold(data["hold"])
     if data.get("separate_stderr"):
         kwargs["separate_stderr"] = True
+    if data.get("backend") is not None:
+        kwargs["backend"] = str(data["backend"])
+    if data.get("nodes") is not None:
+        kwargs["nodes"] = int(data["nodes"])
     if data.get("array") is not None:
         raise ValueError("an array submission is stored as its tasks, not as `array`")
     return JobSpec(**kwargs)
@@ -144,5 +152,6 @@ def job_from_row(row: JobRow, events: Iterable[Transition] = (), environment: bo
         cancel_requested=row.cancel_requested,
         version=row.version,
         array_id=row.array_id,
+        backend_ref=row.backend_ref,
         events=tuple(events),
     )

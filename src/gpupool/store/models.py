@@ -100,6 +100,10 @@ class JobRow(Base):
     array_id: Mapped[int | None] = mapped_column(Integer, index=True)
     # Its runs that failed and were retried (--retry's count; preemptions are not), 0009.
     failed_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # A backend's own name for the job's current run (`slurm://cluster/1234`; its spec's
+    # `backend` names the backend), once the backend reported one; NULL for a local job
+    # (migration 0010).
+    backend_ref: Mapped[str | None] = mapped_column(Text)
 
     # The ORM adds "AND version = <what we read>" to every UPDATE and bumps it; a concurrent
     # change (possible on PostgreSQL, whose writers are not serialized) then fails the flush.
@@ -163,6 +167,9 @@ class MetaRow(Base):
     # Bumped by every change to allocations; the scheduler compares-and-swaps it so a plan
     # made from an old picture of the pool is refused as a whole.
     allocation_version: Mapped[int] = mapped_column(Integer)
+    # The pool's id for backends (core.backends.BackendContext.pool_id): made of [a-z0-9],
+    # chosen at random the first time it is asked for and kept (store/backend_runs.py).
+    pool_id: Mapped[str | None] = mapped_column(String(16))
 
 
 # -- reads and writes shared by the Store's methods (inside the caller's transaction)

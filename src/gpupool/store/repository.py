@@ -22,6 +22,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
 from gpupool.store import models
 from gpupool.store.accounting import AccountingMethods
+from gpupool.store.backend_runs import BackendMethods
 from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
@@ -67,6 +68,7 @@ class Store(
     TokenMethods,
     SampleMethods,
     AccountingMethods,
+    BackendMethods,
 ):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""
@@ -360,7 +362,7 @@ class Store(
             if retry:
                 row.failed_attempts += 1
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
-            row.gpu_memory_bytes = None
+            row.gpu_memory_bytes = row.backend_ref = None
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
@@ -393,11 +395,13 @@ class Store(
         return self._write_retrying(op)
 
     def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None:
-        """Cancel a job that is not running; None if it is running (signal it) or has ended."""
+        """Cancel a job that is not running; None if it is running (signal it), has ended,
+        or is a backend's job still PENDING (it may have been handed over: the engine
+        cancels it there, `request_cancel`)."""
 
         def op(s: Session) -> Job | None:
             row = _row(s, job_id)
-            if row.state is JobState.RUNNING or row.state.terminal:
+            if row.state is JobState.RUNNING or row.state.terminal or _in_backend(row):
                 return None
             models.transition(s, row, JobState.CANCELLED, now, cause)
             row.end_time, row.reason = now, ""
@@ -410,11 +414,15 @@ class Store(
 
         The first request is kept; a job that is not running is cancelled at once (PENDING,
         PREEMPTED) or left as it is (already ended). The returned job's state tells which.
+        A backend's PENDING job is asked too, not cancelled: the engine cancels its run in
+        the backend if it was handed over (docs/backends.md).
         """
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
-            if row.state is JobState.RUNNING:
+            if row.state is JobState.RUNNING or (
+                row.state is JobState.PENDING and _in_backend(row)
+            ):
                 if not row.cancel_requested:
                     row.cancel_requested = True
                     row.cancel_requested_at, row.cancel_cause = now, cause
@@ -456,6 +464,11 @@ class Store(
 
 
 # -- helpers shared by the methods above (each runs inside the caller's transaction)
+
+
+def _in_backend(row: JobRow) -> bool:
+    """Whether the job is a backend's (its stored spec names one: docs/backends.md)."""
+    return row.spec.get("backend") is not None
 
 
 def _row(s: Session, job_id: int) -> JobRow:

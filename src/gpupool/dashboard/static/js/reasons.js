@@ -14,6 +14,8 @@ const CODE_KIND = {
   ArrayLimit: "wait",
   JobHeldUser: "wait",
   JobHeldAdmin: "quota",
+  QueuedInBackend: "wait",
+  NoBackend: "never",
   Quota: "quota",
   Reclaim: "quota",
   Unsatisfiable: "never",
@@ -128,6 +130,10 @@ function describe(job, wait) {
       return ["held by its owner until released (gpupool release)"];
     case "held_admin":
       return ["held by an admin until an admin releases it"];
+    case "queued_in_backend":
+      return [`in backend ${wait.backend}'s queue` + (wait.detail ? `: ${wait.detail}` : "")];
+    case "no_backend":
+      return [`backend ${wait.backend} is not configured in this daemon`];
     case "no_nodes":
       return ["the pool has no nodes"];
     case "bad_fraction":

@@ -1,0 +1,64 @@
+"""Where a submission runs (docs/backends.md): on the pool's own machine, or handed to one
+of the daemon's backends. Pure: the daemon's backends and the project's default in, the
+spec with its `backend` settled (None: the local pool) or a refusal naming the field out.
+
+A backend's job is not checked against the local inventory or quotas: its backend's
+scheduler decides what can run there. What is refused at submit is what the backend
+declares it cannot do (`Capabilities`), and what the local pool can never do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpupool.core.backends import LOCAL_BACKEND, Backend
+from gpupool.core.job import JobSpec
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str  # the API's refusal code
+    message: str  # "FIELD: problem", as every spec error
+
+
+def settle_backend(
+    spec: JobSpec, project_default: str | None, backends: Mapping[str, Backend]
+) -> JobSpec | Refusal:
+    """`spec` with its backend settled: the one it names, else its project's default, else
+    the local pool (stored as None); a Refusal when it cannot run there."""
+    chosen = spec.backend if spec.backend is not None else project_default
+    configured = ", ".join(sorted(backends)) or "none"
+    if chosen is None or chosen == LOCAL_BACKEND:
+        if spec.nodes > 1:
+            return Refusal(
+                "multi_node_local",
+                f"nodes: the local pool is one machine; use --backend NAME to run on "
+                f"{spec.nodes} nodes (backends: {configured})",
+            )
+        return dataclasses.replace(spec, backend=None) if spec.backend is not None else spec
+    backend = backends.get(chosen)
+    if backend is None:
+        return Refusal(
+            "unknown_backend",
+            f"backend: no backend named {chosen} in this pool (configured: {configured}; "
+            "`gpupool backends` lists them)",
+        )
+    caps = backend.capabilities
+    res = spec.resources
+    if res.fractional:
+        return Refusal(
+            "backend_cannot",
+            f"gpus: backend {chosen} gives whole GPUs; a share of one GPU runs only on the "
+            "local pool (--backend local)",
+        )
+    if spec.nodes > 1 and not caps.multi_node:
+        return Refusal(
+            "backend_cannot", f"nodes: backend {chosen} runs a job on one node, not {spec.nodes}"
+        )
+    if spec.image is not None and not caps.containers:
+        return Refusal("backend_cannot", f"image: backend {chosen} runs no container images")
+    if spec.backend != chosen:
+        return dataclasses.replace(spec, backend=chosen)
+    return spec

@@ -1,0 +1,203 @@
+"""The reaction table's rows for backends' jobs (docs/backends.md); pure, as react.py.
+
+A backend's job is never given to a scheduling pass: its backend's scheduler places it.
+Each pass (`after_pass`), every such job that is PENDING and free to go (not held, its
+`--after` met, within its array's `%K`, its `--begin` come, no cancel asked) is handed
+over at once (`HandOver`); the others keep the status that says why. Then what its
+backend's poll says (`observed`, one poll per backend per round):
+
+    the pool's job   the backend says   what happens
+    PENDING          QUEUED             stays PENDING: QueuedInBackend, with the backend's
+                                        words (`Observation.detail`)
+    PENDING          RUNNING            RUNNING from now (`StartInBackend`)
+    PENDING          EXITED             cancelled there (or here): CANCELLED; else started
+                                        now, and its end is read at the next poll
+    PENDING          UNLAUNCHED         handed over again (launch is idempotent), or
+                                        CANCELLED when a cancel was asked
+    RUNNING          EXITED             ends as a local run's exit does (react._observed)
+    RUNNING          UNLAUNCHED/LOST    FAILED: the backend no longer knows the run
+    any              UNKNOWN            nothing changes; its story says once that the
+                                        backend cannot be reached
+
+A cancel of a handed-over PENDING job is delivered to its backend as for a running one
+(`StopKind.CANCEL`); one not handed over yet is cancelled at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from gpupool.core.execution import ExitReason, Observation, RunState, StopKind
+from gpupool.core.job import EndReason, JobState
+from gpupool.engine.events import (
+    Finish,
+    HandOver,
+    Instruction,
+    KeepRef,
+    Log,
+    Note,
+    Said,
+    SetReasons,
+    Signal,
+    StartInBackend,
+)
+from gpupool.engine.gating import Gating
+from gpupool.engine.state import EngineState, Tracked, handle_of
+from gpupool.policy import Code, Decision, Status
+from gpupool.policy.status import Rule
+
+_WARN = logging.WARNING
+
+
+def queued_status(backend: str, detail: str = "") -> Status:
+    return Status(Code.QUEUED_IN_BACKEND, Rule.QUEUED_IN_BACKEND, backend=backend, detail=detail)
+
+
+def _begin_status() -> Status:
+    return Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)
+
+
+def after_pass(
+    state: EngineState, decision: Decision, gating: Gating, now: float
+) -> tuple[Decision, list[Instruction]]:
+    """`decision` with every waiting backend job's status, and the hand-overs of those free
+    to go (module docstring)."""
+    statuses: dict[int, Status] = {}
+    out: list[Instruction] = []
+    for tracked in state.in_backends():
+        job = tracked.job
+        if job.state is not JobState.PENDING or job.id in gating.left_out:
+            continue  # gating's status is in the decision already
+        if job.cancel_requested:
+            out += deliver_cancel(tracked, now)  # one not handed over ends now
+            continue
+        backend = job.spec.backend
+        assert backend is not None
+        if tracked.handed_over:
+            statuses[job.id] = queued_status(backend, tracked.backend_detail)
+        elif backend not in state.backends:
+            statuses[job.id] = Status(Code.NO_BACKEND, Rule.NO_BACKEND, backend=backend)
+        elif job.spec.begin_time is not None and job.spec.begin_time > now:
+            statuses[job.id] = _begin_status()
+        else:
+            out += hand_over(state, tracked, now)
+            statuses[job.id] = queued_status(backend)
+    if not statuses:
+        return decision, out
+    return replace(decision, pending={**decision.pending, **statuses}), out
+
+
+def hand_over(state: EngineState, tracked: Tracked, now: float) -> list[Instruction]:
+    job = tracked.job
+    backend = job.spec.backend
+    assert backend is not None
+    tracked.handed_over = True
+    said = Said(f"job {job.id} handed over to backend {backend}")
+    cause = f"handed over to backend {backend}"
+    return [
+        HandOver(job.id, backend, state.limit_of(job).seconds, said),
+        Note(job.id, cause, now, reason=Code.QUEUED_IN_BACKEND.value, only_if=JobState.PENDING),
+    ]
+
+
+def deliver_cancel(tracked: Tracked, now: float | None) -> list[Instruction]:
+    """A backend's PENDING job whose cancel was asked: cancelled in its backend if it was
+    handed over (again at every poll until delivered), else ended CANCELLED at `now` (at
+    the next pass when None: a stored job's event carries no clock; the cancel made it
+    one due)."""
+    job = tracked.job
+    if job.state is not JobState.PENDING or not job.cancel_requested or tracked.cancel_delivered:
+        return []
+    if tracked.handed_over:
+        said = Said(f"job {job.id}: cancelling it in backend {job.spec.backend}")
+        return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", said)]
+    if now is None:
+        return []
+    said = Said(f"job {job.id} CANCELLED before it was handed over")
+    cause = "cancelled before it was handed over to its backend"
+    return [Finish(job.id, JobState.CANCELLED, None, cause, EndReason.CANCELLED, now, said=said)]
+
+
+def observed(
+    state: EngineState, tracked: Tracked, obs: Observation, now: float, adopted: bool = False
+) -> list[Instruction]:
+    """What to do about a backend's job given what its backend says (module docstring);
+    `adopted`: said by `adopt` after a restart (a run found there was handed over)."""
+    from gpupool.engine.react import running_observed  # react imports this module
+
+    job = tracked.job
+    backend = job.spec.backend
+    assert backend is not None
+    if obs.state is RunState.UNKNOWN:
+        if tracked.unreachable_told:
+            return []
+        tracked.unreachable_told = True
+        cause = f"backend {backend} cannot be reached: its state is kept until it answers"
+        return [Note(job.id, cause, now, said=Said(f"job {job.id}: {cause}", _WARN))]
+    tracked.unreachable_told = False
+    out: list[Instruction] = []
+    starts = job.state is JobState.PENDING and obs.state is RunState.RUNNING  # writes the ref
+    if obs.ref is not None and obs.ref != job.backend_ref and not starts:
+        out.append(KeepRef(job.id, obs.ref))
+    if job.state is JobState.RUNNING:
+        if obs.state in (RunState.UNLAUNCHED, RunState.LOST):
+            cause = f"backend {backend} no longer knows its run"
+            said = Said(f"job {job.id} failed: {cause}", _WARN)
+            reason = EndReason.NODE_FAIL
+            return [*out, Finish(job.id, JobState.FAILED, None, cause, reason, now, said=said)]
+        if adopted and obs.state is RunState.RUNNING:
+            out.append(Log(Said(f"job {job.id} is still running in backend {backend}: re-adopted")))
+        return out + running_observed(state, tracked, obs, now)
+    if job.state is not JobState.PENDING:
+        return out
+    if adopted and obs.state is not RunState.UNLAUNCHED:
+        tracked.handed_over = True
+    match obs.state:
+        case RunState.QUEUED:
+            tracked.handed_over = True
+            out += _set_status(state, job.id, queued_status(backend, obs.detail))
+            tracked.backend_detail = obs.detail
+            return out + deliver_cancel(tracked, now)
+        case RunState.RUNNING:
+            said = Said(f"job {job.id} started in backend {backend}")
+            return [*out, StartInBackend(job.id, backend, now, obs.ref, said)]
+        case RunState.EXITED:
+            record = obs.exit
+            cancelled = record is not None and record.reason is ExitReason.CANCELLED
+            if job.cancel_requested or cancelled:
+                said = Said(f"job {job.id} CANCELLED in backend {backend} before it started")
+                cause = f"cancelled in backend {backend} before it started"
+                reason = EndReason.CANCELLED
+                return [
+                    *out,
+                    Finish(job.id, JobState.CANCELLED, None, cause, reason, now, said=said),
+                ]
+            start = now if record is None else min(record.start_time, now)
+            state.poll_soon = True  # its end is read at the next poll, as a running job's
+            return [*out, StartInBackend(job.id, backend, start, obs.ref)]
+        case RunState.UNLAUNCHED:
+            if job.cancel_requested:
+                tracked.handed_over = False
+                return out + deliver_cancel(tracked, now)
+            if tracked.handed_over and backend in state.backends:
+                said = Said(f"job {job.id}: backend {backend} does not have its run: again")
+                out.append(Log(said))
+                out += hand_over(state, tracked, now)[:1]
+            return out
+    return out
+
+
+def _set_status(state: EngineState, job_id: int, status: Status) -> list[Instruction]:
+    """A waiting backend job's status changed between passes: into the decision `why` and
+    `queue` read, and its code into the store when it changed."""
+    decision = state.decision
+    if decision.pending.get(job_id) == status:
+        return []
+    state.decision = replace(decision, pending={**decision.pending, job_id: status})
+    state.generation += 1
+    tracked = state.jobs.get(job_id)
+    if tracked is None or tracked.job.reason == status.code.value:
+        return []
+    state.set_reason(job_id, status.code.value)
+    return [SetReasons({job_id: status.code.value})]

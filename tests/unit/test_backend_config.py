@@ -1,0 +1,202 @@
+"""Backends in gpupool.toml (engine/projects.py), where a submission runs
+(engine/backend_choice.py) and the `gpupool backends` table (cli/backends.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpupool.cli.backends import backends_table
+from gpupool.client.pool_views import read_backends
+from gpupool.core.backends import Backend, BackendHealth, BackendKind
+from gpupool.core.containers import ContainerEngine
+from gpupool.core.execution import (
+    Capabilities,
+    Handle,
+    LaunchRequest,
+    Leftovers,
+    LogChunk,
+    Observation,
+    StopKind,
+)
+from gpupool.core.job import JobSpec, Resources
+from gpupool.engine.backend_choice import Refusal, settle_backend
+from gpupool.engine.projects import BackendTable, ConfigError, parse_config
+
+
+def test_backend_tables_and_a_projects_default() -> None:
+    config = parse_config(
+        '[backends.hpc]\nkind = "slurm"\npartition = "gpu"\n'
+        '[projects.vision]\nquota = 2\nbackend = "hpc"\n'
+        '[projects.nlp]\nbackend = "local"\n'
+    )
+    assert config.backends == (BackendTable("hpc", BackendKind.SLURM, {"partition": "gpu"}),)
+    assert config.project_backends == (("vision", "hpc"), ("nlp", "local"))
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            '[backends.hpc]\nkind = "lsf"\n',
+            "backends.hpc.kind: must be one of slurm, ray, kubernetes",
+        ),
+        ("[backends.hpc]\n", "backends.hpc.kind: must be one of slurm, ray, kubernetes, got None"),
+        ('[backends.local]\nkind = "ray"\n', "backends.local: a backend's name is"),
+        ('[backends.Big]\nkind = "ray"\n', "backends.Big: a backend's name is"),
+        (
+            '[projects.vision]\nbackend = "hpc"\n',
+            "projects.vision.backend: must be local or a [backends.NAME] table's name "
+            "(configured: none), got 'hpc'",
+        ),
+    ],
+)
+def test_bad_backend_config_names_the_key(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text)
+    assert any(p.startswith(problem) for p in caught.value.problems), caught.value.problems
+
+
+class _Backend:
+    """Only what settle_backend reads: the declared capabilities (a Backend otherwise)."""
+
+    def __init__(self, caps: Capabilities) -> None:
+        self._caps = caps
+
+    name = "hpc"
+    kind = BackendKind.SLURM
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    def health(self) -> BackendHealth:
+        return BackendHealth(True, "")
+
+    def container_engines(self) -> Sequence[ContainerEngine]:
+        return ()
+
+    def launch(self, request: LaunchRequest) -> None: ...
+
+    def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        return {}
+
+    def adopt(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
+        return {}
+
+    def signal(self, handle: Handle, kind: StopKind) -> bool:
+        return False
+
+    def set_time_limit(self, handle: Handle, seconds: float) -> bool:
+        return False
+
+    def send_signal(self, handle: Handle, signum: int) -> bool:
+        return False
+
+    def release(self, handle: Handle) -> bool:
+        return True
+
+    def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
+        return Leftovers(None)
+
+    def logs(
+        self, handle: Handle, offset: int, limit: int, rank: int | None = None, stderr: bool = False
+    ) -> LogChunk:
+        return LogChunk(b"", offset)
+
+    def log_location(self, job_id: int) -> str:
+        return ""
+
+    @property
+    def data_dir(self) -> Path | None:
+        return None
+
+    def close(self) -> None: ...
+
+
+GANG: dict[str, Backend] = {"hpc": _Backend(Capabilities(multi_node=True))}
+SPEC = JobSpec(("train",), Resources(gpus=4))
+
+
+@pytest.mark.parametrize(
+    ("spec", "default", "backends", "expected"),
+    [
+        (SPEC, None, GANG, SPEC),
+        (SPEC, "hpc", GANG, replace(SPEC, backend="hpc")),  # the project's default
+        (replace(SPEC, backend="local"), "hpc", GANG, SPEC),  # local wins, stored as None
+        (replace(SPEC, backend="hpc", nodes=8), None, GANG, replace(SPEC, backend="hpc", nodes=8)),
+        (
+            replace(SPEC, nodes=2),
+            None,
+            GANG,
+            "nodes: the local pool is one machine; use --backend NAME to run on 2 nodes "
+            "(backends: hpc)",
+        ),
+        (
+            replace(SPEC, backend="ray"),
+            None,
+            GANG,
+            "backend: no backend named ray in this pool (configured: hpc;",
+        ),
+        (
+            replace(SPEC, backend="hpc", nodes=2),
+            None,
+            {"hpc": _Backend(Capabilities())},
+            "nodes: backend hpc runs a job on one node, not 2",
+        ),
+        (
+            replace(SPEC, backend="hpc", image="busybox"),
+            None,
+            GANG,
+            "image: backend hpc runs no container images",
+        ),
+        (
+            replace(SPEC, backend="hpc", resources=Resources(gpus=1, gpu_fraction=0.5)),
+            None,
+            GANG,
+            "gpus: backend hpc gives whole GPUs",
+        ),
+    ],
+)
+def test_where_a_submission_runs(
+    spec: JobSpec, default: str | None, backends: dict[str, Backend], expected: JobSpec | str
+) -> None:
+    got = settle_backend(spec, default, backends)
+    if isinstance(expected, str):
+        assert isinstance(got, Refusal) and got.message.startswith(expected), got
+    else:
+        assert got == expected
+
+
+def test_the_backends_table() -> None:
+    view = read_backends(
+        {
+            "backends": [
+                {
+                    "name": "local",
+                    "kind": "local",
+                    "reachable": True,
+                    "capabilities": ["containers"],
+                    "jobs": 3,
+                    "summary": "1 node(s), 4 GPUs (declared)",
+                },
+                {
+                    "name": "hpc",
+                    "kind": "slurm",
+                    "reachable": False,
+                    "capabilities": ["multi_node", "preemption_signal"],
+                    "jobs": 0,
+                    "summary": "slurmctld does not answer",
+                },
+            ]
+        }
+    )
+    header, rows = backends_table(view)
+    assert header == ("NAME", "KIND", "REACHABLE", "CAPABILITIES", "JOBS", "SUMMARY")
+    assert rows == [
+        ("local", "local", "yes", "containers", 3, "1 node(s), 4 GPUs (declared)"),
+        ("hpc", "slurm", "NO", "multi_node,preemption_signal", 0, "slurmctld does not answer"),
+    ]
