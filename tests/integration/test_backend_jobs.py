@@ -1,124 +1,180 @@
-"""A backend's job through a real daemon, end to end (docs/backends.md), with a tiny real
-backend written for tests (subprocess_backend.py: the command as a local subprocess, QUEUED
-until a gate file appears) standing in for Slurm: submit --backend, PENDING with
-QueuedInBackend and the backend's words, RUNNING, logs, the ref in show and queue --json,
-adoption after the daemon is killed, cancel of a queued run, refusals, `gpupool backends`."""
+"""A backend's job through a real daemon and a real Slurm, end to end (docs/backends.md).
+
+One Slurm cluster (tests/slurm_cluster.py: slurmctld and two slurmd nodes with two fake GPUs
+each) and one daemon whose gpupool.toml names it `[backends.hpc]`: submit --backend, PENDING
+with QueuedInBackend and Slurm's reason while a job outside the pool holds every GPU,
+RUNNING, logs, the ref in show and queue --json, adoption after the daemon is killed, the
+exit code, a queued run's cancel reaching Slurm, refusals by field, and `gpupool backends`
+with slurmctld down and back. Skips when Slurm cannot be had (GPUPOOL_REQUIRE_ALL=1 makes
+that a failure).
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_cluster import CLUSTER_NAME, SlurmCluster, SlurmUnavailable
 
 from gpupool.client import ApiError
-from integration.pool_harness import Pool, until_file, wait_for
-from integration.subprocess_backend import kill_runs
+from integration.pool_harness import Pool, wait_for
 
-_LAUNCHER = Path(__file__).parent / "subprocess_backend_daemon.py"
-
-
-class BackendPool(Pool):
-    def wrap(self, cmd: list[str]) -> list[str]:
-        assert cmd[1:3] == ["-m", "gpupool"]
-        return [sys.executable, str(_LAUNCHER), *cmd[3:]]
+pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def pool(tmp_path: Path):  # type: ignore[no-untyped-def]
-    p = BackendPool(tmp_path / "pool", gpus="2xA100-80GB")
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        made.start()
+    except SlurmUnavailable as exc:
+        made.stop()
+        pytest.skip(f"Slurm cannot start here: {exc}")
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+class SlurmPool(Pool):
+    """A pool whose submissions carry the cluster's environment (SLURM_CONF and the token by
+    which the cluster's teardown finds every job), as a user's login shell on a cluster would."""
+
+    cluster_env: dict[str, str] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**super().env, **self.cluster_env}
+
+
+@pytest.fixture(scope="module")
+def pool(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
+    root = tmp_path_factory.mktemp("pool")
+    p = SlurmPool(root / "pool", gpus="2xA100-80GB")
+    p.cluster_env = {k: v for k, v in cluster.env.items() if k.startswith(("SLURM", "GPUPOOL_T"))}
     p.state_dir.mkdir(parents=True)
-    (p.state_dir / "gpupool.toml").write_text('[backends.fake]\nkind = "slurm"\n')
+    (p.state_dir / "gpupool.toml").write_text(
+        "[backends.hpc]\n"
+        'kind = "slurm"\n'
+        f'slurm_conf = "{cluster.conf}"\n'
+        f'output_dir = "{root / "out"}"\n'
+        f'launcher_python = "{sys.executable}"\n'
+        "command_timeout_s = 10\n"
+    )
     try:
         yield p.start()
     finally:
         p.cleanup()
-        kill_runs(p.state_dir / "backends" / "fake")
 
 
-def _gate(pool: Pool) -> Path:
-    return pool.state_dir / "backends" / "fake" / "open"
-
-
-def test_a_backend_job_is_queued_there_runs_is_adopted_and_ends(
-    pool: BackendPool, tmp_path: Path
-) -> None:
-    done = tmp_path / "done"
-    job_id = pool.cli_submit("--backend", "fake", "--gpus", "2", "--", *until_file(done))
-    queued = pool.wait_reason(job_id, "QueuedInBackend")
-    assert queued.state.value == "PENDING" and queued.backend == "fake"
-    why = pool.cli("why", str(job_id), check=True).stdout
-    assert "handed over to backend fake" in why
-    wait_for(
-        lambda: (
-            pool.client.job(job_id).wait is not None
-            and pool.client.job(job_id).wait.detail == "waiting for the gate file"
-        ),  # type: ignore[union-attr]
-        what="the backend's words in the status",
+def _hold_every_gpu(cluster: SlurmCluster) -> str:
+    """A job outside the pool on both nodes' GPUs: the pool's next job waits for Resources."""
+    out = cluster.run(
+        ["sbatch", "--parsable", "-N2", "--gres=gpu:2", "--output=/dev/null", "--wrap", "sleep 600"]
     )
-    rows = json.loads(pool.cli("queue", "--json", check=True).stdout)
-    row = next(j for j in rows if j["id"] == job_id)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().split(";")[0]
+    wait_for(
+        lambda: "RUNNING" in cluster.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout,
+        timeout=60,
+        what="the blocking job running",
+    )
+    return job
+
+
+def test_queued_in_slurm_then_running_adopted_and_ended(
+    pool: SlurmPool, cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    blocker = _hold_every_gpu(cluster)
+    done = tmp_path / "done"
+    wait_done = f"echo hello from slurm; while [ ! -e {done} ]; do sleep 0.2; done"
+    job_id = pool.cli_submit("--backend", "hpc", "--gpus", "2", "--", "sh", "-c", wait_done)
+    queued = pool.wait_reason(job_id, "QueuedInBackend", timeout=60)
+    assert queued.state.value == "PENDING" and queued.backend == "hpc"
+    wait_for(
+        lambda: (w := pool.client.job(job_id).wait) is not None and w.detail == "Resources",
+        what="Slurm's reason (Resources) in the job's status",
+    )
+    assert "handed over to backend hpc" in pool.cli("why", str(job_id), check=True).stdout
+    row = next(
+        j for j in json.loads(pool.cli("queue", "--json", check=True).stdout) if j["id"] == job_id
+    )
     assert row["state"] == "PENDING" and row["wait"]["code"] == "QueuedInBackend"
 
-    _gate(pool).touch()
-    running = pool.wait_state(job_id, "RUNNING")
-    assert running.backend_ref is not None and running.backend_ref.startswith("subprocess://gp-")
-    assert running.gpus == ()  # no GPU of the pool is held for it
-    show = pool.cli("show", str(job_id), check=True).stdout
-    assert f"run {running.backend_ref}" in show
+    cluster.run(["scancel", blocker])
+    running = pool.wait_state(job_id, "RUNNING", timeout=90)
+    assert running.backend_ref is not None
+    assert running.backend_ref.startswith(f"slurm://{CLUSTER_NAME}/")
+    slurm_id = running.backend_ref.rsplit("/", 1)[1]
+    assert "RUNNING" in cluster.run(["squeue", "-h", "-j", slurm_id, "-o", "%T"]).stdout
+    assert running.gpus == ()  # no GPU of the local pool is held for it
+    assert f"run {running.backend_ref}" in pool.cli("show", str(job_id), check=True).stdout
 
-    # The daemon dies; the run goes on in the backend and is adopted by the next daemon.
+    # The daemon dies; the run goes on in Slurm and the next daemon takes it back.
     pool.kill()
     pool.start()
     assert pool.client.job(job_id).state.value == "RUNNING"
     wait_for(lambda: "re-adopted" in pool.daemon_log(), what="the adoption in the log")
     done.touch()
-    ended = pool.wait(job_id)
+    ended = pool.wait(job_id, timeout=90)
     assert (ended.state.value, ended.exit_code) == ("SUCCEEDED", 0)
+    assert "hello from slurm" in pool.cli("logs", str(job_id), check=True).stdout
 
 
-def test_logs_come_from_the_backend(pool: BackendPool) -> None:
-    _gate(pool).touch()
-    job_id = pool.cli_submit("--backend", "fake", "--", "echo", "hello from the backend")
-    assert pool.wait(job_id).state.value == "SUCCEEDED"
-    assert "hello from the backend" in pool.cli("logs", str(job_id), check=True).stdout
+def test_a_failing_job_reports_its_exit_code(pool: SlurmPool) -> None:
+    job_id = pool.cli_submit("--backend", "hpc", "--", "sh", "-c", "echo failing >&2; exit 3")
+    ended = pool.wait(job_id, timeout=90)
+    assert (ended.state.value, ended.exit_code) == ("FAILED", 3)
+    assert "failing" in pool.cli("logs", str(job_id), check=True).stdout
 
 
-def test_a_queued_runs_cancel_goes_to_the_backend(pool: BackendPool) -> None:
-    job_id = pool.cli_submit("--backend", "fake", "--", "sleep", "infinity")
-    pool.wait_reason(job_id, "QueuedInBackend")
-    wait_for(lambda: pool.client.job(job_id).backend_ref is not None, what="the run's ref")
-    pool.cancel(job_id)
-    ended = pool.wait(job_id)
-    assert ended.state.value == "CANCELLED"
-    run = Path(pool.client.job(job_id).backend_ref.removeprefix("subprocess://"))  # type: ignore[union-attr]
-    record = pool.state_dir / "backends" / "fake" / "runs" / run.name / "exit.json"
-    assert json.loads(record.read_text())["reason"] == "cancelled"  # cancelled there too
+def test_a_queued_runs_cancel_reaches_slurm(pool: SlurmPool, cluster: SlurmCluster) -> None:
+    blocker = _hold_every_gpu(cluster)
+    try:
+        job_id = pool.cli_submit("--backend", "hpc", "--gpus", "1", "--", "sleep", "600")
+        pool.wait_reason(job_id, "QueuedInBackend", timeout=60)
+        ref = wait_for(lambda: pool.client.job(job_id).backend_ref, what="the run's ref")
+        pool.cancel(job_id)
+        assert pool.wait(job_id, timeout=60).state.value == "CANCELLED"
+        slurm_id = str(ref).rsplit("/", 1)[1]
+        shown = cluster.run(["scontrol", "show", "job", slurm_id]).stdout
+        assert "JobState=CANCELLED" in shown  # cancelled in Slurm too, not only in the pool
+    finally:
+        cluster.run(["scancel", blocker])
 
 
-def test_refusals_name_the_field(pool: BackendPool) -> None:
-    with pytest.raises(ApiError, match="backend: no backend named slurm2 .*configured: fake"):
+def test_refusals_name_the_field(pool: SlurmPool) -> None:
+    with pytest.raises(ApiError, match="backend: no backend named slurm2 .*configured: hpc"):
         pool.submit("--backend", "slurm2", "--", "true")
     with pytest.raises(ApiError, match="nodes: the local pool is one machine; use --backend"):
         pool.submit("--nodes", "2", "--", "true")
-    with pytest.raises(ApiError, match="nodes: backend fake runs a job on one node"):
-        pool.submit("--backend", "fake", "--nodes", "2", "--gpus", "1", "--", "true")
-    with pytest.raises(ApiError, match="gpus: backend fake gives whole GPUs"):
-        pool.submit("--backend", "fake", "--gpus", "0.5", "--", "true")
-    # Not checked against the local inventory: its backend's scheduler decides.
-    job_id = pool.submit("--backend", "fake", "--gpus", "64", "--", "true")
-    assert pool.wait_reason(job_id, "QueuedInBackend").state.value == "PENDING"
+    with pytest.raises(ApiError, match="gpus: backend hpc gives whole GPUs"):
+        pool.submit("--backend", "hpc", "--gpus", "0.5", "--", "true")
+    with pytest.raises(ApiError, match="image: backend hpc runs no container images"):
+        pool.submit("--backend", "hpc", "--image", "busybox", "--", "true")
 
 
-def test_gpupool_backends_lists_the_local_pool_first(pool: BackendPool) -> None:
+def test_gpupool_backends_shows_slurm_down_and_back(pool: SlurmPool, cluster: SlurmCluster) -> None:
     rows = json.loads(pool.cli("backends", "--json", check=True).stdout)["backends"]
     assert [(r["name"], r["kind"], r["reachable"]) for r in rows] == [
         ("local", "local", True),
-        ("fake", "slurm", True),
+        ("hpc", "slurm", True),
     ]
-    (pool.state_dir / "backends" / "fake" / "down").touch()
-    table = pool.cli("backends", check=True).stdout
-    assert "NAME" in table and "REACHABLE" in table
-    fake = next(line for line in table.splitlines() if line.startswith("fake"))
-    assert "NO" in fake and "down (test)" in fake
+    cluster.kill_controller()
+    try:
+        table = pool.cli("backends", check=True).stdout
+        assert "NAME" in table and "REACHABLE" in table
+        hpc = next(line for line in table.splitlines() if line.startswith("hpc"))
+        assert " NO " in f" {hpc} "
+    finally:
+        cluster.restart_controller()
+    wait_for(
+        lambda: json.loads(pool.cli("backends", "--json", check=True).stdout)["backends"][1][
+            "reachable"
+        ],
+        timeout=60,
+        what="slurmctld reachable again",
+    )
