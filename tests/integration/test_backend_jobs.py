@@ -12,62 +12,16 @@ that a failure).
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import CLUSTER_NAME, SlurmCluster, SlurmUnavailable
+from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
 from gpupool.client import ApiError
-from integration.pool_harness import Pool, wait_for
+from integration.pool_harness import wait_for
+from integration.slurm_pool import SlurmPool, cluster_fixture, pool_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        made.start()
-    except SlurmUnavailable as exc:
-        made.stop()
-        pytest.skip(f"Slurm cannot start here: {exc}")
-    try:
-        yield made
-    finally:
-        made.stop()
-
-
-class SlurmPool(Pool):
-    """A pool whose submissions carry the cluster's environment (SLURM_CONF and the token by
-    which the cluster's teardown finds every job), as a user's login shell on a cluster would."""
-
-    cluster_env: dict[str, str] = {}
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {**super().env, **self.cluster_env}
-
-
-@pytest.fixture(scope="module")
-def pool(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmPool]:
-    root = tmp_path_factory.mktemp("pool")
-    p = SlurmPool(root / "pool", gpus="2xA100-80GB")
-    p.cluster_env = {k: v for k, v in cluster.env.items() if k.startswith(("SLURM", "GPUPOOL_T"))}
-    p.state_dir.mkdir(parents=True)
-    (p.state_dir / "gpupool.toml").write_text(
-        "[backends.hpc]\n"
-        'kind = "slurm"\n'
-        f'slurm_conf = "{cluster.conf}"\n'
-        f'output_dir = "{root / "out"}"\n'
-        f'launcher_python = "{sys.executable}"\n'
-        "command_timeout_s = 10\n"
-    )
-    try:
-        yield p.start()
-    finally:
-        p.cleanup()
 
 
 def _hold_every_gpu(cluster: SlurmCluster) -> str:

@@ -1,0 +1,67 @@
+"""A real Slurm cluster and a daemon whose gpupool.toml names it `[backends.hpc]`, as module
+fixtures (`cluster`, `pool`: a test module imports `cluster_fixture, pool_fixture`) for the daemon-level backend tests (test_backend_jobs.py, test_same_job_everywhere.py).
+
+The cluster is tests/slurm_cluster.py's (slurmctld and two slurmd nodes, two fake GPUs each);
+when Slurm cannot be had the tests skip, which GPUPOOL_REQUIRE_ALL=1 (CI) makes a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster, SlurmUnavailable
+
+from integration.pool_harness import Pool
+
+
+@pytest.fixture(scope="module", name="cluster")
+def cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        made.start()
+    except SlurmUnavailable as exc:
+        made.stop()
+        pytest.skip(f"Slurm cannot start here: {exc}")
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+class SlurmPool(Pool):
+    """A pool whose submissions carry the cluster's environment (SLURM_CONF and the token by
+    which the cluster's teardown finds every job), as a user's login shell on a cluster would."""
+
+    cluster_env: dict[str, str] = {}
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**super().env, **self.cluster_env}
+
+
+@pytest.fixture(scope="module", name="pool")
+def pool_fixture(
+    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmPool]:
+    root = tmp_path_factory.mktemp("pool")
+    p = SlurmPool(root / "pool", gpus="2xA100-80GB")
+    p.cluster_env = {k: v for k, v in cluster.env.items() if k.startswith(("SLURM", "GPUPOOL_T"))}
+    # `python` in a job is this interpreter (torch and all), on a login shell's PATH.
+    p.cluster_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    p.state_dir.mkdir(parents=True)
+    (p.state_dir / "gpupool.toml").write_text(
+        "[backends.hpc]\n"
+        'kind = "slurm"\n'
+        f'slurm_conf = "{cluster.conf}"\n'
+        f'output_dir = "{root / "out"}"\n'
+        f'launcher_python = "{sys.executable}"\n'
+        "command_timeout_s = 10\n"
+    )
+    try:
+        yield p.start()
+    finally:
+        p.cleanup()
