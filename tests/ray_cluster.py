@@ -179,15 +179,15 @@ class RayCluster:
         wait_for("the Ray head's job API", self._jobs_api_ready, READY_DEADLINE_S)
         return self
 
-    def restart_head(self) -> None:
-        """The head killed (SIGKILL to its session) and started again on the same ports."""
-        assert self.head is not None
-        self.head.kill()
-        self.start_head()
-
     def kill_head(self) -> None:
+        """The head killed (SIGKILL to its session), as a crashed head machine. The worker
+        nodes go with it: on this one host, a worker's processes name the head's address,
+        which `ray start --head` takes for a head still running and refuses to start."""
         assert self.head is not None
         self.head.kill()
+        for worker in self.workers:
+            worker.kill()
+        self.workers.clear()
 
     def add_worker(self, gpus: int, cpus: int) -> None:
         args = [
