@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from ray.exceptions import RayError
 from ray.job_submission import JobDetails, JobStatus, JobSubmissionClient
 
 from gpupool.backends.base import RemoteExecutor
@@ -48,8 +49,9 @@ from gpupool.core.execution import (
 TIMEOUT_EXIT = 124  # the single-process entrypoint's `timeout`, the gang driver's limit
 HEAD_LOST = "the Ray head no longer knows this run (it restarted, losing its jobs): the run is gone"
 # What a call to the head can raise when it is down, slow or answers an error (the client
-# turns HTTP errors into RuntimeError, a refused connection into ConnectionError).
-_HEAD_ERRORS = (requests.RequestException, OSError, RuntimeError, ValueError)
+# turns HTTP errors into RuntimeError, a refused connection into ConnectionError, a head
+# that wants a token into ray's AuthenticationError, a RayError).
+_HEAD_ERRORS = (requests.RequestException, OSError, RuntimeError, ValueError, RayError)
 
 
 class _TimedClient(JobSubmissionClient):
@@ -182,7 +184,7 @@ class RayBackend(RemoteExecutor):
             )
         except requests.RequestException:
             return  # the head did not answer: unlaunched, or launched if it got it (poll)
-        except (RuntimeError, ValueError) as exc:
+        except (RuntimeError, ValueError, RayError) as exc:
             # Refused: a duplicate (already launched: kept as it is) or a bad submission.
             if not self._exists(client, sid):
                 self.marks.write(sid, {"refused": str(exc)[:2000]})
