@@ -43,11 +43,9 @@ class SlurmPool(Pool):
         return {**super().env, **self.cluster_env}
 
 
-@pytest.fixture(scope="module", name="pool")
-def pool_fixture(
-    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SlurmPool]:
-    root = tmp_path_factory.mktemp("pool")
+def start_pool(root: Path, cluster: SlurmCluster, more_toml: str = "") -> SlurmPool:
+    """A started daemon (2 declared GPUs) with `[backends.hpc]` on `cluster`, and `more_toml`
+    (other backends' tables) in its gpupool.toml."""
     p = SlurmPool(root / "pool", gpus="2xA100-80GB")
     p.cluster_env = {k: v for k, v in cluster.env.items() if k.startswith(("SLURM", "GPUPOOL_T"))}
     # `python` in a job is this interpreter (torch and all), on a login shell's PATH.
@@ -59,9 +57,21 @@ def pool_fixture(
         f'slurm_conf = "{cluster.conf}"\n'
         f'output_dir = "{root / "out"}"\n'
         f'launcher_python = "{sys.executable}"\n'
-        "command_timeout_s = 10\n"
+        "command_timeout_s = 10\n" + more_toml
     )
     try:
-        yield p.start()
+        return p.start()
+    except BaseException:
+        p.cleanup()
+        raise
+
+
+@pytest.fixture(scope="module", name="pool")
+def pool_fixture(
+    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmPool]:
+    p = start_pool(tmp_path_factory.mktemp("pool"), cluster)
+    try:
+        yield p
     finally:
         p.cleanup()
