@@ -83,3 +83,31 @@ def test_the_same_job_file_runs_on_every_backend(
         ("1", "1", "2", "0"),
     ], log
     assert {(s["sum"], s["GREETING"]) for s in seen} == {(1, "hello")}
+
+
+@pytest.mark.parametrize("backend", [None, "hpc", "ray"], ids=["local", "slurm", "ray"])
+def test_an_array_runs_one_job_per_task_on_every_backend(
+    pool: SlurmPool, backend: str | None
+) -> None:
+    """gpupool expands an array at submit: each task is a job of its own, handed to the
+    backend when the array's throttle lets it go (`%2`)."""
+    extra = ["--backend", backend] if backend else []
+    script = 'echo "task $GPUPOOL_ARRAY_INDEX of $GPUPOOL_ARRAY_JOB_ID"'
+    first = pool.cli_submit("--array", "0-2%2", *extra, "--", "sh", "-c", script)
+    tasks = [j for j in pool.client.jobs(include_finished=True) if j.array_id == first]
+    assert sorted(t.array_index for t in tasks if t.array_index is not None) == [0, 1, 2]
+    for task in tasks:
+        ended = pool.wait(task.id, timeout=120)
+        assert (ended.state.value, ended.backend) == ("SUCCEEDED", backend)
+        log = pool.cli("logs", str(task.id), check=True).stdout
+        assert f"task {task.array_index} of {first}" in log
+
+
+@pytest.mark.parametrize("backend", [None, "hpc", "ray"], ids=["local", "slurm", "ray"])
+def test_cancel_stops_a_running_job_on_every_backend(pool: SlurmPool, backend: str | None) -> None:
+    extra = ["--backend", backend] if backend else []
+    job_id = pool.cli_submit(*extra, "--", "sleep", "600")
+    running = pool.wait_state(job_id, "RUNNING", timeout=120)
+    assert running.backend == backend and (backend is None) == (running.backend_ref is None)
+    pool.cli("cancel", str(job_id), check=True)
+    assert pool.wait(job_id, timeout=120).state.value == "CANCELLED"
