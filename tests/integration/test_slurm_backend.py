@@ -118,7 +118,7 @@ def timeout_run(
     """A run over its 1-minute time limit (Slurm's smallest), started as early as the module
     allows: slurmctld checks limits every 30 s, so it ends 60 to 90 s later."""
     # No checkpoint signal: USR1@120 would reach `sleep` at once (a 1-minute limit) and end
-    # it with 138 before its limit (docs/backends-slurm.md, "The checkpoint signal").
+    # it with 138 before its limit (docs/backends.md, "Slurm", "The checkpoint signal").
     backend = make_backend(cluster, tmp_path_factory.mktemp("timeout"), checkpoint_signal="")
     handle = Handle(900, 0)
     backend.launch(request(cluster, handle, ["sleep", "600"], time_limit_s=5))

@@ -1,4 +1,4 @@
-"""The Ray backend (docs/backends-ray.md): runs as Ray jobs on an existing Ray cluster.
+"""The Ray backend (docs/backends.md, "Ray"): runs as Ray jobs on an existing Ray cluster.
 
 `open_backend` checks the `[backends.NAME]` settings and contacts nothing; backend.py
 imports Ray's client, so it is imported here only when a Ray backend is opened.

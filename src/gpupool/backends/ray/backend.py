@@ -1,6 +1,6 @@
 """The Ray backend: runs as Ray jobs, through the head's job submission API.
 
-Calls (docs/backends-ray.md): `launch` is one `submit_job`, `poll` ONE `list_jobs` for
+Calls (docs/backends.md, "Ray"): `launch` is one `submit_job`, `poll` ONE `list_jobs` for
 every handle asked about, `signal` one `stop_job`, `logs` one `get_job_logs` per attempt,
 `health` one version request. Every HTTP call has the settings' deadline
 (`request_timeout_s`): Ray's client has none of its own, so `_TimedClient` adds it.

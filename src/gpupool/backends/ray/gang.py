@@ -4,7 +4,7 @@ render.py ships this file's source as the Ray job's entrypoint (`PYTHON -c SOURC
 the gang in the job's environment (`GPUPOOL_RAY_GANG`, JSON: `GangSpec`), so nothing of
 gpupool needs to be installed on the cluster: only Ray, which the driver imports.
 
-What it does (docs/backends-ray.md, "Gangs"):
+What it does (docs/backends.md, "Ray", "Gangs"):
 - reserves the whole gang at once: a placement group of one bundle per node
   (`{"GPU": gpus_per_node, "CPU": cpus_per_node}`), STRICT_SPREAD over `nodes` nodes, or
   STRICT_PACK for one; it waits while the cluster has no room, all or nothing;

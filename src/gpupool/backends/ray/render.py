@@ -2,7 +2,7 @@
 
 One run is one Ray job whose `submission_id` is the run's name (`run_name`), so a launch
 repeated after a crash is refused by the head as a duplicate and the run is not started
-twice (backend.py). Two shapes (docs/backends-ray.md):
+twice (backend.py). Two shapes (docs/backends.md, "Ray"):
 
 - **One process** (one node, not distributed): the entrypoint is the command itself,
   shell-quoted, after `cd WORKDIR` (workdir policy `shared`) and under coreutils'
