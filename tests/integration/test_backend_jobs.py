@@ -12,6 +12,7 @@ that a failure).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,28 @@ def test_gpupool_backends_shows_slurm_down_and_back(pool: SlurmPool, cluster: Sl
         timeout=60,
         what="slurmctld reachable again",
     )
+
+
+def test_a_two_node_gang_counts_and_shows_every_rank(pool: SlurmPool, tmp_path: Path) -> None:
+    """examples/same_job over both nodes: 4 ranks, 4 GPUs counted, each rank's log readable."""
+    workdir = tmp_path / "same_job"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "same_job", workdir)
+    out = pool.cli(
+        "submit",
+        "--parsable",
+        "job.yaml",
+        "--backend",
+        "hpc",
+        "--nodes",
+        "2",
+        check=True,
+        cwd=workdir,
+    )
+    job_id = int(out.stdout.strip())
+    ended = pool.wait(job_id, timeout=180)
+    assert (ended.state.value, ended.exit_code) == ("SUCCEEDED", 0)
+    assert ended.gpu_count == 4
+    assert "4 GPUs (2 per node on 2 nodes)" in pool.cli("show", str(job_id), check=True).stdout
+    rank3 = pool.cli("logs", str(job_id), "--rank", "3", check=True).stdout
+    assert '"RANK": "3"' in rank3 and '"NODE_RANK": "1"' in rank3 and '"sum": 6' in rank3
+    assert '"RANK": "0"' not in rank3

@@ -332,6 +332,8 @@ def _gpus_requested(job: JobView) -> str:
     res = job.resources
     count = float(job.gpu_count)
     text = f"{count:g} GPU{'' if count == 1 or not count.is_integer() else 's'}"
+    if job.nodes > 1:  # a backend's job over several nodes: the same GPUs on each
+        return f"{text} ({res.gpus} per node on {job.nodes} nodes)"
     if res.gpu_memory_bytes:
         from gpupool.core.units import format_size
 

@@ -245,10 +245,13 @@ class Job:
     events: tuple[Transition, ...] = field(default=(), compare=False)
 
     def gpu_count(self, gpu_memory_bytes: int | None = None) -> float:
-        """The GPUs it holds (held, if it ran) or asks for (`gpu_count`); `gpu_memory_bytes`:
-        the memory of its GPU (of the largest GPU in the pool, if it has none yet)."""
+        """The GPUs it holds (held, if it ran) or asks for (`gpu_count`), on all its nodes;
+        `gpu_memory_bytes`: the memory of its GPU (of the largest GPU in the pool, if it has
+        none yet)."""
         held = len(self.gpus) if self.gpus else None
         res = self.spec.resources
+        if held is None and self.spec.nodes > 1:  # a backend's job: whole GPUs on each node
+            return float(res.gpus * self.spec.nodes)
         return gpu_count(res, held, self.gpu_memory_bytes, gpu_memory_bytes)
 
     @property

@@ -24,4 +24,6 @@ class GpuCounter:
 
     def asked(self, job: Job) -> float:
         """What `job` asks for, whether or not it runs (pending sums)."""
+        if job.spec.nodes > 1:  # a backend's job: whole GPUs on each of its nodes
+            return float(job.spec.resources.gpus * job.spec.nodes)
         return gpu_count(job.spec.resources, gpu_memory_bytes=self.largest)

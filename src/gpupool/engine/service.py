@@ -405,7 +405,8 @@ class PoolService:
             )
             raise RequestRefused("no_separate_stderr", message)
         if rank is not None:
-            ranks = len(job.gpus) or job.spec.resources.gpus  # held, or asked for (pending)
+            # GPUs held, or asked for per node (pending, or a backend's job) on its nodes
+            ranks = (len(job.gpus) or job.spec.resources.gpus) * job.spec.nodes
             if job.spec.distributed is None:
                 raise RequestRefused("no_such_rank", f"job {job_id} is not distributed: no ranks")
             if not 0 <= rank < ranks:
