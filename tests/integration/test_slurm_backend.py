@@ -7,6 +7,7 @@ into failures.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -74,6 +75,7 @@ def request(
     gpus: int = 0,
     time_limit_s: float | None = None,
     distributed: bool = False,
+    separate_stderr: bool = False,
 ) -> LaunchRequest:
     return LaunchRequest(
         handle=handle,
@@ -84,6 +86,7 @@ def request(
         grace_s=2.0,
         allocation=Allocation("hpc", ()),
         ranks=RankLayout(nproc_per_node=gpus, nnodes=nodes) if distributed else None,
+        separate_stderr=separate_stderr,
         backend=BackendRequest(name="", project="default", gpus_per_node=gpus, nodes=nodes),
     )
 
@@ -111,22 +114,67 @@ def running(obs: Observation) -> bool:
     return obs.state is RunState.RUNNING
 
 
+# A python command that marks itself ready (DIR/ready) and catches SIGNAL: its handler
+# writes DIR/got-SIGNAL, then exits 0 when END is "end", or lets the command run on.
+CATCHER = """
+import pathlib, signal, sys, time
+d, sig, end = pathlib.Path(sys.argv[1]), signal.Signals[sys.argv[2]], sys.argv[3] == "end"
+def got(signum, frame):
+    (d / ("got-" + sig.name)).touch()
+    if end:
+        sys.exit(0)
+signal.signal(sig, got)
+(d / "ready").touch()
+time.sleep(600)
+"""
+
+
+def catcher(where: Path, sig: str, end: bool) -> list[str]:
+    return [PY, "-c", CATCHER, str(where), sig, "end" if end else "on"]
+
+
+# Runs over their time limits, started as early as the module allows (slurmctld checks
+# limits and sends --signal's signal every 30 s: they end 60 to 90 s after their start),
+# one per node so that the 2-node torchrun test finds a CPU on each.
 @pytest.fixture(scope="module")
-def timeout_run(
+def checkpointing_run(
+    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SlurmBackend, Handle, Path]]:
+    """A 1-minute run whose command catches SIGUSR1 and runs on after it. USR1@20: sent
+    once 20 s (+ up to 30) are left, so never before python has set its handler (USR1@120
+    is sent at the first check, which may come as the run starts)."""
+    root = tmp_path_factory.mktemp("checkpoint")
+    backend = make_backend(
+        cluster, root, checkpoint_signal="USR1@20", extra_sbatch_args=["--nodelist=n1"]
+    )
+    handle = Handle(900, 0)
+    backend.launch(request(cluster, handle, catcher(root, "SIGUSR1", end=False), time_limit_s=5))
+    yield backend, handle, root
+    backend.signal(handle, StopKind.CANCEL)
+
+
+@pytest.fixture(scope="module")
+def lowered_run(
     cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[SlurmBackend, Handle]]:
-    """A run over its 1-minute time limit (Slurm's smallest), started as early as the module
-    allows: slurmctld checks limits every 30 s, so it ends 60 to 90 s later."""
-    # No checkpoint signal: USR1@120 would reach `sleep` at once (a 1-minute limit) and end
-    # it with 138 before its limit (docs/backends.md, "Slurm", "The checkpoint signal").
-    backend = make_backend(cluster, tmp_path_factory.mktemp("timeout"), checkpoint_signal="")
-    handle = Handle(900, 0)
-    backend.launch(request(cluster, handle, ["sleep", "600"], time_limit_s=5))
+    """`sleep` (it does not catch SIGUSR1) with no time limit, the default checkpoint
+    signal (USR1@120), its limit lowered to 1 minute once it runs: the signal comes at the
+    next check and is kept from it, and it runs on until Slurm ends it at its limit."""
+    backend = make_backend(
+        cluster, tmp_path_factory.mktemp("lowered"), extra_sbatch_args=["--nodelist=n2"]
+    )
+    handle = Handle(901, 0)
+    backend.launch(request(cluster, handle, ["sleep", "600"]))
+    ref = wait_obs(backend, handle, running).ref
+    assert ref is not None
+    assert backend.set_time_limit(handle, 60)
+    limit = cluster.run(["squeue", "-h", "-j", ref.rsplit("/", 1)[1], "-o", "%l"])
+    assert limit.stdout.strip() == "1:00"
     yield backend, handle
     backend.signal(handle, StopKind.CANCEL)
 
 
-@pytest.mark.usefixtures("timeout_run")
+@pytest.mark.usefixtures("checkpointing_run", "lowered_run")
 def test_two_node_torchrun_all_reduce(cluster: SlurmCluster, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="torch is not installed: make dist-deps")
     script = tmp_path / "allreduce.py"
@@ -241,7 +289,59 @@ def test_slurmctld_killed_then_back(cluster: SlurmCluster, tmp_path: Path) -> No
     wait_obs(backend, a, exited)
 
 
-def test_over_its_time_limit(timeout_run: tuple[SlurmBackend, Handle]) -> None:
-    backend, handle = timeout_run
+def test_send_signal_reaches_the_commands_handler(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """`gpupool cancel --signal USR2`: scancel --batch, to the batch shell, which passes it
+    on (the shell itself would have died of it)."""
+    backend = make_backend(cluster, tmp_path)
+    h = Handle(8, 0)
+    assert not backend.send_signal(h, signal.SIGUSR2)  # not launched yet
+    backend.launch(request(cluster, h, catcher(tmp_path, "SIGUSR2", end=True)))
+    cluster.wait_for((tmp_path / "ready").exists, DEADLINE_S, "the command's handler set")
+    assert backend.send_signal(h, signal.SIGUSR2)
+    obs = wait_obs(backend, h, exited)
+    assert obs.exit is not None and obs.exit.exit_code == 0, backend.logs(h, 0, 1 << 16).data
+    assert (tmp_path / "got-SIGUSR2").exists()
+
+
+def test_stderr_kept_apart(cluster: SlurmCluster, tmp_path: Path) -> None:
+    backend = make_backend(cluster, tmp_path)
+    h = Handle(9, 0)
+    cmd = ["sh", "-c", "echo to-out; echo to-err >&2"]
+    backend.launch(request(cluster, h, cmd, separate_stderr=True))
+    wait_obs(backend, h, exited)
+    assert backend.logs(h, 0, 1 << 16).data == b"to-out\n"
+    assert backend.logs(h, 0, 1 << 16, stderr=True).data == b"to-err\n"
+    assert backend.logs(h, 3, 2, stderr=True).data == b"er"  # offset and limit
+
+
+def test_refused_submission_is_spawn_failed(cluster: SlurmCluster, tmp_path: Path) -> None:
+    backend = make_backend(cluster, tmp_path, partition="nosuch")
+    h = Handle(10, 0)
+    backend.launch(request(cluster, h, ["true"]))
+    obs = backend.poll([h])[h]
+    assert obs.state is RunState.EXITED and obs.exit is not None
+    assert obs.exit.reason is ExitReason.SPAWN_FAILED
+    assert "invalid partition" in obs.exit.message.lower(), obs.exit.message  # sbatch's words
+    backend.launch(request(cluster, h, ["true"]))  # refused once: not submitted again
+    assert [c[0] for c in backend.runner.calls].count("sbatch") == 1
+
+
+def test_checkpoint_signal_reaches_a_handler_then_time_limit(
+    checkpointing_run: tuple[SlurmBackend, Handle, Path],
+) -> None:
+    backend, handle, root = checkpointing_run
     obs = wait_obs(backend, handle, exited, timeout=200)
-    assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT
+    out = backend.logs(handle, 0, 1 << 16).data.decode()
+    assert (root / "got-SIGUSR1").exists(), out  # checkpointed, then ran on to its limit
+    assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out
+
+
+def test_checkpoint_signal_kept_from_a_command_that_does_not_catch_it(
+    lowered_run: tuple[SlurmBackend, Handle],
+) -> None:
+    backend, handle = lowered_run
+    obs = wait_obs(backend, handle, exited, timeout=200)
+    out = backend.logs(handle, 0, 1 << 16).data.decode()
+    assert "SIGUSR1 (the checkpoint signal) not passed on" in out
+    # Not killed by it (FAILED, 138): ended by Slurm at its lowered limit.
+    assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out

@@ -109,14 +109,14 @@ def test_odd_words_are_run_as_words(tmp_path: Path, distributed: bool) -> None:
     assert "EVIL" not in sub.script and "rm -rf" not in sub.script  # env goes by sbatch's env
     assert sub.env["EVIL"] == env["EVIL"]
     printer = "import json, sys; print(json.dumps(sys.argv[1:]))"
-    first = "srun" if distributed else "sh"  # the word the script runs: a printer here
+    # The script runs `setsid COMMAND` (its own process group): a printer of argv here.
     shown = subprocess.run(
-        ["bash", "-c", f'{first}() {{ python3 -c "{printer}" "$@"; }}\n{sub.script}'],
+        ["bash", "-c", f'setsid() {{ python3 -c "{printer}" "$@"; }}\n{sub.script}'],
         capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     words = json.loads(shown.stdout.splitlines()[-1])
-    given = ODD if distributed else ODD[1:]  # the function `sh` is given sh's arguments
-    assert words[-len(given) :] == given
+    assert words[0] == ("srun" if distributed else "sh")
+    assert words[-len(ODD) :] == ODD
     assert (tmp_path / "exit").read_text() == "0\n"
     assert not (tmp_path / "P").exists()
 
@@ -132,7 +132,8 @@ def test_distributed_script_wires_the_gang() -> None:
         f"{LAUNCHER} --nproc-per-node 4 --nnodes 2"
     ) in s
     assert f"--rank-log-dir {FILES.dir} -- python train.py" in s
-    assert "trap '_gp_forward USR1' USR1" in s
+    assert "setsid srun --nodes=2" in s  # the launchers' srun, in its own process group
+    assert "for _gp_sig in HUP INT QUIT USR1 USR2 TERM ALRM CONT; do" in s
 
 
 def test_containers_are_refused() -> None:

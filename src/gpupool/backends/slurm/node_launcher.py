@@ -12,8 +12,11 @@ python (`launcher_python`, 3.7 or newer): standard library only, and nothing of 
 - Each rank's output (stdout and stderr as written) goes to DIR/rank-K.log, and every line
   to this launcher's stdout (the job's output file) with a ``[rank K] `` prefix.
 - When a rank fails, the others get SIGTERM, `--grace` seconds, SIGKILL, and the launcher
-  exits with the failed rank's code (128+N for signal N). SIGTERM and SIGUSR1 (Slurm's stop
-  and the checkpoint signal, forwarded by srun) are passed on to every rank's group.
+  exits with the failed rank's code (128+N for signal N). The signals srun passes on (Slurm's
+  SIGTERM, `scancel --signal`) go to every rank's process group as they are, except SIGUSR1,
+  the checkpoint signal: only a rank's processes that catch it get it (SigCgt in
+  /proc/PID/status), so a rank that does not checkpoint is not killed by it (as the batch
+  script does for a single-process run, render.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,49 @@ def _pump(rank: int, stream: IO[bytes], log_path: str) -> None:
                 out.flush()
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Does process `pid` catch `signum`? (bit signum-1 of SigCgt in /proc/PID/status)"""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    return False
+
+
+def _group_members(pgids: set[int]) -> list[int]:
+    """The processes whose process group is one of `pgids`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) in pgids:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def _checkpoint(pgids: set[int]) -> None:
+    """SIGUSR1 to each process of the ranks' groups that catches it; ignored otherwise."""
+    sent = False
+    for pid in _group_members(pgids):
+        if _catches(pid, signal.SIGUSR1):
+            try:
+                os.kill(pid, signal.SIGUSR1)
+                sent = True
+            except (ProcessLookupError, PermissionError):
+                pass
+    if not sent:
+        msg = b"gpupool: SIGUSR1 (the checkpoint signal) not passed on: no rank catches it\n"
+        with _lock:  # held only by the pump threads, never by this (the main) thread
+            sys.stdout.buffer.write(msg)
+            sys.stdout.buffer.flush()
+
+
 def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
@@ -60,6 +106,9 @@ def main(argv: list[str]) -> int:
     pumps = []
 
     def forward(signum: int, frame: object = None) -> None:
+        if signum == signal.SIGUSR1:
+            _checkpoint({p.pid for p in procs})
+            return
         for p in procs:
             try:
                 os.killpg(p.pid, signum)

@@ -6,10 +6,15 @@ environment sbatch runs with. Pure: no I/O, nothing asked of Slurm.
   environment with `--export=ALL`: no value of it is ever written into the script. The
   script holds only the command, each word quoted with shlex, so an odd command (`;`, `$(..)`,
   quotes, newlines) is run as the words it is, never as shell.
-- The script forwards the checkpoint signal (`--signal=B:USR1@120` reaches the batch shell
-  only) and SIGTERM to the command, waits for it, writes its exit code to the run's `exit`
-  file (kept on the shared filesystem: an end slurmctld has forgotten can still be read) and
-  exits with it.
+- The script runs the command in its own session and process group (`setsid`), and passes
+  on to that group the signals that reach the batch shell (`--signal=B:...` and `scancel
+  --batch` signal the shell only): HUP, INT, QUIT, USR2, TERM, ALRM, CONT as they are, and
+  SIGUSR1 (the checkpoint signal) only to the group's processes that catch it (SigCgt in
+  /proc/PID/status), so that a command that does not checkpoint is not killed by it and
+  runs on to its limit, as a local job (which never gets SIGUSR1) would; the shell says so
+  in the job's stderr. It waits for the command, writes its exit code to the run's `exit`
+  file (kept on the shared filesystem: an end slurmctld has forgotten can still be read)
+  and exits with it.
 - A distributed run (`ranks`) runs one launcher per node (`srun --ntasks-per-node=1`,
   node_launcher.py) that starts the node's ranks with torchrun's environment; MASTER_ADDR is
   the address of the allocation's first node, MASTER_PORT a port free there when the
@@ -111,6 +116,40 @@ def sbatch_options(
     return opts
 
 
+# The batch shell's traps (module docstring). Signal numbers are Linux's: SIGUSR1 is 10, so
+# "catches SIGUSR1" is bit 9 of SigCgt. Set first: a signal before them would end the shell.
+FORWARDED_SIGNALS = ("HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "ALRM", "CONT")
+SIGNAL_FORWARDING = (
+    "_gp_child=",
+    "# does process $1 catch signal number $2? (bit $2-1 of SigCgt in /proc/$1/status)",
+    "_gp_catches() {",
+    "  local key mask",
+    '  while read -r key mask; do [ "$key" = SigCgt: ] && break; done < "/proc/$1/status"',
+    '  [ "$key" = SigCgt: ] && (( (16#$mask >> ($2 - 1)) & 1 ))',
+    "} 2>/dev/null",
+    "# the checkpoint signal goes only to the command's processes that catch it",
+    "_gp_checkpoint() {",
+    "  local stat line pid sent=",
+    "  for stat in /proc/[0-9]*/stat; do",
+    '    { read -r line < "$stat"; } 2>/dev/null || continue',
+    "    set -- ${line##*) }  # after the command name: state, ppid, process group",
+    '    [ "$3" = "$_gp_child" ] || continue',
+    "    pid=${stat#/proc/}; pid=${pid%/stat}",
+    '    _gp_catches "$pid" 10 && kill -s USR1 "$pid" 2>/dev/null && sent=1',
+    "  done",
+    '  [ -n "$sent" ] || echo "gpupool: SIGUSR1 (the checkpoint signal) not passed on:'
+    ' no process of the command catches it" >&2',
+    "}",
+    "_gp_forward() {",
+    '  [ -n "$_gp_child" ] || return 0',
+    '  if [ "$1" = USR1 ]; then _gp_checkpoint; else kill -s "$1" -- "-$_gp_child" 2>/dev/null; fi',
+    "}",
+    f"for _gp_sig in {' '.join(FORWARDED_SIGNALS)}; do",
+    '  trap "_gp_forward $_gp_sig" "$_gp_sig"',
+    "done",
+)
+
+
 def _distributed_lines(
     request: LaunchRequest, settings: SlurmSettings, files: RunFiles, launcher: Path
 ) -> tuple[list[str], str]:
@@ -152,12 +191,9 @@ def batch_script(
         [
             "#!/bin/bash",
             f"# gpupool run {name}: job {h.job_id}, attempt {h.attempt}",
-            "_gp_child=",
-            '_gp_forward() { [ -n "$_gp_child" ] && kill -s "$1" "$_gp_child" 2>/dev/null; }',
-            "trap '_gp_forward USR1' USR1",
-            "trap '_gp_forward TERM' TERM",
+            *SIGNAL_FORWARDING,
             *setup,
-            f"{command} </dev/null &",
+            f"setsid {command} </dev/null &",
             "_gp_child=$!",
             "# a trapped signal ends `wait` early: wait again until the command is over",
             'while kill -0 "$_gp_child" 2>/dev/null; do wait "$_gp_child"; done',
