@@ -1,7 +1,7 @@
 """Ends slurmctld has forgotten, on a real Slurm: a cluster of its own with MinJobAge=2, so
 that an ended job leaves squeue within seconds (slurmctld purges on its own schedule,
 about 10 s here). Without slurmdbd, the backend reads the end from the jobcomp file, then
-from the run's exit file (docs/backends-slurm.md, "Exit codes without slurmdbd").
+from the run's exit file (docs/backends.md, "Slurm").
 """
 
 from __future__ import annotations
