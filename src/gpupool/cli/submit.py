@@ -317,7 +317,7 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
         print(spec_error_text(exc, args.spec_file), file=sys.stderr)
         return 2
     # 128 random bits, as uuid4().hex gave, without importing uuid (~2 ms).
-    job = client.submit(wire, token=args.token or os.urandom(16).hex())
+    job = client.submit_receipt(wire, token=args.token or os.urandom(16).hex())
     job_id = job.id
     if args.parsable:
         print(job_id)
