@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import TypeVar, overload
 
-_N = TypeVar("_N")
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar, overload
+
+    _N = TypeVar("_N")
+
 
 # Job ids are 64-bit integers in the store (and the API refuses larger ones by name).
 MAX_JOB_ID = 2**63 - 1
@@ -36,18 +41,20 @@ class CliParser(argparse.ArgumentParser):
     Sub-parsers are of this class too (argparse makes them of the parent's class).
     """
 
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None = None, namespace: None = None
-    ) -> tuple[argparse.Namespace, list[str]]: ...
+    if TYPE_CHECKING:  # the signatures of ArgumentParser's, for the type checker
 
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None, namespace: _N
-    ) -> tuple[_N, list[str]]: ...
+        @overload
+        def parse_known_args(
+            self, args: Iterable[str] | None = None, namespace: None = None
+        ) -> tuple[argparse.Namespace, list[str]]: ...
 
-    @overload
-    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+        @overload
+        def parse_known_args(
+            self, args: Iterable[str] | None, namespace: _N
+        ) -> tuple[_N, list[str]]: ...
+
+        @overload
+        def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
 
     def parse_known_args(
         self, args: Iterable[str] | None = None, namespace: _N | None = None

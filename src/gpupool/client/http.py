@@ -15,7 +15,6 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from gpupool.client.errors import (
@@ -33,16 +32,20 @@ from gpupool.client.errors import (
 from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
 from gpupool.core.paths import socket_path, state_dir
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from typing import TypeVar
+
+    T = TypeVar("T")
     import ssl
 
-    from gpupool.client.views import JobPage, JobView, LogChunk, WireJobPage
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
     from gpupool.client.usage_views import JobUsageView, UsageReportView
+    from gpupool.client.views import JobPage, JobView, LogChunk, WireJobPage
 
-T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 # A submission cut off in flight is sent again with the same token (the store keeps one job

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING
 
 from gpupool.core.containers import ContainerEngine
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time as _time
 from collections.abc import Mapping
-from typing import Any, NoReturn
 
 from gpupool.core.job import DEFAULT_PRIORITY, Hold, JobSpec, Resources
 from gpupool.spec.control_rules import (
@@ -61,6 +60,11 @@ from gpupool.spec.rules import (
     wire_mem,
     wire_workdir,
 )
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 
 def _command(name: str = "command", allow_string: bool = True) -> Field:

@@ -8,10 +8,14 @@ same rules as a spec file.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from gpupool.core.job import JobSpec
 from gpupool.core.json_types import JsonObject
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def spec_to_wire(spec: JobSpec) -> JsonObject:
