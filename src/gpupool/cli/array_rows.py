@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupool.client import JobView
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
 
 
 class QueueRow:

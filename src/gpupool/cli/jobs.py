@@ -23,7 +23,7 @@ from gpupool.cli.render import (
 )
 from gpupool.cli.when import limit_cell
 from gpupool.client import Client, JobView
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False

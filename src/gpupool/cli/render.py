@@ -148,7 +148,7 @@ def printable(text: str) -> str:
 def reason_cell(job: JobView) -> str:
     """The queue's REASON: a running job asked to stop shows it is stopping (its grace
     period), not a blank."""
-    from gpupool.core.job import JobState
+    from gpupool.core.job_enums import JobState
 
     if job.state is JobState.RUNNING and job.cancel_requested:
         return "Cancelling"

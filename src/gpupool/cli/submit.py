@@ -225,12 +225,11 @@ def take_spec_file(args: argparse.Namespace) -> None:
 
 def build_wire_spec(args: argparse.Namespace) -> JsonObject:
     from gpupool.spec import (
-        build_spec,
+        build_wire,
         drop_overridden_lines,
         load_spec_file,
         merge_flags,
         parse_env_assignments,
-        spec_to_wire,
     )
 
     spec_file, command = args.spec_file, list(args.command)
@@ -263,7 +262,7 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
             ],
             spec_file,
         )
-    spec = build_spec(
+    wire = build_wire(
         merged,
         lines=lines,
         source=spec_file,
@@ -271,7 +270,6 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
         default_workdir=os.getcwd(),
         umask=current_umask(),
     )
-    wire: JsonObject = spec_to_wire(spec)
     if merged.get("project") is None:
         wire["project"] = None  # not given: the daemon picks the user's default project
     return wire

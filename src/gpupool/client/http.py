@@ -435,7 +435,7 @@ class Client:
         if stderr:  # None values are left out
             query["stderr"] = "true"
         from gpupool.client.views import LogChunk
-        from gpupool.core.job import JobState
+        from gpupool.core.job_enums import JobState
 
         status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:

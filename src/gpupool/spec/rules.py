@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Mapping
 
 from gpupool.core.containers import ContainerEngine
-from gpupool.core.job import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
+from gpupool.core.job_enums import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
 from gpupool.core.units import parse_duration, parse_size
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
