@@ -9,7 +9,7 @@ from collections.abc import Iterable
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeVar, overload
+    from typing import Any, TypeVar, overload
 
     _N = TypeVar("_N")
 
@@ -39,7 +39,28 @@ class CliParser(argparse.ArgumentParser):
     the first positional of a parser whose positional takes the rest (a sub-command, or
     `submit`'s command), are never touched: they belong to the sub-command or to the job.
     Sub-parsers are of this class too (argparse makes them of the parent's class).
+
+    Adding an argument checks its metavar against its nargs with a HelpFormatter, which
+    asks shutil for the terminal's width: shutil (with bz2 and lzma) costs every command
+    ~2 ms, and that check never reads the width. It gets a formatter of a fixed width here;
+    help, usage and --version text still get argparse's, sized to the terminal. (The other
+    builder of a formatter, add_subparsers, is given its `prog`: cli/main.py.)
     """
+
+    _fixed_width = False  # True while add_argument runs (the class docstring says why)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        self._fixed_width = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._fixed_width = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._fixed_width:
+            # Any class checks alike: argparse's formatters differ in how they fill text.
+            return argparse.HelpFormatter(self.prog, width=80)
+        return super()._get_formatter()
 
     if TYPE_CHECKING:  # the signatures of ArgumentParser's, for the type checker
 
