@@ -1,7 +1,9 @@
 """What `gpupool submit` and `gpupool queue` import: their own module and what it needs,
 never the daemon's stack or another verb's module (the speed budget of issue 15: both
 answer in at most 80 ms; bench/cli_vs_slurm.py measures it). Pinned on the modules loaded,
-which cannot flake, rather than on a wall time, which could."""
+which cannot flake, rather than on a wall time, which could. Neither imports `typing`; a
+plain submit defines no dataclass (`dataclasses` imports `inspect`: ~9 ms together), so it
+reads neither core/job.py nor the client's views (core/values.py)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,12 @@ NEVER = (
     "gpupool.plan",
     "gpupool.sdk",
 )
+
+# What neither command imports (typing, and shutil for argparse's terminal width: ~2 ms
+# each; cli/argv.py), and what a plain `submit -- CMD` does not: the dataclasses (and
+# inspect) that core.job and the client's views need.
+NEVER_CLI = ("typing", "shutil")
+NOT_FOR_SUBMIT = ("dataclasses", "inspect", "gpupool.core.job", "gpupool.client.views")
 
 # `gpupool ARGS` run as `python -m gpupool` runs it, then the modules loaded, one a line,
 # into the file named by argv[1].
@@ -83,8 +91,22 @@ def test_submit_imports_neither_pydantic_nor_yaml_nor_other_verbs(
         assert _heavy(modules) == [], args
         assert "yaml" not in modules, args
         assert _other_nouns(modules, "submit") == [], args
+        # --help sizes its text to the terminal (shutil): the submission itself does not.
+        never = (*NEVER_CLI, *NOT_FOR_SUBMIT) if "--help" not in args else NOT_FOR_SUBMIT
+        assert [m for m in never if m in modules] == [], args
     assert "gpupool.spec.model" in modules  # the spec was checked, by the CLI itself
     assert len(pool.client.jobs()) == 1  # and the job reached the pool
+
+
+def test_a_submit_with_dependencies_and_an_array_still_submits(pool: Pool, tmp_path: Path) -> None:
+    # --after and --array need core.job_control's dataclasses: imported then, and only then.
+    first = pool.submit("--", "true")
+    args = ["submit", "--after", str(first), "--array", "0-2%1", "--", "true"]
+    modules = _imports(pool, tmp_path, *args)
+    assert "gpupool.core.job_control" in modules
+    assert [m for m in NEVER_CLI if m in modules] == []
+    assert _heavy(modules) == []
+    assert len(pool.client.jobs(include_finished=True)) == 4  # the first, and 3 tasks
 
 
 def test_submit_of_a_file_imports_yaml_and_still_no_pydantic(pool: Pool, tmp_path: Path) -> None:
@@ -103,3 +125,7 @@ def test_queue_imports_its_own_module_only(pool: Pool, tmp_path: Path) -> None:
         assert _heavy(modules) == [], args
         assert "yaml" not in modules and "gpupool.spec.model" not in modules, args
         assert _other_nouns(modules, "jobs") == [], args
+        # The states without core/job.py's dataclasses; `why` alone reads cli/explain.py.
+        assert [
+            m for m in (*NEVER_CLI, "gpupool.core.job", "gpupool.cli.explain") if m in modules
+        ] == [], args

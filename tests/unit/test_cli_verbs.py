@@ -69,3 +69,26 @@ def test_noun_of_finds_the_verb_the_parser_reads(argv: list[str], noun: str | No
     if noun is not None:  # (--version prints and exits before the verb is read)
         args, _ = _parser().parse_known_args([a for a in argv if a != "--version"])
         assert VERBS[args.verb] == noun
+
+
+def test_adding_an_argument_still_checks_its_metavar_against_nargs() -> None:
+    # CliParser checks it with a formatter of a fixed width (no shutil): the check is kept.
+    with pytest.raises(ValueError, match="length of metavar tuple does not match nargs"):
+        CliParser().add_argument("--pair", nargs=2, metavar=("A", "B", "C"))
+
+
+@pytest.mark.parametrize("columns", ["30", "60", "200"])
+def test_help_is_sized_to_the_terminal_as_argparse_sizes_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only add_argument's check gets the fixed width: help and usage follow $COLUMNS.
+    monkeypatch.setenv("COLUMNS", columns)
+    parsers = []
+    for cls in (argparse.ArgumentParser, CliParser):
+        p = cls(prog="gpupool", description="A shared, scheduled pool of GPUs " * 4)
+        p.add_argument("--state-dir", help="the pool's state directory " * 5)
+        p.add_argument("words", nargs="*", metavar="WORD")
+        parsers.append(p)
+    plain, ours = parsers
+    assert ours.format_help() == plain.format_help()
+    assert ours.format_usage() == plain.format_usage()

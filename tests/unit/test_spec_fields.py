@@ -1,6 +1,7 @@
 """spec/fields.py, the stdlib loop that checks a spec, agrees with the pydantic models it
 replaced (tests/unit/spec_pydantic_oracle.py): for any input, either form, the same values
-(types included) or the same errors, named alike and in the same order."""
+(types included) or the same errors, named alike and in the same order. And the CLI's
+build_wire gives what spec_to_wire(build_spec(...)) gives, for any input."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import spec_pydantic_oracle as oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpupool.spec import SpecError, build_spec, build_wire, spec_to_wire
 from gpupool.spec.fields import check_fields
 from gpupool.spec.model import SPEC_KEYS, USER_FIELDS, WIRE_FIELDS, WIRE_KEYS
 
@@ -134,3 +136,22 @@ def test_user_form_agrees_with_pydantic(data: dict[str, Any]) -> None:
 def test_wire_form_agrees_with_pydantic(data: dict[str, Any]) -> None:
     ours = _outcome(check_fields, WIRE_FIELDS, data, NOW)
     assert ours == _outcome(oracle.run, oracle.WireModel, data, NOW)
+
+
+def _wire_outcome(build: Any, data: dict[str, Any]) -> tuple[str, str]:
+    args = {"base_env": {"HOME": "/h", "GPUPOOL_X": "1"}, "default_workdir": "/w", "umask": 0o27}
+    try:
+        return ("sent", repr(build(data, lines={"gpus": 3}, source="job.yaml", now=NOW, **args)))
+    except SpecError as e:
+        return ("refused", str(e))
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(_specs(SPEC_KEYS))
+def test_build_wire_sends_what_the_jobspec_would(data: dict[str, Any]) -> None:
+    # `gpupool submit` sends build_wire's dict (no JobSpec made: spec/model.py _user_spec):
+    # the same dict, keys in the same order, or the same errors, as the SDK's path.
+    def via_jobspec(data: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return spec_to_wire(build_spec(data, **kw))
+
+    assert _wire_outcome(build_wire, data) == _wire_outcome(via_jobspec, data)

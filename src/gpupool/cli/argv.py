@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import TypeVar, overload
 
-_N = TypeVar("_N")
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar, overload
+
+    _N = TypeVar("_N")
+
 
 # Job ids are 64-bit integers in the store (and the API refuses larger ones by name).
 MAX_JOB_ID = 2**63 - 1
@@ -34,20 +39,43 @@ class CliParser(argparse.ArgumentParser):
     the first positional of a parser whose positional takes the rest (a sub-command, or
     `submit`'s command), are never touched: they belong to the sub-command or to the job.
     Sub-parsers are of this class too (argparse makes them of the parent's class).
+
+    Adding an argument checks its metavar against its nargs with a HelpFormatter, which
+    asks shutil for the terminal's width: shutil (with bz2 and lzma) costs every command
+    ~2 ms, and that check never reads the width. It gets a formatter of a fixed width here;
+    help, usage and --version text still get argparse's, sized to the terminal. (The other
+    builder of a formatter, add_subparsers, is given its `prog`: cli/main.py.)
     """
 
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None = None, namespace: None = None
-    ) -> tuple[argparse.Namespace, list[str]]: ...
+    _fixed_width = False  # True while add_argument runs (the class docstring says why)
 
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None, namespace: _N
-    ) -> tuple[_N, list[str]]: ...
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        self._fixed_width = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._fixed_width = False
 
-    @overload
-    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._fixed_width:
+            # Any class checks alike: argparse's formatters differ in how they fill text.
+            return argparse.HelpFormatter(self.prog, width=80)
+        return super()._get_formatter()
+
+    if TYPE_CHECKING:  # the signatures of ArgumentParser's, for the type checker
+
+        @overload
+        def parse_known_args(
+            self, args: Iterable[str] | None = None, namespace: None = None
+        ) -> tuple[argparse.Namespace, list[str]]: ...
+
+        @overload
+        def parse_known_args(
+            self, args: Iterable[str] | None, namespace: _N
+        ) -> tuple[_N, list[str]]: ...
+
+        @overload
+        def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
 
     def parse_known_args(
         self, args: Iterable[str] | None = None, namespace: _N | None = None

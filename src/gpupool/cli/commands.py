@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
 
 from gpupool.cli.argv import CliParser
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from gpupool.client import Client
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[CliParser]"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from gpupool.cli.render import clock_time, elapsed, print_json, print_table, shown
 from gpupool.client import Client, JobView, Wait, WaitCode
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
 from gpupool.core.units import format_duration, format_size
 
 # The dimensions whose figures are bytes (policy/reasons.py's Dimension values).

@@ -6,12 +6,10 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import BinaryIO
 
 from gpupool.cli.argv import job_id
 from gpupool.cli.array_rows import queue_rows
 from gpupool.cli.commands import OnPool, Parents, Subparsers
-from gpupool.cli.explain import cmd_why
 from gpupool.cli.render import (
     clock_time,
     elapsed,
@@ -25,7 +23,12 @@ from gpupool.cli.render import (
 )
 from gpupool.cli.when import limit_cell
 from gpupool.client import Client, JobView
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 MAX_TAIL_LINES = 1_000_000  # as the API's (engine/log_tail.py)
 QUEUE_PAGE = 50  # jobs in `gpupool queue`'s table unless --limit or -a says otherwise
@@ -101,7 +104,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p = sub.add_parser(
         "why", parents=[common, listing], help="why a job waits, and when it is expected to start"
     )
-    p.set_defaults(handler=OnPool(cmd_why))
+    p.set_defaults(handler=OnPool(_cmd_why))
     p.add_argument("job_id", type=job_id)
     p = sub.add_parser("logs", parents=[common], help="print a job's output (-f follows)")
     p.set_defaults(handler=OnPool(cmd_logs))
@@ -137,6 +140,13 @@ def _lines(text: str) -> int:
     if not 0 <= value <= MAX_TAIL_LINES:
         raise argparse.ArgumentTypeError(f"not a number of lines (0 to {MAX_TAIL_LINES}): {text!r}")
     return value
+
+
+def _cmd_why(client: Client, args: argparse.Namespace) -> int:
+    """`gpupool why`: cli/explain.py's, imported when run (`queue` never needs it)."""
+    from gpupool.cli.explain import cmd_why
+
+    return cmd_why(client, args)
 
 
 def cmd_queue(client: Client, args: argparse.Namespace) -> int:

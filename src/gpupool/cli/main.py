@@ -75,7 +75,9 @@ def _parser(nouns: Sequence[str] = NOUNS) -> CliParser:
         "GPUPOOL_TOKEN (the API token sent over TCP; else ~/.config/gpupool/token, mode 0600).",
     )
     parser.add_argument("--version", action="version", version=f"gpupool {__version__}")
-    sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
+    # prog given: what argparse would word (the parser's name, as it has no positional), but
+    # without a formatter, whose width would cost shutil's import (cli/argv.py CliParser).
+    sub = parser.add_subparsers(dest="verb", metavar="COMMAND", prog=parser.prog)
     sub.required = True
     parents = Parents(common=_common(argparse.SUPPRESS), listing=listing)
     for register in _registers(nouns):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from gpupool.cli.argv import job_id
 from gpupool.cli.commands import OnPool, Parents, Subparsers, api_error_exit
 from gpupool.client import ApiError, Client, JobView
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
 
 TIMED_OUT = 124  # `wait --timeout`: the job had not ended (as timeout(1) exits)
 CANCEL_STATES = {"pending": JobState.PENDING, "running": JobState.RUNNING}

@@ -15,7 +15,6 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from gpupool.client.errors import (
@@ -30,28 +29,23 @@ from gpupool.client.errors import (
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
-from gpupool.client.views import (
-    JobPage,
-    JobView,
-    LogChunk,
-    WireJobPage,
-    read_job,
-    read_job_page,
-    read_wire_job_page,
-)
-from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
-from gpupool.core.job import JobState
+from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
 from gpupool.core.paths import socket_path, state_dir
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from typing import TypeVar
+
+    T = TypeVar("T")
     import ssl
 
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import BackendsView, GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
     from gpupool.client.usage_views import JobUsageView, UsageReportView
+    from gpupool.client.views import JobPage, JobView, LogChunk, WireJobPage
 
-T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 # A submission cut off in flight is sent again with the same token (the store keeps one job
@@ -332,9 +326,22 @@ class Client:
         daemon restarts) is sent again with the same token, which the daemon stores at most
         once. SubmitUnconfirmed when every try failed, saying whether the job may have been
         stored."""
+        from gpupool.client.views import read_job
+
+        return self._read(read_job, self._submit(spec, token, retry))
+
+    def submit_receipt(
+        self, spec: JsonObject, token: str | None = None, retry: bool = True
+    ) -> SubmitReceipt:
+        """As `submit`, the answer read for what `gpupool submit` prints only (its id and
+        project): the CLI's path, which then needs no view of a job (client/views.py)."""
+        return self._read(read_receipt, self._submit(spec, token, retry))
+
+    def _submit(self, spec: JsonObject, token: str | None, retry: bool) -> JsonValue:
+        """POST /v1/jobs, tried again as `submit` says; the daemon's answer."""
         body: JsonObject = {"spec": spec, "token": token}
         if token is None or not retry:
-            return self._read(read_job, self.request("POST", "/v1/jobs", body))
+            return self.request("POST", "/v1/jobs", body)
         first = time.monotonic()
         window = max(SUBMIT_RETRY_WINDOW_S, 2 * self.timeout)
         reached = False  # did any try get as far as sending the request?
@@ -342,7 +349,7 @@ class Client:
         while True:
             tries += 1
             try:
-                return self._read(read_job, self.request("POST", "/v1/jobs", body))
+                return self.request("POST", "/v1/jobs", body)
             except DaemonNotRunning as exc:
                 if not reached:
                     raise  # nothing was ever sent: the job is surely not stored
@@ -379,6 +386,8 @@ class Client:
         (epoch seconds) or later."""
         query = _page_query(include_finished, user, project, states, limit, offset, order)
         query["since"] = None if since is None else repr(since)
+        from gpupool.client.views import read_job_page
+
         return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))
 
     def job_page_wire(
@@ -395,12 +404,18 @@ class Client:
         """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
         query = _page_query(include_finished, user, project, states, limit, 0, order)
         query["since"] = None if since is None else repr(since)
+        from gpupool.client.views import read_wire_job_page
+
         return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
 
     def job(self, job_id: int) -> JobView:
+        from gpupool.client.views import read_job
+
         return self._read(read_job, self.request("GET", f"/v1/jobs/{int(job_id)}"))
 
     def cancel(self, job_id: int) -> JobView:
+        from gpupool.client.views import read_job
+
         answer = self.request("POST", f"/v1/jobs/{int(job_id)}/cancel", {})
         return self._read(read_job, answer)
 
@@ -419,6 +434,9 @@ class Client:
         query: dict[str, str | int | None] = {"offset": offset, "rank": rank, "tail": tail}
         if stderr:  # None values are left out
             query["stderr"] = "true"
+        from gpupool.client.views import LogChunk
+        from gpupool.core.job_enums import JobState
+
         status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:
             raise _api_error(status, _decode(data))
@@ -524,6 +542,24 @@ class Client:
 
         query: dict[str, str | int | None] = {"since": None if since is None else repr(since)}
         return self._read(read_audit, self.request("GET", "/v1/audit", query=query))
+
+
+class SubmitReceipt:
+    """What `gpupool submit` prints of the job it queued: its `id` (an array's first task)
+    and its `project`. A plain slotted class: the views (client/views.py) are frozen
+    dataclasses, whose module costs a submission ~10 ms to import (dataclasses, inspect)."""
+
+    __slots__ = ("id", "project")
+
+    def __init__(self, id: int, project: str) -> None:
+        self.id = id
+        self.project = project
+
+
+def read_receipt(value: JsonValue) -> SubmitReceipt:
+    """The receipt in a job's answer, checked as views.JobView.read checks those fields."""
+    f = Fields(value)
+    return SubmitReceipt(f.whole("id"), f.text("project"))
 
 
 def _page_query(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
-from gpupool.core.job import JobState
+from gpupool.core.job_enums import JobState
 
 
 class WaitCode(StrEnum):

@@ -8,8 +8,9 @@ machine. Standard library only: core/job.py (JobSpec) and the spec rules import 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from enum import StrEnum
+
+from gpupool.core.values import FrozenValue
 
 
 class ContainerEngine(StrEnum):
@@ -29,12 +30,18 @@ ENGINE_PREFERENCE: tuple[ContainerEngine, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class EngineRefused:
-    """Why a job's image cannot run on this pool: the spec field to blame and the words."""
+class EngineRefused(FrozenValue):
+    """Why a job's image cannot run on this pool: the spec field to blame and the words.
+    A FrozenValue, not a frozen dataclass: the spec rules import this module on every
+    `gpupool submit` (core/values.py says why)."""
 
+    __slots__ = ("field", "message")
     field: str  # "image" or "container_engine"
     message: str
+
+    def __init__(self, field: str, message: str) -> None:
+        object.__setattr__(self, "field", field)
+        object.__setattr__(self, "message", message)
 
 
 def choose_engine(

@@ -2,51 +2,30 @@
 
 Every state change goes through `check_transition`, and every stored transition carries a
 cause, so `gpupool show` can tell a job's whole story (as Dask's worker state machine does).
+Its states, hold kinds, gang launchers and priority classes are defined in job_enums.py
+(without dataclasses, for the CLI) and re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
-from typing import TYPE_CHECKING
+from enum import StrEnum
 
 from gpupool.core.containers import ContainerEngine
 
+# The enums and constants the CLI needs without this module's dataclasses (job_enums.py).
+from gpupool.core.job_enums import DEFAULT_PRIORITY as DEFAULT_PRIORITY
+from gpupool.core.job_enums import PRIORITY_CLASSES as PRIORITY_CLASSES
+from gpupool.core.job_enums import TERMINAL_STATES as TERMINAL_STATES
+from gpupool.core.job_enums import Distributed as Distributed
+from gpupool.core.job_enums import Hold as Hold
+from gpupool.core.job_enums import JobState as JobState
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
-
-class Distributed(StrEnum):
-    """How a job's command is started as a gang of ranks (`--distributed`; docs/distributed.md).
-
-    TORCHRUN: one process per GPU with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT, ...), started by gpupool's own launcher, not by torchrun.
-    """
-
-    TORCHRUN = "torchrun"
-
-
-class JobState(str, Enum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    TIMEOUT = "TIMEOUT"
-    PREEMPTED = "PREEMPTED"  # stopped to give GPUs back; requeued to PENDING right after
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATES
-
-    @property
-    def active(self) -> bool:
-        return not self.terminal
-
-
-TERMINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT}
-)
 
 # (from, to) -> what this edge means. Anything not listed is a bug and is refused.
 TRANSITIONS: dict[tuple[JobState, JobState], str] = {
@@ -87,16 +66,6 @@ class HeldReason(StrEnum):
 
     SUPERVISOR_LOST = "SupervisorLost"  # supervisor dead, processes still alive: GPUs held
     GPUS_GONE = "GpusGone"  # its GPUs left the inventory: being stopped to requeue
-
-
-class Hold(StrEnum):
-    """Why a pending job is held (`gpupool hold`, `submit --hold`): it never starts until
-    released. As Slurm's JobHeldUser and JobHeldAdmin: a hold its owner placed may be
-    released by its owner or an admin; a hold an admin placed on another user's job only by
-    an admin (api/steering.py)."""
-
-    USER = "user"
-    ADMIN = "admin"
 
 
 def check_transition(frm: JobState, to: JobState) -> str:
@@ -146,10 +115,6 @@ def gpu_count(
     if nbytes is not None and count and gpu_memory_bytes is not None and gpu_memory_bytes > 0:
         return min(1.0, nbytes / gpu_memory_bytes)
     return float(count)
-
-
-PRIORITY_CLASSES: dict[str, int] = {"low": 100, "normal": 200, "high": 300, "interactive": 400}
-DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]
 
 
 def priority_name(value: int) -> str:

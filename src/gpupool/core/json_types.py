@@ -3,7 +3,10 @@ build or read wire JSON (spec/, client/), so a dict built by one is typed as the
 
 from __future__ import annotations
 
-from typing import TypeAlias
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeAlias
 
 JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject: TypeAlias = dict[str, JsonValue]

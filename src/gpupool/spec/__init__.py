@@ -16,19 +16,26 @@ Typical use in the CLI:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from gpupool.core.job import JobSpec
 from gpupool.spec.errors import FieldError, SpecError
 from gpupool.spec.flags import SPEC_KEYS, drop_overridden_lines, merge_flags, parse_env_assignments
 from gpupool.spec.wire import spec_from_wire, spec_to_wire
 from gpupool.spec.yaml_source import load_spec_file, load_spec_text
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from gpupool.core.job import JobSpec
+    from gpupool.core.json_types import JsonObject
 
 __all__ = [
     "SPEC_KEYS",
     "FieldError",
     "SpecError",
     "build_spec",
+    "build_wire",
     "drop_overridden_lines",
     "load_spec_file",
     "load_spec_text",
@@ -61,6 +68,32 @@ def build_spec(
     read against, in local time (time.localtime, so TZ decides).
     """
     from gpupool.spec.model import build_spec as build
+
+    return build(
+        data,
+        lines=lines,
+        source=source,
+        base_env=base_env,
+        default_workdir=default_workdir,
+        umask=umask,
+        now=now,
+    )
+
+
+def build_wire(
+    data: Mapping[str, Any],
+    *,
+    lines: Mapping[str, int] | None = None,
+    source: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+    default_workdir: str = "",
+    umask: int | None = None,
+    now: float | None = None,
+) -> JsonObject:
+    """`spec_to_wire(build_spec(...))`, the same checks and the same dict, without making
+    the JobSpec: `gpupool submit`'s path, which so needs no dataclass (core/values.py says
+    what one costs). Both are made from the same checked fields (model._user_spec)."""
+    from gpupool.spec.model import build_wire as build
 
     return build(
         data,

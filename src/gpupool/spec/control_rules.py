@@ -8,11 +8,14 @@ dataclasses cost a plain `gpupool submit -- CMD` about a millisecond each).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
 from gpupool.spec.rules import BadValue, count_of, got, number_of
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from gpupool.core.job_control import ArrayRequest, Dependency
 
 

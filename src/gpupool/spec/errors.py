@@ -5,16 +5,23 @@ Standard library only: the CLI formats these without paying for pydantic or yaml
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpupool.core.values import FrozenValue
 
 
-@dataclass(frozen=True)
-class FieldError:
-    """One problem with one field ("env.FOO" for an entry of env; "" for the whole source)."""
+class FieldError(FrozenValue):
+    """One problem with one field ("env.FOO" for an entry of env; "" for the whole source).
+    A FrozenValue, not a frozen dataclass: `gpupool submit` imports it on every call
+    (core/values.py says why)."""
 
+    __slots__ = ("field", "message", "line")
     field: str
     message: str
-    line: int | None = None  # 1-based line in the source file, when the value came from one
+    line: int | None  # 1-based line in the source file, when the value came from one
+
+    def __init__(self, field: str, message: str, line: int | None = None) -> None:
+        object.__setattr__(self, "field", field)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "line", line)
 
 
 class SpecError(ValueError):

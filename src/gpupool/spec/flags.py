@@ -6,10 +6,14 @@ Standard library only: this runs on every `gpupool submit`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from gpupool.spec.errors import FieldError, SpecError
 from gpupool.spec.model import SPEC_KEYS
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The keys of a spec file; the CLI flags are the same names with dashes (gpu_type: --gpu-type).
 # Re-exported from the table that defines them (model.USER_FIELDS).

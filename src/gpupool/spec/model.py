@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 import time as _time
 from collections.abc import Mapping
-from typing import Any, NoReturn
 
-from gpupool.core.job import DEFAULT_PRIORITY, Hold, JobSpec, Resources
+from gpupool.core.job_enums import DEFAULT_PRIORITY, Hold
 from gpupool.spec.control_rules import (
     check_after,
     check_array,
@@ -63,6 +62,14 @@ from gpupool.spec.rules import (
     wire_mem,
     wire_workdir,
 )
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from gpupool.core.job import JobSpec
+    from gpupool.core.json_types import JsonObject
 
 
 def _command(name: str = "command", allow_string: bool = True) -> Field:
@@ -234,20 +241,21 @@ def _container_errors(v: Mapping[str, Any]) -> list[tuple[str, str]]:
     return errors
 
 
-def _user_resources(v: Mapping[str, Any]) -> Resources:
+def _user_resources(v: Mapping[str, Any]) -> dict[str, Any]:
+    """core.job.Resources' fields, by name."""
     gpus, fraction = v["gpus"], None
     if isinstance(gpus, float):  # check_gpus lets only 0 < x < 1 through as a float
         gpus, fraction = 1, gpus
     if v["gpu_memory"] is not None:
         gpus = 1
-    return Resources(
-        gpus=int(gpus),
-        gpu_type=v["gpu_type"],
-        cpus=v["cpus"],
-        mem_bytes=v["mem"],
-        gpu_memory_bytes=v["gpu_memory"],
-        gpu_fraction=fraction,
-    )
+    return {
+        "gpus": int(gpus),
+        "gpu_type": v["gpu_type"],
+        "cpus": v["cpus"],
+        "mem_bytes": v["mem"],
+        "gpu_memory_bytes": v["gpu_memory"],
+        "gpu_fraction": fraction,
+    }
 
 
 def _raise(errors: list[FieldError], source: str | None) -> NoReturn:
@@ -267,6 +275,41 @@ def build_spec(
     now: float | None = None,
 ) -> JobSpec:
     """See gpupool.spec.build_spec."""
+    from gpupool.core.job import JobSpec, Resources
+
+    spec, resources = _user_spec(data, lines, source, base_env, default_workdir, umask, now)
+    return JobSpec(resources=Resources(**resources), **spec)
+
+
+def build_wire(
+    data: Mapping[str, Any],
+    *,
+    lines: Mapping[str, int] | None = None,
+    source: str | None = None,
+    base_env: Mapping[str, str] | None = None,
+    default_workdir: str = "",
+    umask: int | None = None,
+    now: float | None = None,
+) -> JsonObject:
+    """See gpupool.spec.build_wire."""
+    from gpupool.spec.wire import wire_of
+
+    return wire_of(*_user_spec(data, lines, source, base_env, default_workdir, umask, now))
+
+
+def _user_spec(
+    data: Mapping[str, Any],
+    lines: Mapping[str, int] | None,
+    source: str | None,
+    base_env: Mapping[str, str] | None,
+    default_workdir: str,
+    umask: int | None,
+    now: float | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fields of the core.job.JobSpec (but its `resources`) and of the Resources that
+    a user's spec asks for, by name: what build_spec makes its JobSpec of, and build_wire
+    its wire form (the CLI's path, which then needs no dataclass: core/values.py). A
+    SpecError naming every bad field."""
     if default_workdir and not os.path.isabs(default_workdir):
         raise ValueError(f"default_workdir must be absolute, got {default_workdir!r}")
     lines = lines or {}
@@ -278,36 +321,38 @@ def build_spec(
         errors.append(FieldError("base_env", str(e)))
     if m is None or errors:
         _raise(errors, source)
-    return JobSpec(
-        command=m["command"],
-        resources=_user_resources(m),
-        name=m["name"],
-        project=m["project"],
-        priority=m["priority"],
-        time_limit_s=m["time"],
-        env=tuple(sorted(m["env"].items())),
-        base_env=base,
-        workdir=m["workdir"] if m["workdir"] is not None else default_workdir,
-        umask=umask,
-        grace_s=m["grace"],
-        begin_time=m["begin"],
-        preemptible=m["preemptible"],
-        retries=m["retry"],
-        retry_on_exit=m["retry_on_exit"],
-        after=m["after"],
-        array=m["array"],
-        distributed=m["distributed"],
-        hold=Hold.USER if m["hold"] else None,
-        image=m["image"],
-        container_engine=m["container_engine"],
-        separate_stderr=bool(m["separate_stderr"]),
-        backend=m["backend"],
-        nodes=m["nodes"],
-    )
+    spec = {
+        "command": m["command"],
+        "name": m["name"],
+        "project": m["project"],
+        "priority": m["priority"],
+        "time_limit_s": m["time"],
+        "env": tuple(sorted(m["env"].items())),
+        "base_env": base,
+        "workdir": m["workdir"] if m["workdir"] is not None else default_workdir,
+        "umask": umask,
+        "grace_s": m["grace"],
+        "begin_time": m["begin"],
+        "preemptible": m["preemptible"],
+        "retries": m["retry"],
+        "retry_on_exit": m["retry_on_exit"],
+        "after": m["after"],
+        "array": m["array"],
+        "distributed": m["distributed"],
+        "hold": Hold.USER if m["hold"] else None,
+        "image": m["image"],
+        "container_engine": m["container_engine"],
+        "separate_stderr": bool(m["separate_stderr"]),
+        "backend": m["backend"],
+        "nodes": m["nodes"],
+    }
+    return spec, _user_resources(m)
 
 
 def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
     """See gpupool.spec.spec_from_wire."""
+    from gpupool.core.job import JobSpec, Resources
+
     m, errors = _validate(WIRE_FIELDS, d, {})
     if m is None or errors:
         _raise(errors, None)

@@ -10,9 +10,13 @@ otherwise read `time: 1:30:00` as the base-60 integer 5400 (then taken as minute
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from gpupool.spec.errors import FieldError, SpecError
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _NULL_TAG = "tag:yaml.org,2002:null"
 # Aliases can make a tiny file expand exponentially ("billion laughs") or refer to
