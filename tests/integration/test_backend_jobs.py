@@ -158,3 +158,19 @@ def test_a_two_node_gang_counts_and_shows_every_rank(pool: SlurmPool, tmp_path: 
     rank3 = pool.cli("logs", str(job_id), "--rank", "3", check=True).stdout
     assert '"RANK": "3"' in rank3 and '"NODE_RANK": "1"' in rank3 and '"sum": 6' in rank3
     assert '"RANK": "0"' not in rank3
+
+
+def test_the_sdk_submits_to_a_backend_and_follows_the_job(
+    pool: SlurmPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpupool import Client, Job
+
+    for key, value in pool.env.items():  # the SDK user's shell: the pool and the cluster
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("GPUPOOL_URL", raising=False)
+    handle = Client().submit(Job("sh -c 'echo from the sdk on $SLURM_JOB_ID'", backend="hpc"))
+    ended = handle.wait(timeout=90)
+    assert (ended.state.value, ended.backend) == ("SUCCEEDED", "hpc")
+    assert ended.backend_ref is not None and ended.backend_ref.startswith("slurm://")
+    slurm_id = ended.backend_ref.rsplit("/", 1)[1]
+    assert any(f"from the sdk on {slurm_id}" in line for line in handle.logs())

@@ -15,7 +15,7 @@ import pytest
 
 from gpupool.sdk import Client, Job, JobOptions, RemoteError, RemoteTraceback, SpecError
 from gpupool.sdk.functions import functions_dir, new_call_dir, rebuild
-from gpupool.sdk.job_spec import CONTAINER_FIELDS
+from gpupool.sdk.job_spec import BACKEND_FIELDS, CONTAINER_FIELDS
 from gpupool.sdk.payload import (
     CALL_FILE,
     OUTCOME_FILE,
@@ -155,9 +155,9 @@ def test_job_fields_are_checked_by_the_spec_parser() -> None:
 
 
 def test_the_job_options_are_job_s_fields_and_submit_fn_s_keywords() -> None:
-    # All but the container's (a function job runs this interpreter on the host) and the
-    # array (Client.map makes one from its items).
-    skip = ("command", "spec", "array", *CONTAINER_FIELDS)
+    # All but the container's and the backend's (a function job runs this interpreter on
+    # the host, its call in this machine's cache directory) and the array (Client.map makes one from its items).
+    skip = ("command", "spec", "array", *CONTAINER_FIELDS, *BACKEND_FIELDS)
     fields = [f for f in Job.__dataclass_fields__ if f not in skip]
     assert list(JobOptions.__annotations__) == fields
     keywords = [
@@ -166,3 +166,11 @@ def test_the_job_options_are_job_s_fields_and_submit_fn_s_keywords() -> None:
         if p.kind is inspect.Parameter.KEYWORD_ONLY
     ]
     assert keywords == fields
+
+
+def test_a_job_for_a_backend_sends_its_backend_and_nodes() -> None:
+    wire = Job("python train.py", gpus=2, backend="hpc", nodes=2).to_wire()
+    assert (wire["backend"], wire["nodes"], wire["gpus"]) == ("hpc", 2, 2)
+    assert "backend" not in Job("python train.py").to_wire()
+    with pytest.raises(ValueError, match="nodes"):
+        Job("python train.py", nodes=0)

@@ -51,6 +51,9 @@ class JobOptions(TypedDict, total=False):
 # Job's fields that function jobs do not take: a function runs this interpreter on the host,
 # with its call in your cache directory, neither of which is in an image (docs/sdk.md).
 CONTAINER_FIELDS = ("image", "container_engine")
+# Nor a backend's: the call file lives in this machine's cache directory, which a cluster's
+# nodes need not see (docs/sdk.md); a command job goes anywhere (docs/backends.md).
+BACKEND_FIELDS = ("backend", "nodes")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,10 @@ class Job:
     # the engine: podman, docker or apptainer (default: the first the pool has).
     image: str | None = None
     container_engine: str | None = None
+    # Run on a backend of the pool (`[backends.NAME]` of its gpupool.toml: Slurm, Ray,
+    # Kubernetes) instead of its own machine, over `nodes` nodes (`gpus` per node).
+    backend: str | None = None
+    nodes: int | None = None
     # What the spec parser made of the fields (read-only; what `to_wire` sends).
     spec: JobSpec = field(init=False, repr=False, compare=False)
 
@@ -102,7 +109,7 @@ class Job:
 
     def _fields(self) -> dict[str, Any]:
         """The user's fields by their spec keys (gpupool.spec.SPEC_KEYS)."""
-        names = (*JobOptions.__annotations__, *CONTAINER_FIELDS)
+        names = (*JobOptions.__annotations__, *CONTAINER_FIELDS, *BACKEND_FIELDS)
         values = {name: getattr(self, name) for name in names}
         values["command"] = self.command
         values["array"] = self.array
