@@ -145,6 +145,16 @@ def test_an_exit_ends_a_running_backend_job_as_a_local_exit_does() -> None:
     assert finish[0].end_time == NOW - 1
 
 
+def test_a_backends_words_about_a_failure_go_into_the_story() -> None:
+    state = _state()
+    running = replace(_job(state=JobState.RUNNING), backend_ref="ray://h/7", start_time=NOW - 5)
+    react(state, JobsStored((running,)))
+    gone = ExitRecord(1, None, ExitReason.EXITED, NOW - 5, NOW - 1, "the head restarted")
+    out = react(state, Polled({1: Observation(RunState.EXITED, gone, ref="ray://h/7")}, NOW))
+    finish = [i for i in out if isinstance(i, Finish)]
+    assert finish[0].cause == "exited with code 1; backend slurm: the head restarted"
+
+
 def test_an_exit_while_pending_starts_it_then_the_next_poll_ends_it() -> None:
     state = _state()
     _handed(state, _job())

@@ -15,6 +15,7 @@ than copied: it holds every active job, and an event touches one or a few of the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from gpupool.core.execution import ExitReason, Observation, RunState, StopKind
@@ -200,6 +201,11 @@ def _observed(
             if record.reason is ExitReason.PREEMPTED:
                 return [Release(handle_of(job), now)]  # then requeued (`_released`)
             result = outcome_of(record, state.limit_of(job).seconds)
+            if job.spec.backend is not None and record.message and result.state is JobState.FAILED:
+                # A backend's words about a failure (Ray: "the head no longer knows this
+                # run") go into the story: only it knows what happened there.
+                said_there = f"{result.cause}; backend {job.spec.backend}: {record.message}"
+                result = dataclasses.replace(result, cause=said_there)
             retry = None if job.cancel_requested else retry_of(job, result)
             if retry is not None:  # archived, then requeued with the same id (`_released`)
                 tracked.retry_cause = retry
