@@ -133,18 +133,23 @@ class Sides:
         cmd = [sys.executable, "-m", "gpupool", "submit", "--parsable", *words]
         return int(run_ok(cmd, self.cli_env, self.work).strip())
 
-    def gpupool_sdk(self, command: list[str], client: Client | None = None) -> int:
-        job = Job(command, gpus=1, time=None, workdir=str(self.work))
+    def gpupool_sdk(self, command: list[str], client: Client | None = None, gpus: int = 1) -> int:
+        job = Job(command, gpus=gpus, time=None, workdir=str(self.work))
         return (client or self.sdk).submit(job).id
 
     def gpupool_done(self, job_id: int) -> bool:
         return self.sdk.http.job(job_id).state.terminal
 
-    def gpupool_cancel_pending(self) -> int:
-        pending = [v.id for v in self.sdk.http.jobs() if v.state is JobState.PENDING]
-        for job_id in pending:
-            self.sdk.http.cancel(job_id)
-        return len(pending)
+    def gpupool_cancel_pending(self) -> None:
+        """Cancel every pending job; return when the daemon lists none (a cancel is applied
+        by the engine: waiting here keeps that work out of the next path's timing)."""
+        while page := self.sdk.http.job_page(states=["PENDING"], limit=1000).jobs:
+            for view in page:
+                self.sdk.http.cancel(view.id)
+            wait_until(lambda: self.gpupool_pending() == 0, "gpupool's pending jobs cancelled")
+
+    def gpupool_pending(self) -> int:
+        return self.sdk.http.job_page(states=["PENDING"], limit=1).total
 
     # -- Slurm
     def sbatch(self, *words: str) -> int:
@@ -153,10 +158,14 @@ class Sides:
         cmd = ["sbatch", "--parsable", f"--output={out}", f"--chdir={self.work}", *words]
         return int(run_ok(cmd, self.cluster.env, self.work).strip().split(";")[0])
 
-    def slurm_done(self, job_id: int) -> bool:
+    def slurm_state(self, job_id: int) -> str:
+        """squeue's state of the job; "" once it has left the queue."""
         assert self.cluster is not None
         out = self.cluster.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"], check=False)
-        return out.stdout.strip() in ("", "COMPLETED")
+        return out.stdout.strip()
+
+    def slurm_done(self, job_id: int) -> bool:
+        return self.slurm_state(job_id) in ("", "COMPLETED")
 
     def slurm_cancel_pending(self) -> None:
         assert self.cluster is not None
@@ -165,7 +174,8 @@ class Sides:
 
     def slurm_pending(self) -> int:
         assert self.cluster is not None
-        return len(self.cluster.run(["squeue", "-h", "-t", "PD", "-o", "%i"]).stdout.split())
+        listed = self.cluster.run(["squeue", "-h", "-r", "-t", "PD", "-o", "%i"]).stdout
+        return len(listed.split())  # -r: an array's pending tasks one by one
 
 
 # -- latency ------------------------------------------------------------------------------
@@ -259,19 +269,13 @@ def timed_batch(
 
 def hold_all_gpus(sides: Sides) -> None:
     """One job on all 8 GPUs on each side: what is submitted next waits in the queue."""
-    holder = sides.gpupool_sdk(["sleep", "3600"])
-    sides.sdk.http.job(holder)  # exists
+    holder = sides.gpupool_sdk(["sleep", "3600"], gpus=GPUS)
     wait_until(
         lambda: sides.sdk.http.job(holder).state is JobState.RUNNING, "gpupool holder running"
     )
     if sides.cluster is not None:
         job_id = sides.sbatch(f"--gres=gpu:{GPUS}", "--wrap", "sleep 3600")
-        cluster = sides.cluster
-        wait_until(
-            lambda: cluster.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"]).stdout.strip()
-            == "RUNNING",
-            "Slurm holder running",
-        )
+        wait_until(lambda: sides.slurm_state(job_id) == "RUNNING", "Slurm holder running")
 
 
 def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
@@ -333,6 +337,8 @@ def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
         result = timed_batch(submit_one, calls, workers, pid)
         if calls == 1:  # an array: one call, n jobs
             result = array_result(result, tasks)
+        # All queued behind the holder, none started: the submit path alone was measured.
+        result["pending_after"] = sides.slurm_pending() if name in sl else sides.gpupool_pending()
         out[name] = result
         if name in sl:
             sides.slurm_cancel_pending()
@@ -349,6 +355,8 @@ def array_result(result: dict[str, Any], tasks: int) -> dict[str, Any]:
         "first_error": result["first_error"],
         "wall_s": wall,
         "per_s": round(tasks / wall, 1) if not result["errors"] else 0.0,
+        "server_cpu_ms": round(result["server_cpu_ms_per_submission"], 1),
+        "clients_cpu_ms": round(result["clients_cpu_ms_per_submission"], 1),
     }
 
 
