@@ -223,7 +223,11 @@ def latency(sides: Sides, runs: int) -> dict[str, Any]:
                 start[name].append((t_start - t0) * 1000)
                 ack[name].append((t_ack - t0) * 1000)
     return {
-        name: {"submit_to_start": summary(start[name]), "submit_call_returns": summary(ack[name])}
+        name: {
+            "submit_to_start": summary(start[name]),
+            "submit_call_returns": summary(ack[name]),
+            "submit_to_start_samples_ms": [round(ms, 1) for ms in start[name]],
+        }
         for name in names
     }
 
