@@ -23,7 +23,7 @@ Measured:
   pending ones are cancelled between paths so each starts with the same queue. Paths:
   `sbatch` one after another and from `--clients` concurrent workers; `gpupool submit` the
   same two ways; the SDK from one client and from `--clients` threads (each its own Client);
-  and one array of `--jobs` tasks in one call (`sbatch --array`, `gpupool submit --array`).
+  and one array of `--jobs` tasks (at most 1,000: Slurm's MaxArraySize) in one call.
   For each: submissions per second, and the CPU spent per submission by the server
   (slurmctld / the gpupool daemon, from /proc) and by the clients (this process and the
   commands it ran), which says where the time goes.
