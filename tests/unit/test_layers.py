@@ -40,10 +40,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "client": frozenset({"core", "spec"}),
     "sdk": frozenset({"core", "spec", "client"}),  # the Python SDK: a layer over the client
     "cli": frozenset(
-        {"core", "spec", "client", "inventory", "policy", "api", "engine", "sim", "plan"}
+        {"core", "spec", "client", "inventory", "policy", "api", "engine", "sim", "plan", "hwbench"}
     ),
     "sim": frozenset({"core", "policy", "spec"}),
     "plan": frozenset({"core"}),
+    "hwbench": frozenset({"core", "plan"}),  # hardware benchmarks (+ torch, lazily)
 }
 # Top-level modules that may import anything.
 UNRESTRICTED = frozenset({"__init__", "__main__"})
