@@ -52,6 +52,9 @@ class Gpu:
     uuid: str = ""
     pci_bus_id: str = ""
     numa_node: int | None = None
+    # The CPUs closest to this GPU (its NUMA node's, as nvidia-smi topo -m's "CPU Affinity"),
+    # ascending; empty: unknown. Shown by `gpupool topo`; placement does not use it yet.
+    cpu_affinity: tuple[int, ...] = ()
     # Memory held by processes gpupool does not manage (a display server...): fractional jobs
     # cannot be granted it. Declared in the inventory; a monitor may report live values.
     unmanaged_memory_bytes: int = 0
@@ -93,8 +96,13 @@ class Node:
 
     def link(self, a: int, b: int) -> LinkKind:
         """The link kind between two GPUs; undeclared pairs count as the worst (SYS)."""
+        return self.link_record(a, b).kind
+
+    def link_record(self, a: int, b: int) -> Link:
+        """The link between two GPUs as declared or discovered (either order); an
+        undeclared pair is a SYS link with no NVLinks, as placement counts it."""
         found = self._link_index.get((a, b))
-        return found.kind if found else LinkKind.SYS
+        return found if found else Link(min(a, b), max(a, b), LinkKind.SYS)
 
     def gpu(self, index: int) -> Gpu:
         for g in self.gpus:

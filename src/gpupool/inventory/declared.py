@@ -14,7 +14,8 @@ YAML inventory file::
         gpus: 8xA100-80GB       # shorthand, OR a list:
         # gpus:
         #   - {index: 0, model: A100-80GB, memory: 80GB, numa: 0,
-        #      pci_bus_id: "0000:07:00.0", uuid: GPU-..., unmanaged_memory: 4GB}
+        #      cpu_affinity: "0-15,32-47", pci_bus_id: "0000:07:00.0", uuid: GPU-...,
+        #      unmanaged_memory: 4GB}
         links:                  # optional
           - {gpus: [0, 1, 2, 3], type: nvlink, count: 12}  # every pair in the group
           - {gpus: [0, 4], type: sys}
@@ -22,7 +23,8 @@ YAML inventory file::
         simulated: false        # optional; true: its GPUs do not exist (a test pool's node)
 
 In a GPU list, `index` defaults to the position and `memory` to the catalog's size for
-`model`; `uuid` defaults to "GPU-declared-<node>-<index>". `unmanaged_memory` (default 0)
+`model`; `uuid` defaults to "GPU-declared-<node>-<index>"; `cpu_affinity` (the CPUs
+nearest the GPU, a cpulist as nvidia-smi prints it) to unknown. `unmanaged_memory` (default 0)
 is memory that processes gpupool does not manage hold on that GPU (a display server...):
 fractional jobs are not granted it. Link types are those of
 `nvidia-smi topo -m`: nvlink (also nv12, meaning count 12), pix, pxb, phb, node, sys.
@@ -51,6 +53,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.nodes import Node as YamlNode
 
 from gpupool.core import gpu_catalog as catalog
+from gpupool.core.cpu_list import parse_cpu_list
 from gpupool.core.hardware import Gpu, Inventory, Link, LinkKind, Node
 from gpupool.core.units import format_size, parse_size
 
@@ -118,7 +121,16 @@ def parse_gpus_shorthand(text: str, node_name: str, cpus: int = 0, memory_bytes:
 
 _TOP_KEYS = ("nodes",)
 _NODE_KEYS = ("name", "cpus", "memory", "gpus", "links", "numa", "simulated")
-_GPU_KEYS = ("index", "model", "memory", "numa", "pci_bus_id", "uuid", "unmanaged_memory")
+_GPU_KEYS = (
+    "index",
+    "model",
+    "memory",
+    "numa",
+    "cpu_affinity",
+    "pci_bus_id",
+    "uuid",
+    "unmanaged_memory",
+)
 _LINK_KEYS = ("gpus", "type", "count")
 _NV_COUNT_RE = re.compile(r"^nv(\d+)$", re.IGNORECASE)
 
@@ -219,6 +231,12 @@ def _read_gpu_list(r: _Reader, node: YamlNode, field: str, node_name: str) -> li
             r.string(m["uuid"], f"{f}.uuid") if "uuid" in m else f"GPU-declared-{node_name}-{index}"
         )
         bus = r.string(m["pci_bus_id"], f"{f}.pci_bus_id") if "pci_bus_id" in m else ""
+        cpus: tuple[int, ...] = ()
+        if "cpu_affinity" in m:  # "0-15,32-47", as nvidia-smi topo -m prints it
+            try:
+                cpus = parse_cpu_list(str(r.scalar(m["cpu_affinity"], f"{f}.cpu_affinity")))
+            except ValueError as e:
+                r.fail(m["cpu_affinity"], f"{f}.cpu_affinity", str(e))
         unmanaged = 0
         if "unmanaged_memory" in m:
             unmanaged = r.size(m["unmanaged_memory"], f"{f}.unmanaged_memory")
@@ -235,6 +253,7 @@ def _read_gpu_list(r: _Reader, node: YamlNode, field: str, node_name: str) -> li
             uuid=uuid,
             pci_bus_id=bus,
             numa_node=numa,
+            cpu_affinity=cpus,
             unmanaged_memory_bytes=unmanaged,
         )
     if not gpus:

@@ -1,7 +1,7 @@
 """Discovery of this machine's NVIDIA GPUs and their topology through NVML (pynvml).
 
 What is read and how it maps onto LinkKind is written up in docs/nvml.md. In short:
-names, UUIDs, memory, PCI bus ids and NUMA nodes per GPU; per pair, NVLink when active
+names, UUIDs, memory, PCI bus ids, NUMA nodes and CPU affinity per GPU; per pair, NVLink when active
 NVLinks connect them (directly, or both to NVSwitches), else NVML's common PCIe ancestor.
 
 Any call that a GPU or driver does not support (NotSupported, FunctionNotFound) degrades
@@ -13,12 +13,14 @@ DiscoveryError: guessing a GPU's identity would hand jobs the wrong device.
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpupool.core import gpu_catalog as catalog
+from gpupool.core.cpu_list import cpus_of_masks, parse_cpu_list
 from gpupool.core.hardware import Gpu, Inventory, Link, LinkKind, Node
 
 SYSFS_PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -101,7 +103,29 @@ def _numa_node(nvml: Any, handle: Any, bus_id: str, sysfs: Path) -> int | None:
     return value if value >= 0 else None  # -1: a single-node machine or unknown
 
 
-def _read_gpu(nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path) -> Gpu:
+def _cpu_affinity(nvml: Any, handle: Any, bus_id: str, sysfs: Path, cpus: int) -> tuple[int, ...]:
+    """The CPUs nearest the GPU: nvmlDeviceGetCpuAffinity (its NUMA node's CPUs, 64 per
+    word: `cpus` sizes the array), else the kernel's local_cpulist; () when neither knows.
+    Advisory (shown by `gpupool topo`), so any NVML error here only loses it."""
+    get = getattr(nvml, "nvmlDeviceGetCpuAffinity", None)
+    if get is not None:
+        try:
+            found = cpus_of_masks(list(get(handle, max(1, -(-cpus // 64)))))
+        except nvml.NVMLError:
+            found = ()
+        if found:  # an all-zero mask says nothing: ask the kernel
+            return found
+    if not bus_id:
+        return ()
+    try:
+        return parse_cpu_list((sysfs / bus_id / "local_cpulist").read_text())
+    except (OSError, ValueError):
+        return ()
+
+
+def _read_gpu(
+    nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path, cpus: int
+) -> Gpu:
     name = _text(_optional(nvml, "unknown", nvml.nvmlDeviceGetName, handle))
     uuid = _text(_optional(nvml, "", nvml.nvmlDeviceGetUUID, handle))
     memory_info = _optional(nvml, None, nvml.nvmlDeviceGetMemoryInfo, handle)
@@ -117,6 +141,7 @@ def _read_gpu(nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path) -
         uuid=uuid or f"GPU-nvml-{node_name}-{index}",
         pci_bus_id=bus_id,
         numa_node=_numa_node(nvml, handle, bus_id, sysfs),
+        cpu_affinity=_cpu_affinity(nvml, handle, bus_id, sysfs, cpus),
     )
 
 
@@ -192,7 +217,7 @@ def _topology_kind(nvml: Any, level: int | None) -> LinkKind:
     return LinkKind.SYS
 
 
-def _read_node(nvml: Any, node_name: str, sysfs: Path) -> Node:
+def _read_node(nvml: Any, node_name: str, sysfs: Path, cpus: int) -> Node:
     count = int(nvml.nvmlDeviceGetCount())
     if count <= 0:
         raise DiscoveryError("NVML sees no GPU")
@@ -202,7 +227,7 @@ def _read_node(nvml: Any, node_name: str, sysfs: Path) -> Node:
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             handles.append(handle)
-            gpus.append(_read_gpu(nvml, index, handle, node_name, sysfs))
+            gpus.append(_read_gpu(nvml, index, handle, node_name, sysfs, cpus))
         except nvml.NVMLError as e:
             raise DiscoveryError(
                 f"NVML sees {count} GPUs but reading GPU {index} failed: {_reason(e)}",
@@ -229,11 +254,16 @@ def _read_node(nvml: Any, node_name: str, sysfs: Path) -> Node:
 
 
 def discover_nvml(
-    nvml: Any = None, node_name: str | None = None, *, sysfs: Path = SYSFS_PCI_DEVICES
+    nvml: Any = None,
+    node_name: str | None = None,
+    *,
+    sysfs: Path = SYSFS_PCI_DEVICES,
+    cpu_count: int | None = None,
 ) -> Inventory:
     """This machine's GPUs as one node (source "nvml"); raises DiscoveryError.
 
-    `nvml` is a module with pynvml's API (default: import pynvml); tests pass a fake.
+    `nvml` is a module with pynvml's API (default: import pynvml); tests pass a fake, and
+    `cpu_count` (default: this machine's) for the CPU affinity masks of the machine it fakes.
     cpus and memory_bytes are left 0 here; resolve_inventory fills in the machine's.
     """
     if nvml is None:
@@ -251,7 +281,7 @@ def discover_nvml(
         raise DiscoveryError(_reason(e)) from e
     try:
         try:
-            node = _read_node(nvml, name, sysfs)
+            node = _read_node(nvml, name, sysfs, cpu_count or os.cpu_count() or 1)
         except nvml.NVMLError as e:  # nvmlDeviceGetCount itself
             raise DiscoveryError(_reason(e)) from e
     finally:

@@ -33,6 +33,7 @@ def inventory_to_dict(inv: Inventory) -> dict[str, object]:
                         "uuid": g.uuid,
                         "pci_bus_id": g.pci_bus_id,
                         "numa_node": g.numa_node,
+                        "cpu_affinity": list(g.cpu_affinity),
                     }
                     for g in n.gpus
                 ],
@@ -74,7 +75,16 @@ def _gpu(d: Any, f: str) -> Gpu:
         uuid=_get(d, "uuid", f, str),
         pci_bus_id=_get(d, "pci_bus_id", f, str),
         numa_node=_get(d, "numa_node", f, int, nullable=True),
+        # Absent from dicts written before CPU affinity was kept: unknown.
+        cpu_affinity=_cpus(d, f) if "cpu_affinity" in d else (),
     )
+
+
+def _cpus(d: Any, f: str) -> tuple[int, ...]:
+    cpus = _list(d, "cpu_affinity", f)
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus):
+        raise InventoryError("expected CPU ids (integers >= 0)", field=f"{f}.cpu_affinity")
+    return tuple(cpus)
 
 
 def _link(d: Any, f: str) -> Link:
