@@ -96,7 +96,8 @@ class Node:
 
     def link(self, a: int, b: int) -> LinkKind:
         """The link kind between two GPUs; undeclared pairs count as the worst (SYS)."""
-        return self.link_record(a, b).kind
+        found = self._link_index.get((a, b))  # not link_record: placement's hot loop
+        return found.kind if found else LinkKind.SYS
 
     def link_record(self, a: int, b: int) -> Link:
         """The link between two GPUs as declared or discovered (either order); an
