@@ -228,6 +228,7 @@ def gpus_to_wire(
                     "uuid": g.uuid,
                     "pci_bus_id": g.pci_bus_id,
                     "numa_node": g.numa_node,
+                    "cpu_affinity": list(g.cpu_affinity),
                     "nvlink_peers": list(node.nvlink_peers(g.index)),
                     "job": holder.id if holder else None,
                     "job_name": holder.name if holder else None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
+from gpupool.core.hardware import Link, LinkKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,10 @@ class GpuView:
     shared: bool
     jobs: tuple[GpuHolder, ...]  # every job on it (several when shared)
     usage: GpuUsage | None  # its latest sample; None: not sampled (yet, or sampling is off)
+    # Topology (`gpupool topo --pool`); absent from older daemons' answers: unknown.
+    pci_bus_id: str = ""
+    numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] = ()
 
     @classmethod
     def read(cls, f: Fields) -> GpuView:
@@ -76,6 +81,9 @@ class GpuView:
             usage=None
             if (u := f.data.get("usage")) is None
             else GpuUsage.read(Fields(u, f.at("usage"))),
+            pci_bus_id=f.text("pci_bus_id") if "pci_bus_id" in f.data else "",
+            numa_node=f.opt_whole("numa_node") if "numa_node" in f.data else None,
+            cpu_affinity=f.wholes("cpu_affinity") if "cpu_affinity" in f.data else (),
         )
 
 
@@ -83,6 +91,16 @@ class GpuView:
 class NodeView:
     name: str
     gpus: tuple[GpuView, ...]
+    links: tuple[Link, ...] = ()  # as the scheduler sees them; undeclared pairs are SYS
+
+
+def _link(f: Fields) -> Link:
+    name = f.text("type")
+    try:
+        kind = LinkKind[name.upper()]
+    except KeyError:
+        raise WireShapeError(f.at("type"), f"unknown link type {name!r}") from None
+    return Link(f.whole("a"), f.whole("b"), kind, f.whole("nvlinks"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +123,8 @@ def read_gpus(value: JsonValue) -> GpusView:
     for at, v in f.items("nodes"):
         n = Fields(v, at)
         gpus = tuple(GpuView.read(Fields(g, where)) for where, g in n.items("gpus"))
-        nodes.append(NodeView(n.text("name"), gpus))
+        links = tuple(_link(Fields(v, where)) for where, v in n.items("links", default=[]))
+        nodes.append(NodeView(n.text("name"), gpus, links))
     return GpusView(f.text("source"), f.opt_text("note") or "", tuple(nodes), f.data)
 
 

@@ -123,9 +123,7 @@ def _cpu_affinity(nvml: Any, handle: Any, bus_id: str, sysfs: Path, cpus: int) -
         return ()
 
 
-def _read_gpu(
-    nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path, cpus: int
-) -> Gpu:
+def _read_gpu(nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path, cpus: int) -> Gpu:
     name = _text(_optional(nvml, "unknown", nvml.nvmlDeviceGetName, handle))
     uuid = _text(_optional(nvml, "", nvml.nvmlDeviceGetUUID, handle))
     memory_info = _optional(nvml, None, nvml.nvmlDeviceGetMemoryInfo, handle)

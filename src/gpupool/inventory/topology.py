@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpupool.core.cpu_list import format_cpu_list
 from gpupool.core.hardware import Inventory, LinkKind, Node
+from gpupool.core.json_types import JsonObject
 
 SELF = "X"
 UNKNOWN = "N/A"  # nvidia-smi's word for an affinity it cannot tell
@@ -91,13 +92,13 @@ def matrix(node: Node) -> tuple[GpuRow, ...]:
     )
 
 
-def topology_to_dict(inventory: Inventory) -> dict[str, object]:
+def topology_to_dict(inventory: Inventory) -> JsonObject:
     """`gpupool topo --json`: per node, its GPUs (with their row of the matrix, as printed,
     and their affinity both as nvidia-smi writes it and as CPU ids) and its links as data."""
     return {
         "source": inventory.source,
         "note": inventory.note,
-        "legend": dict(LEGEND),
+        "legend": {symbol: text for symbol, text in LEGEND},
         "nodes": [
             {
                 "name": node.name,
