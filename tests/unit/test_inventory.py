@@ -410,7 +410,7 @@ def test_wire_form() -> None:
         (
             Node(
                 "n",
-                (Gpu(0, "L4", GiB), Gpu(1, "L4", GiB, numa_node=1)),
+                (Gpu(0, "L4", GiB), Gpu(1, "L4", GiB, numa_node=1, cpu_affinity=(4, 5))),
                 (Link(0, 1, LinkKind.PHB),),
             ),
         ),
@@ -434,6 +434,7 @@ def test_wire_form() -> None:
                         "uuid": "",
                         "pci_bus_id": "",
                         "numa_node": None,
+                        "cpu_affinity": [],
                     },
                     {
                         "index": 1,
@@ -442,6 +443,7 @@ def test_wire_form() -> None:
                         "uuid": "",
                         "pci_bus_id": "",
                         "numa_node": 1,
+                        "cpu_affinity": [4, 5],
                     },
                 ],
                 "links": [{"a": 0, "b": 1, "kind": "phb", "nvlinks": 0}],
