@@ -40,7 +40,8 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
         except ValueError:
             raise ValueError(f"not a CPU list: {text.strip()!r} (e.g. 0-15,32-47)") from None
         if lo < 0 or hi < lo:
-            raise ValueError(f"not a CPU range: {part!r} in {text.strip()!r}")
+            whole = "" if part == text.strip() else f" in {text.strip()!r}"
+            raise ValueError(f"not a CPU range: {part!r}{whole} (first-last, ascending)")
         cpus.update(range(lo, hi + 1))
     return tuple(sorted(cpus))
 
