@@ -129,3 +129,12 @@ def test_queue_imports_its_own_module_only(pool: Pool, tmp_path: Path) -> None:
         assert [
             m for m in (*NEVER_CLI, "gpupool.core.job", "gpupool.cli.explain") if m in modules
         ] == [], args
+
+
+def test_topo_imports_its_own_module_and_the_inventory_only(pool: Pool, tmp_path: Path) -> None:
+    # Offline (the declared shorthand) and from the pool (the client): never the daemon's stack.
+    for args in (["topo", "--gpus", "2xH100"], ["topo", "--pool", "--json"]):
+        modules = _imports(pool, tmp_path, *args)
+        assert "gpupool.cli.topo" in modules and "gpupool.inventory.topology" in modules, args
+        assert _heavy(modules) == [], args
+        assert _other_nouns(modules, "topo") == [], args
