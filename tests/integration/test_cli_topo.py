@@ -121,6 +121,14 @@ def test_topo_of_a_declared_inventory(tmp_path: Path) -> None:
         "GPU1": ["SYS", "X"] + ["N/A"] * 2,
     }
     assert "declares no links" in shorthand.stdout
+    two = tmp_path / "two.yaml"  # every node of a file is drawn, the simulated one marked
+    two.write_text(INVENTORY + "  - {name: other, simulated: true, gpus: 2xL4}\n")
+    both_nodes = _run("topo", "--inventory", str(two))
+    assert both_nodes.stdout.startswith("box:\n")
+    assert "\nother (simulated):\n" in both_nodes.stdout
+    assert both_nodes.stdout.split("other (simulated):")[1].split()[:6] == [
+        *("GPU0", "GPU1", "CPU", "Affinity", "NUMA", "Affinity")
+    ]
     path.write_text(INVENTORY.replace('"16-31,48-63"', '"31-16"', 1))
     bad = _run("topo", "--inventory", str(path))
     assert bad.returncode == 2
@@ -143,4 +151,5 @@ def test_topo_of_the_running_pool_matches_its_inventory(tmp_path: Path) -> None:
     file_node = json.loads(from_file.stdout)["nodes"][0]
     assert pool_node["gpus"] == file_node["gpus"]
     assert pool_node["links"] == file_node["links"]
+    assert pool_node["simulated"] is file_node["simulated"] is False
     assert _rows(text)["GPU2"] == ["SYS", "SYS", "X", "PIX", "16-31,48-63", "1"]

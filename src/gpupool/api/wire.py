@@ -256,6 +256,7 @@ def gpus_to_wire(
                 "name": node.name,
                 "cpus": node.cpus,
                 "memory_bytes": node.memory_bytes,
+                "simulated": node.simulated,
                 "gpus": gpus,
                 "links": links,
             }

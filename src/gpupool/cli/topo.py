@@ -119,6 +119,7 @@ def _pool_inventory(args: argparse.Namespace) -> Inventory:
                 for g in n.gpus
             ),
             n.links,
+            simulated=n.simulated,
         )
         for n in pool.nodes
     )

@@ -92,6 +92,7 @@ class NodeView:
     name: str
     gpus: tuple[GpuView, ...]
     links: tuple[Link, ...] = ()  # as the scheduler sees them; undeclared pairs are SYS
+    simulated: bool = False  # its GPUs do not exist (docs/nvml.md)
 
 
 def _link(f: Fields) -> Link:
@@ -124,7 +125,8 @@ def read_gpus(value: JsonValue) -> GpusView:
         n = Fields(v, at)
         gpus = tuple(GpuView.read(Fields(g, where)) for where, g in n.items("gpus"))
         links = tuple(_link(Fields(v, where)) for where, v in n.items("links", default=[]))
-        nodes.append(NodeView(n.text("name"), gpus, links))
+        simulated = n.flag("simulated") if "simulated" in n.data else False  # older daemons
+        nodes.append(NodeView(n.text("name"), gpus, links, simulated))
     return GpusView(f.text("source"), f.opt_text("note") or "", tuple(nodes), f.data)
 
 
