@@ -209,11 +209,11 @@ def _wait(
             code = p.poll()
             if code is not None and code != 0:
                 _stop(procs)
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
                 raise RanksFailed(
-                    f"rank {rank} of {len(procs)} exited with {code}; its output ends:\n"
-                    + _tail(logs[rank]),
+                    f"rank {rank} of {len(procs)} {how}; its output ends:\n" + _tail(logs[rank]),
                     rank,
-                    code,
+                    128 - code if code < 0 else code,  # as a shell shows a signal death
                 )
         if not pipe_open and all(p.poll() == 0 for p in procs):
             return
