@@ -1,0 +1,63 @@
+"""The machine a benchmark ran on, read without importing torch where torch is not needed.
+
+`host_machine()` is what a CPU-only benchmark (storage) reports; `torch_machine(device)` adds
+torch's view of the GPUs (model, count, CUDA version) for the benchmarks that import torch
+anyway. The driver version is read from /proc/driver/nvidia/version when the NVIDIA kernel
+module is loaded (no NVML binding needed, no root)."""
+
+from __future__ import annotations
+
+import platform
+import re
+import socket
+from pathlib import Path
+
+from gpupool.hwbench.result import Machine
+
+_PROC_CPUINFO = Path("/proc/cpuinfo")
+_PROC_NVIDIA = Path("/proc/driver/nvidia/version")
+
+
+def cpu_model() -> str | None:
+    try:
+        text = _PROC_CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or None
+    match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else (platform.processor() or None)
+
+
+def nvidia_driver() -> str | None:
+    """'550.54.15' from the kernel module's version line; None without the module."""
+    try:
+        text = _PROC_NVIDIA.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text)
+    return match.group(1) if match else None
+
+
+def host_machine() -> Machine:
+    return Machine(
+        hostname=socket.gethostname(),
+        device="cpu",
+        driver=nvidia_driver(),
+        cpu_model=cpu_model(),
+    )
+
+
+def torch_machine(device: str) -> Machine:
+    """`device` is "cuda" or "cpu"; torch is imported here (the caller already runs it)."""
+    import torch
+
+    cuda = device == "cuda"
+    return Machine(
+        hostname=socket.gethostname(),
+        device=device,
+        gpu_model=torch.cuda.get_device_name(0) if cuda else None,
+        gpu_count=torch.cuda.device_count() if cuda else 0,
+        driver=nvidia_driver(),
+        cuda=torch.version.cuda if cuda else None,
+        torch=torch.__version__,
+        cpu_model=cpu_model(),
+    )
