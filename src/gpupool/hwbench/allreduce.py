@@ -220,7 +220,7 @@ def run_rank(args: argparse.Namespace, progress: Progress) -> BenchResult:
     import torch
     import torch.distributed as dist
 
-    from gpupool.hwbench.torch_machine import probe
+    from gpupool.hwbench.machine import torch_machine
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     chosen = plan(args, torch.cuda.is_available())
@@ -253,7 +253,7 @@ def run_rank(args: argparse.Namespace, progress: Progress) -> BenchResult:
     params["rank"] = rank
     return BenchResult(
         benchmark=NAME,
-        machine=probe(chosen.device),
+        machine=torch_machine(chosen.device),
         started_at=started_at,
         params=params,
         rows=tuple(rows),

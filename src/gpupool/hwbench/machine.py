@@ -47,17 +47,19 @@ def host_machine() -> Machine:
 
 
 def torch_machine(device: str) -> Machine:
-    """`device` is "cuda" or "cpu"; torch is imported here (the caller already runs it)."""
+    """`device` is "cuda" or "cpu" (what the run used); torch is imported here (the caller
+    already runs it)."""
     import torch
 
     cuda = device == "cuda"
+    count = int(torch.cuda.device_count()) if cuda else 0
     return Machine(
         hostname=socket.gethostname(),
         device=device,
-        gpu_model=torch.cuda.get_device_name(0) if cuda else None,
-        gpu_count=torch.cuda.device_count() if cuda else 0,
+        gpu_model=str(torch.cuda.get_device_name(0)) if count else None,
+        gpu_count=count,
         driver=nvidia_driver(),
         cuda=torch.version.cuda if cuda else None,
-        torch=torch.__version__,
+        torch=str(torch.__version__),
         cpu_model=cpu_model(),
     )

@@ -130,7 +130,7 @@ def plan(args: argparse.Namespace, gpu_count: int) -> Plan:
 def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
     import torch
 
-    from gpupool.hwbench.torch_machine import probe
+    from gpupool.hwbench.machine import torch_machine
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     chosen = plan(args, gpus)
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
         notes.append("peer_access no: P2P on falls back to a copy the driver stages")
     return BenchResult(
         benchmark=NAME,
-        machine=probe(chosen.device),
+        machine=torch_machine(chosen.device),
         started_at=started_at,
         params=chosen.params(),
         rows=tuple(rows),
