@@ -97,9 +97,29 @@ def _tagged_pids(token: str) -> list[int]:
 class SlurmCluster:
     """The running cluster: `env` is what a client needs (SLURM_CONF), `conf` the file."""
 
-    def __init__(self, workdir: Path, min_job_age_s: int = 300) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        min_job_age_s: int = 300,
+        *,
+        nodes: tuple[str, ...] = NODES,
+        gpus_per_node: int = GPUS_PER_NODE,
+        cpus_per_node: int = CPUS_PER_NODE,
+        mem_mb: int = 1000,
+        cluster_name: str = CLUSTER_NAME,
+        sched_interval_s: int = 1,
+    ) -> None:
+        """The tests' two small nodes by default; the benchmarks (bench/slurm_local.py) ask
+        for one node with the machine's CPUs and 8 GPUs, and Slurm's fast settings
+        (`sched_interval_s=2`, as ENGINES.md lists them)."""
         self.workdir = workdir.resolve()
         self.min_job_age_s = min_job_age_s
+        self.nodes = nodes
+        self.gpus_per_node = gpus_per_node
+        self.cpus_per_node = cpus_per_node
+        self.mem_mb = mem_mb
+        self.cluster_name = cluster_name
+        self.sched_interval_s = sched_interval_s
         self.token = uuid.uuid4().hex
         self.munge_socket = self.workdir / "munge" / "munge.socket"
         self.conf = self.workdir / "slurm.conf"
@@ -110,20 +130,29 @@ class SlurmCluster:
     # -- setup -------------------------------------------------------------------------
     def write_config(self) -> None:
         w = self.workdir
-        for d in ("dev", "state", "run", "log", "munge", *(f"spool/{n}" for n in NODES)):
+        for d in (
+            "dev",
+            "state",
+            "run",
+            "log",
+            "out",
+            "munge",
+            *(f"spool/{n}" for n in self.nodes),
+        ):
             (w / d).mkdir(parents=True, exist_ok=True)
         os.chmod(w / "munge", 0o755)  # munged insists on the socket directory's mode
-        for i in range(GPUS_PER_NODE * len(NODES)):
+        for i in range(self.gpus_per_node * len(self.nodes)):
             dev = w / "dev" / f"nvidia{i}"
             if not dev.exists():
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(195, i))  # S_IFCHR, as real ones
         nodes = "\n".join(
             f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} "
-            f"CPUs={CPUS_PER_NODE} RealMemory=1000 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
-            for n in NODES
+            f"CPUs={self.cpus_per_node} RealMemory={self.mem_mb} Gres=gpu:{self.gpus_per_node} "
+            "State=UNKNOWN"
+            for n in self.nodes
         )
         self.conf.write_text(
-            f"""ClusterName={CLUSTER_NAME}
+            f"""ClusterName={self.cluster_name}
 SlurmctldHost=localhost
 SlurmctldPort={_free_port()}
 SlurmUser=root
@@ -139,7 +168,7 @@ GresTypes=gpu
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={self.jobcomp}
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=1
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval={self.sched_interval_s}
 ReturnToService=2
 KillWait=2
 MinJobAge={self.min_job_age_s}
@@ -153,14 +182,15 @@ SlurmdPidFile={w}/run/slurmd-%n.pid
 SlurmctldLogFile={w}/log/slurmctld.log
 SlurmdLogFile={w}/log/slurmd-%n.log
 {nodes}
-PartitionName=main Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
+PartitionName=main Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP
 """
         )
-        per_node = GPUS_PER_NODE
+        per_node = self.gpus_per_node
         gres = ["AutoDetect=off"]
-        for k, n in enumerate(NODES):
+        for k, n in enumerate(self.nodes):
             first, last = k * per_node, (k + 1) * per_node - 1
-            gres.append(f"NodeName={n} Name=gpu File={w}/dev/nvidia[{first}-{last}]")
+            files = f"nvidia[{first}-{last}]" if last > first else f"nvidia{first}"
+            gres.append(f"NodeName={n} Name=gpu File={w}/dev/{files}")
         (w / "gres.conf").write_text("\n".join(gres) + "\n")
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
@@ -189,9 +219,9 @@ PartitionName=main Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
         )  # fmt: skip
         self.wait_for(self.munge_socket.exists, timeout, "the munged socket")
         self._spawn("slurmctld", ["slurmctld", "-D", "-c"])
-        for n in NODES:
+        for n in self.nodes:
             self._spawn(f"slurmd-{n}", ["slurmd", "-D", "-N", n])
-        self.wait_for(self.nodes_idle, timeout, "nodes n1 and n2 idle")
+        self.wait_for(self.nodes_idle, timeout, f"nodes {', '.join(self.nodes)} idle")
         return self
 
     # -- faults --------------------------------------------------------------------------
@@ -215,7 +245,7 @@ PartitionName=main Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
             proc = self.run(["sinfo", "-h", "-N", "-o", "%T"], timeout=5)
         except subprocess.TimeoutExpired:
             return False
-        return proc.stdout.split() == ["idle"] * len(NODES)
+        return proc.stdout.split() == ["idle"] * len(self.nodes)
 
     def controller_answers(self) -> bool:
         try:
