@@ -119,7 +119,7 @@ def repeats_of(args: argparse.Namespace, default: int, tiny: int) -> int:
     return tiny if getattr(args, "tiny", False) else default
 
 
-def seconds_per_call(device: str, fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+def seconds_per_call(device: str, fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
     """The median seconds one call of `fn` takes, over `repeats` timed calls after `warmup`
     untimed ones. On CUDA each call is timed between two events on the current stream and
     read after a synchronize; on the CPU with perf_counter."""

@@ -43,6 +43,8 @@ def load(name: str) -> Benchmark | None:
             return None
         raise
     doc = (module.__doc__ or "").strip().splitlines()
+    if doc and doc[0].startswith("`") and "`: " in doc[0]:  # "`gpupool bench x`: what it is"
+        doc[0] = doc[0].split("`: ", 1)[1]
     return Benchmark(
         name=name,
         module=cast(_Module, module),
