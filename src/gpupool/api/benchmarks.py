@@ -2,8 +2,9 @@
 
 Any caller the server identified may save a result (core/access.py, `SAVE_BENCHMARK`): it is
 stored under the caller's name, never a name the body gives. The body is a result's JSON
-(gpupool.hwbench.result), read back with `BenchResult.from_json` before it is kept, so the
-store holds only results `bench compare` can read; at most MAX_RESULT_BYTES of it (413), on
+(gpupool.hwbench.result), read with `BenchResult.from_json` and kept as that reading
+writes it back (finite figures only), so the store holds only results `bench compare` can
+read; at most MAX_RESULT_BYTES of it (413), on
 top of the daemon's body limit. Everyone may read results, as everyone sees the GPUs: they
 carry figures and a host name, never a command or an environment.
 """
@@ -20,7 +21,6 @@ from gpupool.api.checks import MAX_INT64, invalid_field
 from gpupool.api.identity import Access, CallerDep
 from gpupool.core.access import Action
 from gpupool.core.benchmarks import MAX_RESULT_BYTES, SavedBenchmark
-from gpupool.core.json_types import JsonObject
 from gpupool.engine.contracts import BenchmarkStore
 from gpupool.hwbench.registry import BENCHMARKS
 from gpupool.hwbench.result import BenchResult
@@ -86,7 +86,11 @@ def add_benchmark_routes(api: APIRouter, store: BenchmarkStore, access: Access) 
                 )
         if not isinstance(machine.gpu_count, int) or isinstance(machine.gpu_count, bool):
             return invalid_field("machine.gpu_count", "machine.gpu_count: a whole number")
-        kept: JsonObject = json.loads(text)  # the body as JSON values, checked above
+        kept = result.to_json()  # what from_json read, so every reader can read it again
+        try:
+            json.dumps(kept, allow_nan=False)
+        except ValueError:
+            return invalid_field("result", "not a benchmark result: a figure is not finite")
         saved = store.save_benchmark(
             SavedBenchmark(
                 id=0,

@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = argparse.ArgumentParser(prog=f"gpupool.hwbench.job {bench.name}")
     parser.add_argument("--result-file", type=Path, required=True)
+    # `gpupool bench NAME`'s own options (cli/bench.py OWN_FLAGS, and the pool's): the CLI
+    # passes the words after NAME on as they were given, these included; they mean nothing here.
+    for flag in ("--gpus", "--out", "--state-dir", "--url"):
+        parser.add_argument(flag, help=argparse.SUPPRESS)
+    for flag in ("--json", "--no-save"):
+        parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
     bench.module.add_arguments(parser)
     parsed = parser.parse_args(args[1:])
     try:
