@@ -109,12 +109,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"gpupool: --gpus: at least 1, got {args.gpus}", file=sys.stderr)
         return 2
     out: Path = args.out or default_out(bench.name)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"gpupool: --out: cannot create {out.parent}: {exc.strerror}", file=sys.stderr)
-        return 2
     if args.gpus is not None:
+        if not _make_parent(out):
+            return 2
         result = _as_pool_job(bench, args, out)
         if isinstance(result, int):
             return result
@@ -125,8 +122,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = ran
         from gpupool.hwbench.job import write_result
 
+        if not _make_parent(out):
+            return 2
         write_result(out, result.dumps())
     return _report(result, args, out)
+
+
+def _make_parent(out: Path) -> bool:
+    """Create the result file's directory (only once there is something to write)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"gpupool: --out: cannot create {out.parent}: {exc.strerror}", file=sys.stderr)
+        return False
+    return True
 
 
 def default_out(name: str) -> Path:
