@@ -15,7 +15,7 @@ import pytest
 
 from gpupool.client import ApiError
 from integration.backends import Databases
-from integration.pool_harness import Pool
+from integration.pool_harness import FOREVER, Pool, wait_for
 
 pytest.importorskip("torch", reason="torch is not installed: make dist-deps (docs/hwbench.md)")
 # what is stored is the store's tests' (tests/unit/test_store_benchmarks.py, both databases)
@@ -38,8 +38,34 @@ def test_matmul_as_a_pool_job_is_stored_and_compared(tmp_path: Path, databases: 
     try:
         env = {**pool.env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
         out = tmp_path / "matmul.json"
-        ran = _bench(env, tmp_path, "matmul", "--tiny", "--gpus", "1", "--out", str(out))
+        blocker = pool.submit("--gpus", "2", "--", *FOREVER)  # the pool is full: it must wait
+        pool.wait_state(blocker, "RUNNING")
+        said = tmp_path / "stderr.txt"
+        with said.open("w") as err:
+            cmd = [sys.executable, "-m", "gpupool", "bench", "matmul", "--tiny", "--gpus", "1"]
+            proc = subprocess.Popen(
+                [*cmd, "--out", str(out)],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+            try:
+                wait_for(
+                    lambda: "pending, position 1 of 1 pending" in said.read_text(),
+                    120,
+                    "the queue position",
+                )
+                pool.cancel(blocker)
+                stdout, _ = proc.communicate(timeout=300)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        ran = subprocess.CompletedProcess(cmd, proc.returncode, stdout, said.read_text())
         assert ran.returncode == 0, ran.stderr
+        assert " running (gpupool logs -f " in ran.stderr
         assert "bench matmul: job " in ran.stderr
         job_id = int(ran.stderr.split("bench matmul: job ")[1].split()[0])
         job = pool.client.job(job_id)
