@@ -151,6 +151,14 @@ BAD_ARGUMENTS = [
     case("sim", "--trace", "philly", "--interval", "-5", says="--interval"),
     case("sim", "--trace", "philly", "--cluster", "0x0", says="0x0"),
     case("sim", "--trace", "philly", "--cluster", "nonexistent.yaml", says="nonexistent.yaml"),
+    # bench (runs here, or submits with --gpus; docs/hwbench.md)
+    case("bench", says=USAGE),
+    case("bench", "frobnicate", says=USAGE),
+    case("bench", "matmul", "--sizes", "0", says=USAGE),
+    case("bench", "matmul", "--gpus", "0", says="--gpus"),
+    case("bench", "matmul", "--device", "cuda", "--tiny", says="--device cuda"),
+    case("bench", "compare", "/nonexistent.json", says="/nonexistent.json"),
+    case("bench", "compare", "job.yaml", says="not a benchmark result", files=JOB_YAML),
     # plan (offline)
     case("plan", says=USAGE),
     case("plan", "frobnicate", says=USAGE),

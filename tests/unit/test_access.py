@@ -37,6 +37,9 @@ CASES = [
     # everyone reads the pool's public state, in both modes
     ("anyone reads the queue (shared)", SHARED, "bob", Action.READ_POOL, A_JOB, True),
     ("anyone reads the queue (personal)", PERSONAL, "bob", Action.READ_POOL, A_JOB, True),
+    # and saves their own benchmark results, in both modes (docs/hwbench.md)
+    ("anyone saves a benchmark (shared)", SHARED, "bob", Action.SAVE_BENCHMARK, Target(), True),
+    ("anyone saves a benchmark (personal)", PERSONAL, "bob", Action.SAVE_BENCHMARK, Target(), True),
     # jobs
     ("the owner cancels", SHARED, "alice", Action.CANCEL_JOB, A_JOB, True),
     ("another user may not cancel", SHARED, "bob", Action.CANCEL_JOB, A_JOB, False),

@@ -80,6 +80,7 @@ def create_app(
     app.state.access = access
     api = APIRouter(dependencies=[Depends(caller_of)])
 
+    from gpupool.api.benchmarks import add_benchmark_routes
     from gpupool.api.projects import add_routes
     from gpupool.api.steering import add_steering_routes
     from gpupool.api.tokens import add_token_routes
@@ -294,6 +295,7 @@ def create_app(
     add_routes(api, service, access)
     add_token_routes(api, access)
     add_usage_routes(api, service, clock)
+    add_benchmark_routes(api, service.store, access)
     add_backend_routes(api, service)
     add_steering_routes(api, service, access, wire)
 

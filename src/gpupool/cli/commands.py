@@ -89,6 +89,7 @@ NOUNS: tuple[str, ...] = (
     "tokens",
     "sim",
     "plan",
+    "bench",
 )
 # Every top-level verb and alias, and the noun module whose `register` adds it.
 VERBS: dict[str, str] = {
@@ -116,6 +117,7 @@ VERBS: dict[str, str] = {
     "audit": "tokens",
     "sim": "sim",
     "plan": "plan",
+    "bench": "bench",
 }
 # Statuses of a refusal (the request as asked cannot be done: exit 2); any other error, a
 # job that does not exist, a full disk or a daemon failing, exits 1.

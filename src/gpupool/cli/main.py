@@ -101,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from gpupool.client import ApiError, BadClientSetting, Client, PoolUnreachable
 
-    noun = noun_of(sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else argv
+    noun = noun_of(words)
     args = _parser(NOUNS if noun is None else (noun,)).parse_args(argv)
+    args.argv = list(words)  # the words as given (`bench --gpus` passes its own on to the job)
     command = command_of(args)
     try:
         if not isinstance(command, OnPool):  # offline (plan cost --from-usage asks a pool)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
     from gpupool.client.usage_views import JobUsageView, UsageReportView
     from gpupool.client.views import JobPage, JobView, LogChunk, WireJobPage
+    from gpupool.core.benchmarks import SavedBenchmark
 
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -471,6 +472,33 @@ class Client:
         from gpupool.client.usage_views import read_job_usage
 
         return self._read(read_job_usage, self.request("GET", f"/v1/jobs/{int(job_id)}/usage"))
+
+    # -- benchmark results (docs/hwbench.md) ------------------------------------------------
+    def save_benchmark(self, result: JsonObject) -> SavedBenchmark:
+        """Keep a benchmark result (`BenchResult.to_json()`) in the pool, under your name."""
+        from gpupool.client.bench_views import read_saved_benchmark
+
+        return self._read(read_saved_benchmark, self.request("POST", "/v1/benchmarks", result))
+
+    def benchmark_results(
+        self, benchmark: str | None = None, gpu_model: str | None = None, limit: int = 50
+    ) -> tuple[SavedBenchmark, ...]:
+        """Saved results, newest first: of `benchmark`, on GPUs `gpu_model` names."""
+        from gpupool.client.bench_views import read_saved_benchmarks
+
+        query: dict[str, str | int | None] = {
+            "benchmark": benchmark,
+            "gpu_model": gpu_model,
+            "limit": limit,
+        }
+        answer = self.request("GET", "/v1/benchmarks", query=query)
+        return self._read(read_saved_benchmarks, answer)
+
+    def benchmark_result(self, result_id: int) -> SavedBenchmark:
+        from gpupool.client.bench_views import read_saved_benchmark
+
+        answer = self.request("GET", f"/v1/benchmarks/{int(result_id)}")
+        return self._read(read_saved_benchmark, answer)
 
     # -- projects ----------------------------------------------------------------------------
     def projects(self) -> ProjectList:

@@ -8,7 +8,8 @@ who may do it; it reads no clock, no file and no database, so the whole rule is 
 
 The rule:
 - Everyone may read the pool's public state (`Action.READ_POOL`): the queue, a job's state,
-  the GPUs, the projects, the daemon's info.
+  the GPUs, the projects, the daemon's info, saved benchmark results; and everyone may save
+  their own benchmark results (`Action.SAVE_BENCHMARK`), in either mode.
 - Personal mode (the daemon is not root): only the daemon's own user and root act (submit,
   cancel, read logs, env or spec, manage projects, tokens, audit); every other local user
   may only read the pool's public state. `[pool] admins` do not count there: nothing may
@@ -110,6 +111,7 @@ class Action(enum.Enum):
     RELEASE_JOB = "release"
     UPDATE_JOB = "change"
     SIGNAL_JOB = "signal"
+    SAVE_BENCHMARK = "save benchmark results"  # one's own measurements (docs/hwbench.md)
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,15 @@ _JOB_ACTIONS = frozenset(
     }
 )
 _SELF_ACTIONS = frozenset({Action.SET_DEFAULT_PROJECT, Action.MANAGE_TOKENS})
+# What every caller the server identified may do, in either mode: read the pool, and save
+# benchmark results (stored under the caller's name; a measurement harms no one's jobs).
+_ANYONE = frozenset({Action.READ_POOL, Action.SAVE_BENCHMARK})
 
 
 def permit(authority: Authority, caller: Caller, action: Action, target: Target) -> Refusal | None:
     """None if `caller` may do `action` to `target`; else the Refusal that says who may."""
     name = caller.name
-    if action is Action.READ_POOL or authority.is_pool_admin(name):
+    if action in _ANYONE or authority.is_pool_admin(name):
         return None
     if not authority.shared:
         return Refusal(

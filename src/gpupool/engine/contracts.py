@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, Unpack
 
+from gpupool.core.benchmarks import SavedBenchmark
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.project import Department, Project, ProjectChanges
@@ -117,7 +118,19 @@ class UsageStore(Protocol):
     def idle_actions(self, since: float) -> list[IdleActionRecord]: ...
 
 
-class PoolStore(EngineStore, UsageStore, Protocol):
+class BenchmarkStore(Protocol):
+    """Saved benchmark results (store/benchmarks.py; docs/hwbench.md)."""
+
+    def save_benchmark(self, saved: SavedBenchmark) -> SavedBenchmark: ...
+
+    def benchmark_result(self, result_id: int) -> SavedBenchmark | None: ...
+
+    def benchmark_results(
+        self, benchmark: str | None = None, gpu_model: str | None = None, limit: int = 50
+    ) -> list[SavedBenchmark]: ...
+
+
+class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
     """What the pool service (the API's calls) reads and writes, besides the engine's."""
 
     def submit(

@@ -23,6 +23,7 @@ from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_co
 from gpupool.store import models
 from gpupool.store.accounting import AccountingMethods
 from gpupool.store.backend_runs import BackendMethods
+from gpupool.store.benchmarks import BenchmarkMethods
 from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
@@ -69,6 +70,7 @@ class Store(
     SampleMethods,
     AccountingMethods,
     BackendMethods,
+    BenchmarkMethods,
 ):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""

@@ -1,0 +1,165 @@
+"""What the benchmark modules share: the `--device`/`--tiny` options, the machine a result
+names, and timing that means the same on CUDA and on the CPU.
+
+torch is imported inside these functions, which only a benchmark's `run` calls (torch is
+then loaded already), so this module loads with the CLI at no cost. Timing on CUDA uses events recorded on the stream around
+the timed repetitions, after warm-up and a synchronize (kernel launches are asynchronous: a
+host clock would time the launches, not the work); on the CPU the host's perf_counter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import platform
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from gpupool.hwbench.result import Machine
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto",
+        help="where to run: cuda (the first visible GPU), cpu, or auto (cuda when torch "
+        "sees one; default)",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="tiny sizes and few repetitions (CI, or a quick check that it runs)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="timed repetitions per measure (default: the benchmark's; the median is kept)",
+    )
+
+
+def device_of(args: argparse.Namespace) -> str:
+    """ "cuda" or "cpu" as asked; `auto` is cuda when torch sees a GPU. ValueError when cuda
+    is asked for and there is none (the CLI says it in one line)."""
+    import torch
+
+    asked = str(getattr(args, "device", "auto"))
+    has_cuda = torch.cuda.is_available()
+    if asked == "cuda" and not has_cuda:
+        raise ValueError("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    if asked == "auto":
+        return "cuda" if has_cuda else "cpu"
+    return asked
+
+
+def machine_of(device: str) -> Machine:
+    """This machine as a result names it: GPU model, count and driver from torch and NVML
+    when on CUDA; the CPU model always."""
+    import torch
+
+    version = str(torch.__version__)
+    if device != "cuda":
+        return Machine(
+            hostname=socket.gethostname(),
+            device="cpu",
+            torch=version,
+            cpu_model=cpu_model(),
+        )
+    return Machine(
+        hostname=socket.gethostname(),
+        device="cuda",
+        gpu_model=torch.cuda.get_device_name(0),
+        gpu_count=torch.cuda.device_count(),
+        driver=nvidia_driver(),
+        cuda=str(getattr(torch.version, "cuda", "") or "") or None,
+        torch=version,
+        cpu_model=cpu_model(),
+    )
+
+
+def nvidia_driver() -> str | None:
+    """The driver's version from NVML (nvidia-ml-py), None when NVML cannot say."""
+    try:
+        # import_module: pynvml ships no types (inventory/nvml.py does the same)
+        pynvml = importlib.import_module("pynvml")
+        pynvml.nvmlInit()
+        try:
+            found = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver: the result says None
+        return None
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def repeats_of(args: argparse.Namespace, default: int, tiny: int) -> int:
+    given = getattr(args, "repeats", None)
+    if given is not None:
+        if given < 1:
+            raise ValueError(f"--repeats: at least 1, got {given}")
+        return int(given)
+    return tiny if getattr(args, "tiny", False) else default
+
+
+def seconds_per_call(device: str, fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
+    """The median seconds one call of `fn` takes, over `repeats` timed calls after `warmup`
+    untimed ones. On CUDA each call is timed between two events on the current stream and
+    read after a synchronize; on the CPU with perf_counter."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    if device == "cuda":
+        # its __init__ is untyped: seen through the Protocol of what is used here
+        new_event = cast("Callable[..., _Event]", torch.cuda.Event)
+        torch.cuda.synchronize()
+        for _ in range(repeats):
+            start = new_event(enable_timing=True)
+            end = new_event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)  # ms -> s
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return max(statistics.median(times), 1e-9)  # a clock's tick, never zero: no inf rates
+
+
+class _Event(Protocol):
+    """What timing uses of a torch.cuda.Event."""
+
+    def record(self) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def elapsed_time(self, end: _Event) -> float: ...
+
+
+def cpu_note() -> str:
+    return (
+        "device: cpu (no GPU here, or --device cpu): host figures at small sizes, a check "
+        "that the benchmark runs; no % of a GPU's peak applies"
+    )
