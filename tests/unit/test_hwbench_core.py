@@ -123,3 +123,14 @@ def test_the_most_specific_catalog_name_wins() -> None:
     assert catalog_gpu(catalog, "NVIDIA H100 80GB HBM3") == catalog.gpu("H100-SXM")
     assert catalog_gpu(catalog, "Tesla V100-SXM2-16GB") == catalog.gpu("V100-16GB")
     assert catalog_gpu(catalog, None) is None
+
+
+def test_many_checks_are_counted_and_failures_named() -> None:
+    from gpupool.cli.bench_render import checks_line
+
+    few = {"a": True, "b": False}
+    assert checks_line(few) == "a: ok, b: FAILED"
+    many = {f"sum correct at {2**i} B": True for i in range(18)}
+    assert checks_line(many) == "all 18 ok"
+    many["sum correct at 8 B"] = False
+    assert checks_line(many) == "17 of 18 ok; FAILED: sum correct at 8 B"

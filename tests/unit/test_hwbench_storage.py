@@ -96,7 +96,7 @@ def test_an_existing_dataset_is_split_by_size_and_left_in_place(tmp_path: Path) 
 def test_the_feed_rate_comes_from_the_plan_for_a_catalog_gpu(tmp_path: Path) -> None:
     result, _ = bench(
         str(tmp_path), "--tiny", "--bytes-per-sample", "150000",
-        "--gpu", "h100", "--gpus", "8", "--flops-per-sample", "3e10", "--mfu", "0.5",
+        "--gpu", "h100", "--gpu-count", "8", "--flops-per-sample", "3e10", "--mfu", "0.5",
     )  # fmt: skip
     peak = load_catalog().gpu("h100").peak_tflops("bf16")
     samples_per_s = 8 * peak * 1e12 * 0.5 / 3e10

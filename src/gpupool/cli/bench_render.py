@@ -8,7 +8,7 @@ follow the table, so a figure is never shown without what qualifies it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpupool.cli.render import Cell, print_table
 from gpupool.hwbench.result import BenchResult, Label, Row
@@ -75,7 +75,20 @@ def print_result(result: BenchResult) -> None:
 
 def print_checks_and_notes(result: BenchResult) -> None:
     if result.checks:
-        said = ", ".join(f"{k}: {'ok' if ok else 'FAILED'}" for k, ok in result.checks.items())
-        print(f"checks: {said}")
+        print(f"checks: {checks_line(result.checks)}")
     for note in result.notes:
         print(f"note: {note}")
+
+
+MANY_CHECKS = 4  # more than this, all passed: counted, not listed (--json lists them)
+
+
+def checks_line(checks: Mapping[str, bool]) -> str:
+    """Every check with its verdict, in the benchmark's order; many that all passed (one
+    per message size of an all-reduce) as a count, the failed ones always by name."""
+    failed = [k for k, ok in checks.items() if not ok]
+    if len(checks) > MANY_CHECKS:
+        if not failed:
+            return f"all {len(checks)} ok"
+        return f"{len(checks) - len(failed)} of {len(checks)} ok; FAILED: " + ", ".join(failed)
+    return ", ".join(f"{k}: {'ok' if ok else 'FAILED'}" for k, ok in checks.items())

@@ -10,15 +10,14 @@ host clock would time the launches, not the work); on the CPU the host's perf_co
 from __future__ import annotations
 
 import argparse
-import importlib
-import platform
-import socket
 import statistics
 import time
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from gpupool.hwbench.result import Machine
+from gpupool.hwbench.machine import torch_machine as machine_of
+
+__all__ = ["machine_of"]  # the one probe (machine.py), named as the benchmarks call it
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -57,57 +56,6 @@ def device_of(args: argparse.Namespace) -> str:
     if asked == "auto":
         return "cuda" if has_cuda else "cpu"
     return asked
-
-
-def machine_of(device: str) -> Machine:
-    """This machine as a result names it: GPU model, count and driver from torch and NVML
-    when on CUDA; the CPU model always."""
-    import torch
-
-    version = str(torch.__version__)
-    if device != "cuda":
-        return Machine(
-            hostname=socket.gethostname(),
-            device="cpu",
-            torch=version,
-            cpu_model=cpu_model(),
-        )
-    return Machine(
-        hostname=socket.gethostname(),
-        device="cuda",
-        gpu_model=torch.cuda.get_device_name(0),
-        gpu_count=torch.cuda.device_count(),
-        driver=nvidia_driver(),
-        cuda=str(getattr(torch.version, "cuda", "") or "") or None,
-        torch=version,
-        cpu_model=cpu_model(),
-    )
-
-
-def nvidia_driver() -> str | None:
-    """The driver's version from NVML (nvidia-ml-py), None when NVML cannot say."""
-    try:
-        # import_module: pynvml ships no types (inventory/nvml.py does the same)
-        pynvml = importlib.import_module("pynvml")
-        pynvml.nvmlInit()
-        try:
-            found = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no library, no driver: the result says None
-        return None
-    return found.decode() if isinstance(found, bytes) else str(found)
-
-
-def cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def repeats_of(args: argparse.Namespace, default: int, tiny: int) -> int:

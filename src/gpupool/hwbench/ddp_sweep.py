@@ -55,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-sizes", help="global batch per step, comma-separated (default seed 004's 10..600)"
     )
     p.add_argument(
-        "--gpus", type=int, help="largest GPU (rank) count: 1, 2, 4, ... and it (default: all)"
+        "--max-gpus",
+        type=int,
+        help="largest GPU (rank) count: 1, 2, 4, ... and it (default: all)",
     )
     p.add_argument("--steps", type=int, help="timed steps per cell (default 20; --tiny 3)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3; --tiny 1)")
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
     models = _names(args.models, ("mlp", "cnn"), "--models")
     modes = tuple(Mode(m) for m in _names(args.modes, [m.value for m in Mode], "--modes"))
     visible = torch.cuda.device_count() if device == "cuda" else 2
-    max_gpus = args.gpus if args.gpus is not None else visible
+    max_gpus = args.max_gpus if args.max_gpus is not None else visible
     if max_gpus < 1 or (device == "cuda" and max_gpus > visible):
         raise ValueError(f"--gpus: 1..{visible} on this machine ({device}), got {max_gpus}")
     if args.tiny:

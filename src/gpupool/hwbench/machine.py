@@ -2,11 +2,12 @@
 
 `host_machine()` is what a CPU-only benchmark (storage) reports; `torch_machine(device)` adds
 torch's view of the GPUs (model, count, CUDA version) for the benchmarks that import torch
-anyway. The driver version is read from /proc/driver/nvidia/version when the NVIDIA kernel
-module is loaded (no NVML binding needed, no root)."""
+anyway. The driver version is NVML's, else read from /proc/driver/nvidia/version when the
+NVIDIA kernel module is loaded (no root needed)."""
 
 from __future__ import annotations
 
+import importlib
 import platform
 import re
 import socket
@@ -28,7 +29,19 @@ def cpu_model() -> str | None:
 
 
 def nvidia_driver() -> str | None:
-    """'550.54.15' from the kernel module's version line; None without the module."""
+    """The driver's version: NVML's (nvidia-ml-py) when it answers, else the kernel
+    module's version line ('550.54.15'); None without either."""
+    try:
+        # import_module: pynvml ships no types (inventory/nvml.py does the same)
+        pynvml = importlib.import_module("pynvml")
+        pynvml.nvmlInit()
+        try:
+            found = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return found.decode() if isinstance(found, bytes) else str(found)
+    except Exception:  # no library, no driver: try the kernel module's line
+        pass
     try:
         text = _PROC_NVIDIA.read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     feed.add_argument("--bytes-per-sample", type=float, help="bytes one training sample reads")
     feed.add_argument("--samples-per-s", type=float, help="samples/s the GPUs consume")
     feed.add_argument("--gpu", help="a catalog GPU, to derive samples/s from FLOPs")
-    feed.add_argument("--gpus", type=int, default=1, help="how many of them (1)")
+    feed.add_argument("--gpu-count", type=int, default=1, help="how many of them (1)")
     feed.add_argument("--flops-per-sample", type=float, help="training FLOPs per sample")
     feed.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilization (0.4)")
     feed.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
@@ -105,9 +105,9 @@ def feed_rate(args: argparse.Namespace) -> Feed | None:
         gpu = load_catalog().gpu(args.gpu)
         peak = gpu.peak_tflops(args.precision)
         ms = compute_ms_from_flops(args.flops_per_sample, 1, peak, args.mfu)
-        rate = args.gpus * 1e3 / ms
+        rate = args.gpu_count * 1e3 / ms
         origin = (
-            f"{args.gpus} x {gpu.name} at {peak:g} TFLOPS {args.precision} x MFU {args.mfu:g} "
+            f"{args.gpu_count} x {gpu.name} at {peak:g} TFLOPS {args.precision} x MFU {args.mfu:g} "
             f"/ {args.flops_per_sample:.3g} FLOPs per sample (plan)"
         )
     else:
