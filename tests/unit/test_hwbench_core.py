@@ -134,3 +134,18 @@ def test_many_checks_are_counted_and_failures_named() -> None:
     assert checks_line(many) == "all 18 ok"
     many["sum correct at 8 B"] = False
     assert checks_line(many) == "17 of 18 ok; FAILED: sum correct at 8 B"
+
+
+def test_every_registered_benchmark_is_installed_and_its_options_fit_bench_s() -> None:
+    """One module's option clashing with bench's own (--gpus, --out, --json, --no-save)
+    breaks every subcommand: the whole `gpupool bench` parser is built, with each module."""
+    from gpupool.cli.main import _parser
+    from gpupool.hwbench.modules import load
+    from gpupool.hwbench.registry import BENCHMARKS
+
+    top = _parser(("bench",))
+    for name in BENCHMARKS:
+        assert load(name) is not None, f"{name} is registered but its module is missing"
+        extra = ["/tmp"] if name == "storage" else []
+        args = top.parse_args(["bench", name, "--tiny", "--no-save", *extra])
+        assert args.tiny and args.no_save
