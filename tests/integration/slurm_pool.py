@@ -18,9 +18,10 @@ from slurm_cluster import SlurmCluster, SlurmUnavailable
 from integration.pool_harness import Pool
 
 
-@pytest.fixture(scope="module", name="cluster")
-def cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+def started_or_skipped(root: Path, **sizes: int) -> Iterator[SlurmCluster]:
+    """A started cluster under `root` (SlurmCluster's keywords), stopped after; the test is
+    skipped when Slurm cannot start here (GPUPOOL_REQUIRE_ALL=1 makes that a failure)."""
+    made = SlurmCluster(root, **sizes)
     try:
         made.start()
     except SlurmUnavailable as exc:
@@ -30,6 +31,11 @@ def cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmC
         yield made
     finally:
         made.stop()
+
+
+@pytest.fixture(scope="module", name="cluster")
+def cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    yield from started_or_skipped(tmp_path_factory.mktemp("slurm"))
 
 
 class SlurmPool(Pool):

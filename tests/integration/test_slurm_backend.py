@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import CLUSTER_NAME, SlurmCluster, SlurmUnavailable
+from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
 from gpupool.backends.slurm import open_backend
 from gpupool.backends.slurm.backend import SlurmBackend
@@ -30,24 +30,11 @@ from gpupool.core.execution import (
     RunState,
     StopKind,
 )
+from integration.slurm_pool import cluster_fixture  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.integration
 PY = sys.executable
 DEADLINE_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        made.start()
-    except SlurmUnavailable as exc:
-        made.stop()
-        pytest.skip(f"Slurm cannot start here: {exc}")
-    try:
-        yield made
-    finally:
-        made.stop()
 
 
 def make_backend(

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SlurmCluster, SlurmUnavailable
+from slurm_cluster import SlurmCluster
 
 from gpupool.core.execution import ExitReason, Handle
+from integration.slurm_pool import started_or_skipped
 from integration.test_slurm_backend import DEADLINE_S, exited, make_backend, request, wait_obs
 
 pytestmark = pytest.mark.integration
@@ -20,16 +21,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(tmp_path_factory.mktemp("slurm"), min_job_age_s=2)
-    try:
-        made.start()
-    except SlurmUnavailable as exc:
-        made.stop()
-        pytest.skip(f"Slurm cannot start here: {exc}")
-    try:
-        yield made
-    finally:
-        made.stop()
+    """A cluster of its own that forgets an ended job 2 s after its end (MinJobAge)."""
+    yield from started_or_skipped(tmp_path_factory.mktemp("slurm"), min_job_age_s=2)
 
 
 def test_exit_code_of_a_forgotten_run(cluster: SlurmCluster, tmp_path: Path) -> None:

@@ -11,33 +11,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_cluster import SlurmCluster, SlurmUnavailable
+from slurm_cluster import SlurmCluster
 
 from gpupool.backends.slurm import open_backend
 from gpupool.backends.slurm.backend import SlurmBackend
 from gpupool.core.backends import BackendContext
 from gpupool.core.execution import Handle, RunState
+from integration.slurm_pool import cluster_fixture  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.integration
 RUNS = 1000
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    made = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    try:
-        made.start()
-    except SlurmUnavailable as exc:
-        made.stop()
-        pytest.skip(f"Slurm cannot start here: {exc}")
-    try:
-        yield made
-    finally:
-        made.stop()
 
 
 def test_one_squeue_for_a_thousand_runs(cluster: SlurmCluster, tmp_path: Path) -> None:
