@@ -15,12 +15,10 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from gpupool.client.errors import (
     API_HEADER,
-    ApiError,
-    BadClientSetting,
     ConnectionLost,
     DaemonNotRunning,
     DaemonTimeout,
@@ -28,6 +26,14 @@ from gpupool.client.errors import (
     PoolUnreachable,
     SubmitUnconfirmed,
     UnexpectedAnswer,
+)
+from gpupool.client.transport import (
+    api_error,
+    decode,
+    exchange,
+    tcp_address,
+    timeout_from_env,
+    tls_context,
 )
 from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
 from gpupool.core.paths import socket_path, state_dir
@@ -38,7 +44,6 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     from typing import TypeVar
 
     T = TypeVar("T")
-    import ssl
 
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
     from gpupool.client.pool_views import BackendsView, GpusView, PoolInfo
@@ -48,145 +53,12 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     from gpupool.core.benchmarks import SavedBenchmark
 
 
-DEFAULT_TIMEOUT_S = 30.0
 # A submission cut off in flight is sent again with the same token (the store keeps one job
 # per token): up to SUBMIT_TRIES tries, waiting SUBMIT_BACKOFF_S between tries that failed at
 # once (reset, refused while the daemon restarts), and starting no try after the retry window.
 SUBMIT_TRIES = 5
 SUBMIT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
 SUBMIT_RETRY_WINDOW_S = 30.0
-
-
-def _exchange(
-    sock: socket.socket,
-    method: str,
-    path: str,
-    body: bytes | None,
-    host: str,
-    token: str | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP/1.1 request with `Connection: close`, read to EOF.
-
-    http.client would import the email package (~20 ms) on every CLI call; the daemon's
-    answers are simple (status, a few headers, a Content-Length body), so this is enough.
-    Raises ConnectionLost when the answer is cut short, NotAGpupoolDaemon (without its
-    `where`) when it is not HTTP.
-    """
-    head = [
-        f"{method} {path} HTTP/1.1",
-        f"Host: {host}",
-        "Connection: close",
-        "Accept: application/json",
-    ]
-    if token is not None:
-        head.append(f"Authorization: Bearer {token}")
-    if body is not None or method not in ("GET", "HEAD"):
-        # Every request that changes something says it is JSON, body or not: over TCP the
-        # daemon refuses any other (a browser cannot send it cross-site: docs/security.md).
-        payload = body or b""
-        head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
-    try:
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
-    except (BrokenPipeError, ConnectionResetError) as exc:
-        # The daemon may refuse a request before reading all of it (a body over its limit:
-        # 413) and close: its answer is what the caller needs.
-        raw = _read_answer(sock, quietly=True)
-        if not raw:
-            raise exc
-    else:
-        raw = _read_answer(sock)
-    header_blob, sep, payload = raw.partition(b"\r\n\r\n")
-    if not sep:
-        if not raw:
-            raise ConnectionLost("", "the connection was closed before an answer")
-        raise ConnectionLost("", "the answer was cut short")
-    lines = header_blob.decode("latin-1").split("\r\n")
-    parts = lines[0].split()
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise NotAGpupoolDaemon("", f"it does not speak HTTP: {lines[0][:40]!r}")
-    status = int(parts[1])
-    headers = {}
-    for line in lines[1:]:
-        key, _, value = line.partition(":")
-        headers[key.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        payload = _dechunk(payload)
-    elif headers.get("content-length", "").isdigit():
-        payload = payload[: int(headers["content-length"])]
-    return status, headers, payload
-
-
-def _read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
-    """Everything the daemon sends, to EOF; `quietly`: what came before a reset."""
-    chunks = []
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            if not quietly:
-                raise
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _dechunk(data: bytes) -> bytes:
-    out: list[bytes] = []
-    pos = 0
-    try:
-        while True:
-            end = data.index(b"\r\n", pos)
-            size = int(data[pos:end].split(b";")[0], 16)
-            if size == 0:
-                return b"".join(out)
-            out.append(data[end + 2 : end + 2 + size])
-            pos = end + 2 + size + 2
-    except ValueError:
-        raise ConnectionLost("", "the answer was cut short") from None
-
-
-def _timeout_from_env() -> float:
-    text = os.environ.get("GPUPOOL_TIMEOUT")
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 86400:
-        raise BadClientSetting(
-            "GPUPOOL_TIMEOUT", f"must be a number of seconds from 0 to 86400, got {text!r}"
-        )
-    return value
-
-
-def _tcp_address(url: str, source: str) -> tuple[str, int, bool]:
-    """(host, port, tls) of an http:// or https:// URL; BadClientSetting naming --url or
-    GPUPOOL_URL."""
-    example = "expected http(s)://HOST:PORT, e.g. http://127.0.0.1:8765"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:  # a port out of range or not a number
-        raise BadClientSetting(source, f"{exc} in {url!r} ({example})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadClientSetting(source, f"not an http:// or https:// URL: {url!r} ({example})")
-    tls = parts.scheme == "https"
-    return parts.hostname, port or (443 if tls else 80), tls
-
-
-def _tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """The context that checks the daemon's certificate: against `ca_file`
-    ($GPUPOOL_CA_CERT, for a self-signed or private CA) or the system's CAs."""
-    import ssl
-
-    try:
-        return ssl.create_default_context(cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        why = getattr(exc, "strerror", None) or str(exc)
-        raise BadClientSetting("GPUPOOL_CA_CERT", f"cannot load {ca_file}: {why}") from None
 
 
 class Client:
@@ -209,16 +81,16 @@ class Client:
     ) -> None:
         source = "--url" if url is not None else "GPUPOOL_URL"
         self.url = url if url is not None else os.environ.get("GPUPOOL_URL") or None
-        found = _tcp_address(self.url, source) if self.url else None
+        found = tcp_address(self.url, source) if self.url else None
         self.address = found[:2] if found else None
         self.tls = (
-            _tls_context(ca_file or os.environ.get("GPUPOOL_CA_CERT") or None)
+            tls_context(ca_file or os.environ.get("GPUPOOL_CA_CERT") or None)
             if found and found[2]
             else None
         )
         self.state_dir = state_dir(str(state) if state else None)
         self.socket = socket_path(self.state_dir)
-        self.timeout = _timeout_from_env() if timeout is None else timeout
+        self.timeout = timeout_from_env() if timeout is None else timeout
         self.token: str | None = None
         if self.address is not None:
             from gpupool.client.credentials import find_token
@@ -273,7 +145,7 @@ class Client:
         payload = None if body is None else json.dumps(body).encode()
         sock, host = self._connect()
         try:
-            status, headers, data = _exchange(sock, method, path, payload, host, self.token)
+            status, headers, data = exchange(sock, method, path, payload, host, self.token)
         except TimeoutError:
             raise DaemonTimeout(self.where(), self.timeout) from None
         except (NotAGpupoolDaemon, ConnectionLost) as exc:
@@ -296,9 +168,9 @@ class Client:
     ) -> JsonValue:
         """The decoded JSON answer; ApiError when the daemon refuses the request."""
         status, _, data = self.request_raw(method, path, body, query)
-        decoded = _decode(data)
+        decoded = decode(data)
         if status >= 400:
-            raise _api_error(status, decoded)
+            raise api_error(status, decoded)
         return decoded
 
     def _read(self, read: Callable[[JsonValue], T], answer: JsonValue) -> T:
@@ -440,7 +312,7 @@ class Client:
 
         status, headers, data = self.request_raw("GET", f"/v1/jobs/{int(job_id)}/log", query=query)
         if status >= 400:
-            raise _api_error(status, _decode(data))
+            raise api_error(status, decode(data))
         text = headers.get("x-state", "")
         try:
             state = JobState(text) if text else None
@@ -616,22 +488,6 @@ def _project_path(name: str) -> str:
 
 def _default_path(user: str) -> str:
     return f"/v1/projects/defaults/{quote(user, safe='')}"
-
-
-def _decode(data: bytes) -> JsonValue:
-    try:
-        decoded: JsonValue = json.loads(data) if data else {}
-    except ValueError:
-        return {"message": data.decode(errors="replace")}
-    return decoded
-
-
-def _api_error(status: int, decoded: JsonValue) -> ApiError:
-    if isinstance(decoded, dict):
-        code = str(decoded.get("error", "error"))
-        message = str(decoded.get("message") or decoded.get("detail") or f"HTTP {status}")
-        return ApiError(status, code, message, decoded)
-    return ApiError(status, "error", str(decoded), {})
 
 
 def _os_problem(exc: OSError, client: Client) -> str:

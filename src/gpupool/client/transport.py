@@ -1,0 +1,172 @@
+"""HTTP/1.1 on a socket, with the standard library: one request, its answer read to EOF,
+and what the client's settings say about where and how long (client/http.py's `Client` is
+built on it).
+
+http.client would import the email package (~20 ms) on every CLI call; the daemon's
+answers are simple (status, a few headers, a Content-Length or chunked body).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from urllib.parse import urlsplit
+
+from gpupool.client.errors import ApiError, BadClientSetting, ConnectionLost, NotAGpupoolDaemon
+from gpupool.client.wire_json import JsonValue
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ssl
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def exchange(
+    sock: socket.socket,
+    method: str,
+    path: str,
+    body: bytes | None,
+    host: str,
+    token: str | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 request with `Connection: close`, read to EOF.
+
+    http.client would import the email package (~20 ms) on every CLI call; the daemon's
+    answers are simple (status, a few headers, a Content-Length body), so this is enough.
+    Raises ConnectionLost when the answer is cut short, NotAGpupoolDaemon (without its
+    `where`) when it is not HTTP.
+    """
+    head = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {host}",
+        "Connection: close",
+        "Accept: application/json",
+    ]
+    if token is not None:
+        head.append(f"Authorization: Bearer {token}")
+    if body is not None or method not in ("GET", "HEAD"):
+        # Every request that changes something says it is JSON, body or not: over TCP the
+        # daemon refuses any other (a browser cannot send it cross-site: docs/security.md).
+        payload = body or b""
+        head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    try:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        # The daemon may refuse a request before reading all of it (a body over its limit:
+        # 413) and close: its answer is what the caller needs.
+        raw = read_answer(sock, quietly=True)
+        if not raw:
+            raise exc
+    else:
+        raw = read_answer(sock)
+    header_blob, sep, payload = raw.partition(b"\r\n\r\n")
+    if not sep:
+        if not raw:
+            raise ConnectionLost("", "the connection was closed before an answer")
+        raise ConnectionLost("", "the answer was cut short")
+    lines = header_blob.decode("latin-1").split("\r\n")
+    parts = lines[0].split()
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise NotAGpupoolDaemon("", f"it does not speak HTTP: {lines[0][:40]!r}")
+    status = int(parts[1])
+    headers = {}
+    for line in lines[1:]:
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        payload = dechunk(payload)
+    elif headers.get("content-length", "").isdigit():
+        payload = payload[: int(headers["content-length"])]
+    return status, headers, payload
+
+
+def read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
+    """Everything the daemon sends, to EOF; `quietly`: what came before a reset."""
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            if not quietly:
+                raise
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def dechunk(data: bytes) -> bytes:
+    out: list[bytes] = []
+    pos = 0
+    try:
+        while True:
+            end = data.index(b"\r\n", pos)
+            size = int(data[pos:end].split(b";")[0], 16)
+            if size == 0:
+                return b"".join(out)
+            out.append(data[end + 2 : end + 2 + size])
+            pos = end + 2 + size + 2
+    except ValueError:
+        raise ConnectionLost("", "the answer was cut short") from None
+
+
+def timeout_from_env() -> float:
+    text = os.environ.get("GPUPOOL_TIMEOUT")
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:
+        raise BadClientSetting(
+            "GPUPOOL_TIMEOUT", f"must be a number of seconds from 0 to 86400, got {text!r}"
+        )
+    return value
+
+
+def tcp_address(url: str, source: str) -> tuple[str, int, bool]:
+    """(host, port, tls) of an http:// or https:// URL; BadClientSetting naming --url or
+    GPUPOOL_URL."""
+    example = "expected http(s)://HOST:PORT, e.g. http://127.0.0.1:8765"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port out of range or not a number
+        raise BadClientSetting(source, f"{exc} in {url!r} ({example})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadClientSetting(source, f"not an http:// or https:// URL: {url!r} ({example})")
+    tls = parts.scheme == "https"
+    return parts.hostname, port or (443 if tls else 80), tls
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """The context that checks the daemon's certificate: against `ca_file`
+    ($GPUPOOL_CA_CERT, for a self-signed or private CA) or the system's CAs."""
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise BadClientSetting("GPUPOOL_CA_CERT", f"cannot load {ca_file}: {why}") from None
+
+
+def decode(data: bytes) -> JsonValue:
+    try:
+        decoded: JsonValue = json.loads(data) if data else {}
+    except ValueError:
+        return {"message": data.decode(errors="replace")}
+    return decoded
+
+
+def api_error(status: int, decoded: JsonValue) -> ApiError:
+    if isinstance(decoded, dict):
+        code = str(decoded.get("error", "error"))
+        message = str(decoded.get("message") or decoded.get("detail") or f"HTTP {status}")
+        return ApiError(status, code, message, decoded)
+    return ApiError(status, "error", str(decoded), {})
