@@ -396,3 +396,13 @@ def test_fake_clock_moves_only_forward_and_only_when_told() -> None:
         clock.advance(-1)
     with pytest.raises(ValueError):
         clock.set(199.0)
+
+
+def test_a_time_past_any_float_is_refused_by_field_not_a_crash() -> None:
+    # Found by the build_wire hypothesis test: `time: 10**400` raised OverflowError.
+    from gpupool.spec import SpecError, build_spec
+
+    assert parse_duration(10**400) == float("inf")
+    for huge in (10**400, "1" + "0" * 400):
+        with pytest.raises(SpecError, match="time: must be a finite duration"):
+            build_spec({"command": ["true"], "time": huge})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_UNITS = {
@@ -69,7 +70,10 @@ def parse_duration(text: str | int | float) -> float:
     if isinstance(text, (int, float)):
         if text <= 0:
             raise ValueError(f"duration must be positive: {text!r}")
-        return float(text) * 60.0
+        try:
+            return float(text) * 60.0
+        except OverflowError:  # an int past any float: as long as can be (callers cap it)
+            return math.inf
     s = text.strip()
     if s.startswith("-") and s[1:2].isdigit():  # `--time -5m`: say what is wrong with it
         raise ValueError(f"duration must be positive: {text!r}")
