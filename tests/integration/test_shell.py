@@ -25,9 +25,12 @@ FOREVER = ("sh", "-c", "while :; do sleep 1; done")
 class Terminal:
     """`gpupool shell ...` on a pseudo-terminal: what it printed, what we type."""
 
-    def __init__(self, pool: Pool, *args: str) -> None:
+    def __init__(self, pool: Pool, *args: str, sigint: int = signal.SIG_DFL) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the CLI, with the pool's environment
+            # What it inherits for SIGINT: a terminal's login shell leaves SIG_DFL; a
+            # script's background job (bash's `cmd &`) passes SIG_IGN on through exec.
+            signal.signal(signal.SIGINT, sigint)
             env = {**pool.env, "SHELL": "/bin/sh", "PS1": "$ "}
             os.execve(sys.executable, [sys.executable, "-m", "gpupool", "shell", *args], env)
         self.out = b""
@@ -63,8 +66,8 @@ class Terminal:
 
 
 @contextmanager
-def terminal(pool: Pool, *args: str) -> Iterator[Terminal]:
-    term = Terminal(pool, *args)
+def terminal(pool: Pool, *args: str, sigint: int = signal.SIG_DFL) -> Iterator[Terminal]:
+    term = Terminal(pool, *args, sigint=sigint)
     try:
         yield term
     finally:
@@ -112,10 +115,15 @@ def test_a_killed_shell_command_still_gives_the_gpus_back(pool: Pool) -> None:
     assert pool.wait(job_id, timeout=60).state.value == "SUCCEEDED"
 
 
-def test_waiting_says_where_it_stands_and_ctrl_c_cancels(pool: Pool) -> None:
+@pytest.mark.parametrize(
+    "sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored-by-parent"]
+)
+def test_waiting_says_where_it_stands_and_ctrl_c_cancels(pool: Pool, sigint: int) -> None:
+    """Ctrl-C cancels the waiting request, even when gpupool was started with SIGINT
+    ignored (it failed so in CI, run as a background job)."""
     busy = pool.submit("--gpus", "4", "--", *FOREVER)
     pool.wait_state(busy, "RUNNING")
-    with terminal(pool, "--gpus", "1") as term:
+    with terminal(pool, "--gpus", "1", sigint=sigint) as term:
         text = term.read_until(b"waiting (Resources")
         assert "queued: 1 of 1 waiting (Resources: " in text, text
         term.type("\x03")  # Ctrl-C, through the terminal's line discipline

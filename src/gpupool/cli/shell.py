@@ -89,6 +89,11 @@ def cmd_shell(client: Client, args: argparse.Namespace) -> int:
             return 2
         import uuid
 
+        # Ctrl-C while it waits cancels the request: so even when this process was started
+        # with SIGINT ignored (a script's background job passes SIG_IGN on through exec,
+        # and Python then raises no KeyboardInterrupt).
+        if sys.stdin.isatty():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         job = client.submit(wire, token=uuid.uuid4().hex)
         print(f"gpupool: job {job.id} queued for an interactive shell", file=sys.stderr)
         return _session(client, job.id, env_file, fifo, shell)
