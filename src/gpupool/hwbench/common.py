@@ -58,6 +58,24 @@ def device_of(args: argparse.Namespace) -> str:
     return asked
 
 
+MIB = 1 << 20
+MAX_MIB = 65536
+
+
+def mib_sizes(text: str, multiple: int = 1) -> tuple[int, ...]:
+    """Byte sizes from `--sizes-mib` ("1,16,256"), each rounded down to a whole `multiple`
+    of bytes (a float32 buffer: 4) and at least one; argparse's error naming the problem."""
+    try:
+        mib = tuple(float(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes are numbers of MiB, got {text!r}") from None
+    if not mib or any(not 0 < m <= MAX_MIB for m in mib):
+        raise argparse.ArgumentTypeError(
+            f"each size more than 0 and at most {MAX_MIB} MiB: {text!r}"
+        )
+    return tuple(max(int(m * MIB) // multiple * multiple, multiple) for m in mib)
+
+
 def repeats_of(args: argparse.Namespace, default: int, tiny: int) -> int:
     given = getattr(args, "repeats", None)
     if given is not None:

@@ -19,16 +19,17 @@ import time
 from functools import partial
 
 from gpupool.hwbench.common import (
+    MIB,
     add_device_arguments,
     cpu_note,
     device_of,
     machine_of,
+    mib_sizes,
     repeats_of,
     seconds_per_call,
 )
 from gpupool.hwbench.result import BenchResult, Progress, Row
 
-MIB = 1 << 20
 SIZES = {"cuda": (256 * MIB, 1024 * MIB, 4096 * MIB), "cpu": (4 * MIB, 64 * MIB)}
 TINY_SIZES = {"cuda": (16 * MIB, 64 * MIB), "cpu": (256 * 1024, 4 * MIB)}
 
@@ -43,16 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="buffer sizes in MiB; default: 256,1024,4096 on CUDA, 4,64 on the CPU "
         "(--tiny: smaller)",
     )
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        mib = tuple(float(w) for w in text.split(",") if w.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes are numbers of MiB, got {text!r}") from None
-    if not mib or any(not 0 < m <= 65536 for m in mib):
-        raise argparse.ArgumentTypeError(f"each size more than 0 and at most 65536 MiB: {text!r}")
-    return tuple(max(int(m * MIB) // 4 * 4, 4) for m in mib)
 
 
 def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
@@ -86,3 +77,7 @@ def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
         checks={"copy equals source": intact},
         notes=tuple(notes),
     )
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return mib_sizes(text, multiple=4)  # float32 buffers: 4 bytes an element

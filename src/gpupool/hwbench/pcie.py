@@ -21,15 +21,16 @@ import time
 from functools import partial
 
 from gpupool.hwbench.common import (
+    MIB,
     add_device_arguments,
     device_of,
     machine_of,
+    mib_sizes,
     repeats_of,
     seconds_per_call,
 )
 from gpupool.hwbench.result import BenchResult, Progress, Row
 
-MIB = 1 << 20
 SIZES = {"cuda": (1 * MIB, 16 * MIB, 256 * MIB, 1024 * MIB), "cpu": (1 * MIB, 16 * MIB)}
 TINY_SIZES = {"cuda": (1 * MIB, 16 * MIB), "cpu": (256 * 1024, 1 * MIB)}
 CPU_NOTE = (
@@ -47,16 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="M,M,...",
         help="transfer sizes in MiB; default: 1,16,256,1024 on CUDA (--tiny: 1,16)",
     )
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        mib = tuple(float(w) for w in text.split(",") if w.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes are numbers of MiB, got {text!r}") from None
-    if not mib or any(not 0 < m <= 65536 for m in mib):
-        raise argparse.ArgumentTypeError(f"each size more than 0 and at most 65536 MiB: {text!r}")
-    return tuple(max(int(m * MIB), 1) for m in mib)
 
 
 def run(args: argparse.Namespace, progress: Progress) -> BenchResult:
@@ -131,3 +122,7 @@ def _host_stand_in(
         rows.append(Row(labels, {"seconds": seconds, "gbs": size / seconds / 1e9}))
         progress.advance()
     return rows, intact
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return mib_sizes(text, multiple=1)
