@@ -33,8 +33,12 @@ unit: $(VENV)/.installed-test
 system-deps:
 	@bash scripts/system-deps.sh
 
+# Three workers on CI's two cores: most of the time goes to waiting on daemons, Slurm, Ray
+# and jobs, not to the CPU; each file runs whole on one worker (its module fixtures: one
+# Slurm cluster, one Ray head). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test system-deps lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -21,7 +21,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     Runs before collection: the store tests read the URL when they are imported."""
     global _pg_server
-    if os.environ.get("GPUPOOL_TEST_POSTGRES_URL") or os.environ.get("GPUPOOL_NO_POSTGRES"):
+    if os.environ.get("GPUPOOL_NO_POSTGRES"):
+        return
+    if os.environ.get("GPUPOOL_TEST_POSTGRES_URL"):
+        _database_of_this_worker()
         return
     from pg_server import PostgresServer, PostgresUnavailable
 
@@ -32,6 +35,24 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"store tests on PostgreSQL cannot run: {exc}") from None
         return
     os.environ["GPUPOOL_TEST_POSTGRES_URL"] = _pg_server.url
+
+
+def _database_of_this_worker() -> None:
+    """Under pytest-xdist (`make test` runs the suite in parallel) every worker inherits the
+    server's URL from the controller; the store tests empty the public schema of the
+    database they are given, so each worker gets a database of its own on that server."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    import sqlalchemy as sa
+    from pg_server import run_outside_a_transaction
+
+    server = os.environ["GPUPOOL_TEST_POSTGRES_URL"]
+    name = f"gpupool_test_{worker}"
+    run_outside_a_transaction(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    run_outside_a_transaction(server, f"CREATE DATABASE {name}")
+    url = sa.make_url(server).set(database=name).render_as_string(hide_password=False)
+    os.environ["GPUPOOL_TEST_POSTGRES_URL"] = url
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -62,7 +62,7 @@ class PostgresServer:
         self._run(initdb, "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
         opts = (
             f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 "
-            f"-c fsync={'on' if self.durable else 'off'} -c max_connections=200"
+            f"-c fsync={'on' if self.durable else 'off'} -c max_connections=400"
         )
         self._run(
             pg_ctl, "-D", str(self.data), "-w", "-l", str(self.root / "log"), "-o", opts, "start"

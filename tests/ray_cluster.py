@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -113,8 +114,9 @@ class RayCluster:
 
     def __init__(self, root: Path, gpus: int = 4, cpus: int = 4) -> None:
         self.root = root
-        self.tmp = root / "t"  # RAY_TMPDIR: short, Ray's socket paths must fit
-        self.tmp.mkdir(parents=True, exist_ok=True)
+        # RAY_TMPDIR: short, Ray's socket paths (107 bytes at most) must fit below it, which
+        # pytest's own tmp_path (deeper under xdist's popen-gwN) does not promise.
+        self.tmp = Path(tempfile.mkdtemp(prefix="gpray-", dir="/tmp"))
         self.gpus, self.cpus = gpus, cpus
         self.port = free_port()
         self.dashboard_port = free_port()
@@ -203,6 +205,31 @@ class RayCluster:
         worker = RayNode(args, self.env, self.root / f"worker{n}.log")
         worker.start()
         self.workers.append(worker)
+
+    def alive_nodes(self) -> int:
+        """How many nodes the head's state API lists as ALIVE (0 while it does not answer)."""
+        import json
+
+        try:
+            with urllib.request.urlopen(f"{self.address}/api/v0/nodes?limit=100", timeout=5) as a:
+                nodes = json.loads(a.read())["data"]["result"]["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+        return sum(1 for node in nodes if node.get("state") == "ALIVE")
+
+    def wait_workers_joined(self, deadline_s: float = READY_DEADLINE_S) -> None:
+        """Until every worker node is ALIVE at the head, starting again a worker whose `ray
+        start` has exited: Ray gives a new node 30 s to register, fixed, and on a busy
+        2-core machine (the suite runs in parallel) a worker can miss that and exit; a gang
+        waiting for its node would then wait for ever."""
+
+        def joined() -> bool:
+            for worker in self.workers:
+                if not worker.alive:
+                    worker.start()
+            return self.alive_nodes() >= 1 + len(self.workers)
+
+        wait_for("every Ray worker node joined", joined, deadline_s)
 
     def stop(self) -> None:
         for node in [*self.workers, *([self.head] if self.head else [])]:

@@ -231,6 +231,24 @@ PartitionName=main Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE Sta
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def wait_state_saved(self, timeout: float = 60.0) -> str:
+        """Until slurmctld's state file holds everything that happened before this call, so
+        that kill_controller then loses none of it (slurmctld saves within seconds of a
+        change, never at once: a job cancelled just before a SIGKILL can come back RUNNING
+        and hold its nodes). A held job is the change that makes it save; its id is
+        returned (it stays held: cancel it, or leave it to stop())."""
+        since = time.time()
+        out = self.run(["sbatch", "--hold", "--parsable", "--output=/dev/null", "--wrap", "true"])
+        if out.returncode != 0:
+            raise SlurmUnavailable(f"sbatch --hold failed: {out.stderr.strip()}")
+        job_state = self.workdir / "state" / "job_state"
+        self.wait_for(
+            lambda: job_state.exists() and job_state.stat().st_mtime > since,
+            timeout,
+            "slurmctld's state saved",
+        )
+        return out.stdout.strip().split(";")[0]
+
     def restart_controller(self, timeout: float = 60.0) -> None:
         """slurmctld again, recovering its saved state (no -c): the jobs are still there."""
         self._spawn("slurmctld", ["slurmctld", "-D"])

@@ -118,6 +118,14 @@ def test_gpupool_backends_shows_slurm_down_and_back(pool: SlurmPool, cluster: Sl
         ("local", "local", True),
         ("hpc", "slurm", True),
     ]
+    # Killed once the earlier tests' jobs are over and saved: slurmctld recovers only what
+    # it saved, and a blocker cancelled just before could come back holding every GPU.
+    wait_for(
+        lambda: not cluster.run(["squeue", "-h"]).stdout.strip(),
+        timeout=60,
+        what="the earlier tests' Slurm jobs over",
+    )
+    held = cluster.wait_state_saved()
     cluster.kill_controller()
     try:
         table = pool.cli("backends", check=True).stdout
@@ -133,6 +141,7 @@ def test_gpupool_backends_shows_slurm_down_and_back(pool: SlurmPool, cluster: Sl
         timeout=60,
         what="slurmctld reachable again",
     )
+    assert cluster.run(["scancel", held]).returncode == 0
 
 
 def test_a_two_node_gang_counts_and_shows_every_rank(pool: SlurmPool, tmp_path: Path) -> None:

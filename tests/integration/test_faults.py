@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +172,16 @@ def test_a_job_on_gpus_gone_from_the_inventory_is_stopped_and_requeued(
 # -- 4. a job that ends while the state disk is full ---------------------------------------
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A directory with a short path: the test reaches the daemon's socket through
+    /proc/<pid>/root/<state dir>, and a Unix socket's path must fit in 107 bytes, which
+    pytest's tmp_path (deeper under xdist's popen-gwN) does not promise."""
+    made = Path(tempfile.mkdtemp(prefix="gpfull-", dir="/tmp"))
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
 class FullDiskPool(Pool):
     """A daemon whose state directory is a small tmpfs in a mount namespace of its own, so
     that the test can fill it for real (tests/private_tmpfs.py says why that way). The
@@ -198,9 +211,9 @@ class FullDiskPool(Pool):
 
 
 def test_a_job_that_ends_on_a_full_disk_keeps_its_exit_code(
-    tmp_path: Path, scripts: dict[str, str]
+    tmp_path: Path, short_tmp: Path, scripts: dict[str, str]
 ) -> None:
-    pool = FullDiskPool(tmp_path / "pool", size=16 << 20).start()
+    pool = FullDiskPool(short_tmp / "pool", size=16 << 20).start()
     try:
         go, hold = tmp_path / "go", tmp_path / "hold"
         job_id = pool.submit("--gpus", "1", "--", PY, scripts["until"], str(go), "0")
@@ -281,7 +294,7 @@ def read_in_namespace(pool: Pool, db: Path) -> tuple[str, dict[str, int], int]:
 
 
 def test_submissions_until_the_disk_is_full_are_refused_plainly_and_none_is_lost(
-    tmp_path: Path,
+    short_tmp: Path,
 ) -> None:
     """The state disk fills up under a stream of submissions (SQLite grows on it): the one
     that does not fit is refused with 507 disk_full, the CLI says so in one line, and once
@@ -289,7 +302,7 @@ def test_submissions_until_the_disk_is_full_are_refused_plainly_and_none_is_lost
     and the database passes SQLite's integrity check."""
     if os.geteuid() != 0:
         pytest.skip("reading the database inside the daemon's mount namespace needs root")
-    pool = FullDiskPool(tmp_path / "pool", size=16 << 20).start()
+    pool = FullDiskPool(short_tmp / "pool", size=16 << 20).start()
     try:
         filler = fill(pool.state_dir, leave=2 << 20)
         ten_years = time.time() + 10 * 365 * 86400.0  # held: nothing is launched

@@ -235,7 +235,7 @@ def test_a_gang_over_two_nodes_all_reduces_with_torchrun_ranks(
         "dist.destroy_process_group()\n"
     )
     (tmp_path / "allreduce.py").write_text(script)
-    # The placement group waits for the worker node to join: no wait here.
+    cluster.wait_workers_joined()  # a worker that gave up joining is started again
     ranks = RankLayout(nproc_per_node=2, nnodes=2)
     req = request(6, [PY, "allreduce.py"], tmp_path, gpus=2, nodes=2, ranks=ranks)
     ray_backend.launch(req)

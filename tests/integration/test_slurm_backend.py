@@ -8,160 +8,28 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
-from gpupool.backends.slurm import open_backend
-from gpupool.backends.slurm.backend import SlurmBackend
-from gpupool.core.backends import BackendContext
-from gpupool.core.execution import (
-    Allocation,
-    BackendRequest,
-    ExitReason,
-    Handle,
-    LaunchRequest,
-    Observation,
-    RankLayout,
-    RunState,
-    StopKind,
+from gpupool.core.execution import ExitReason, Handle, RunState, StopKind
+from integration.slurm_backend_kit import (
+    DEADLINE_S,
+    PY,
+    catcher,
+    exited,
+    make_backend,
+    request,
+    running,
+    wait_obs,
 )
 from integration.slurm_pool import cluster_fixture  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.integration
-PY = sys.executable
-DEADLINE_S = 120.0
 
 
-def make_backend(
-    cluster: SlurmCluster, root: Path, name: str = "hpc", **settings: object
-) -> SlurmBackend:
-    table: dict[str, object] = {
-        "kind": "slurm",
-        "slurm_conf": str(cluster.conf),
-        "output_dir": str(root / "out"),
-        "launcher_python": PY,
-        "command_timeout_s": 10,
-        **settings,
-    }
-    backend = open_backend(name, table, BackendContext("t1", root / "state"))
-    assert isinstance(backend, SlurmBackend)
-    return backend
-
-
-def request(
-    cluster: SlurmCluster,
-    handle: Handle,
-    command: list[str],
-    *,
-    nodes: int = 1,
-    gpus: int = 0,
-    time_limit_s: float | None = None,
-    distributed: bool = False,
-    separate_stderr: bool = False,
-) -> LaunchRequest:
-    return LaunchRequest(
-        handle=handle,
-        command=tuple(command),
-        env=dict(cluster.env),  # carries the cluster's token: teardown finds every job
-        workdir=str(cluster.workdir),
-        time_limit_s=time_limit_s,
-        grace_s=2.0,
-        allocation=Allocation("hpc", ()),
-        ranks=RankLayout(nproc_per_node=gpus, nnodes=nodes) if distributed else None,
-        separate_stderr=separate_stderr,
-        backend=BackendRequest(name="", project="default", gpus_per_node=gpus, nodes=nodes),
-    )
-
-
-def wait_obs(
-    backend: SlurmBackend,
-    handle: Handle,
-    done: Callable[[Observation], bool],
-    timeout: float = DEADLINE_S,
-) -> Observation:
-    deadline = time.monotonic() + timeout
-    obs = backend.poll([handle])[handle]
-    while not done(obs):
-        assert time.monotonic() < deadline, f"run {handle} still {obs} after {timeout}s"
-        time.sleep(0.3)
-        obs = backend.poll([handle])[handle]
-    return obs
-
-
-def exited(obs: Observation) -> bool:
-    return obs.state is RunState.EXITED
-
-
-def running(obs: Observation) -> bool:
-    return obs.state is RunState.RUNNING
-
-
-# A python command that marks itself ready (DIR/ready) and catches SIGNAL: its handler
-# writes DIR/got-SIGNAL, then exits 0 when END is "end", or lets the command run on.
-CATCHER = """
-import pathlib, signal, sys, time
-d, sig, end = pathlib.Path(sys.argv[1]), signal.Signals[sys.argv[2]], sys.argv[3] == "end"
-def got(signum, frame):
-    (d / ("got-" + sig.name)).touch()
-    if end:
-        sys.exit(0)
-signal.signal(sig, got)
-(d / "ready").touch()
-time.sleep(600)
-"""
-
-
-def catcher(where: Path, sig: str, end: bool) -> list[str]:
-    return [PY, "-c", CATCHER, str(where), sig, "end" if end else "on"]
-
-
-# Runs over their time limits, started as early as the module allows (slurmctld checks
-# limits and sends --signal's signal every 30 s: they end 60 to 90 s after their start),
-# one per node so that the 2-node torchrun test finds a CPU on each.
-@pytest.fixture(scope="module")
-def checkpointing_run(
-    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[SlurmBackend, Handle, Path]]:
-    """A 1-minute run whose command catches SIGUSR1 and runs on after it. USR1@20: sent
-    once 20 s (+ up to 30) are left, so never before python has set its handler (USR1@120
-    is sent at the first check, which may come as the run starts)."""
-    root = tmp_path_factory.mktemp("checkpoint")
-    backend = make_backend(
-        cluster, root, checkpoint_signal="USR1@20", extra_sbatch_args=["--nodelist=n1"]
-    )
-    handle = Handle(900, 0)
-    backend.launch(request(cluster, handle, catcher(root, "SIGUSR1", end=False), time_limit_s=5))
-    yield backend, handle, root
-    backend.signal(handle, StopKind.CANCEL)
-
-
-@pytest.fixture(scope="module")
-def lowered_run(
-    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[SlurmBackend, Handle]]:
-    """`sleep` (it does not catch SIGUSR1) with no time limit, the default checkpoint
-    signal (USR1@120), its limit lowered to 1 minute once it runs: the signal comes at the
-    next check and is kept from it, and it runs on until Slurm ends it at its limit."""
-    backend = make_backend(
-        cluster, tmp_path_factory.mktemp("lowered"), extra_sbatch_args=["--nodelist=n2"]
-    )
-    handle = Handle(901, 0)
-    backend.launch(request(cluster, handle, ["sleep", "600"]))
-    ref = wait_obs(backend, handle, running).ref
-    assert ref is not None
-    assert backend.set_time_limit(handle, 60)
-    limit = cluster.run(["squeue", "-h", "-j", ref.rsplit("/", 1)[1], "-o", "%l"])
-    assert limit.stdout.strip() == "1:00"
-    yield backend, handle
-    backend.signal(handle, StopKind.CANCEL)
-
-
-@pytest.mark.usefixtures("checkpointing_run", "lowered_run")
 def test_two_node_torchrun_all_reduce(cluster: SlurmCluster, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="torch is not installed: make dist-deps")
     script = tmp_path / "allreduce.py"
@@ -253,10 +121,8 @@ def test_slurmctld_killed_then_back(cluster: SlurmCluster, tmp_path: Path) -> No
     before_a = wait_obs(backend, a, running)
     before_b = wait_obs(backend, b, exited)
     # SIGKILL loses what slurmctld has not saved yet: kill it once its state file holds
-    # both runs as seen (it saves within seconds of a change), as a real crash would find.
-    seen_at = time.time()
-    job_state = cluster.workdir / "state" / "job_state"
-    cluster.wait_for(lambda: job_state.stat().st_mtime > seen_at, 60, "job state saved")
+    # both runs as seen, as a real crash would find.
+    cluster.wait_state_saved()
     cluster.kill_controller()
     try:
         t0 = time.monotonic()
@@ -311,24 +177,3 @@ def test_refused_submission_is_spawn_failed(cluster: SlurmCluster, tmp_path: Pat
     assert "invalid partition" in obs.exit.message.lower(), obs.exit.message  # sbatch's words
     backend.launch(request(cluster, h, ["true"]))  # refused once: not submitted again
     assert [c[0] for c in backend.runner.calls].count("sbatch") == 1
-
-
-def test_checkpoint_signal_reaches_a_handler_then_time_limit(
-    checkpointing_run: tuple[SlurmBackend, Handle, Path],
-) -> None:
-    backend, handle, root = checkpointing_run
-    obs = wait_obs(backend, handle, exited, timeout=200)
-    out = backend.logs(handle, 0, 1 << 16).data.decode()
-    assert (root / "got-SIGUSR1").exists(), out  # checkpointed, then ran on to its limit
-    assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out
-
-
-def test_checkpoint_signal_kept_from_a_command_that_does_not_catch_it(
-    lowered_run: tuple[SlurmBackend, Handle],
-) -> None:
-    backend, handle = lowered_run
-    obs = wait_obs(backend, handle, exited, timeout=200)
-    out = backend.logs(handle, 0, 1 << 16).data.decode()
-    assert "SIGUSR1 (the checkpoint signal) not passed on" in out
-    # Not killed by it (FAILED, 138): ended by Slurm at its lowered limit.
-    assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out
