@@ -23,12 +23,15 @@ Measured:
   pending ones are cancelled between paths so each starts with the same queue. Paths:
   `sbatch` one after another and from `--clients` concurrent workers; `gpupool submit` the
   same two ways; the SDK from one client and from `--clients` threads (each its own Client);
-  and one array of `--jobs` tasks (at most 1,000: Slurm's MaxArraySize) in one call.
+  one array of `--jobs` tasks (at most 1,000: Slurm's MaxArraySize) in one call; and
+  gpupool's batches of 1,000 distinct jobs (`Client.submit_many`, at least 5 of them), per job.
   For each: submissions per second, and the CPU spent per submission by the server
   (slurmctld / the gpupool daemon, from /proc) and by the clients (this process and the
   commands it ran), which says where the time goes.
 - ratios: Slurm's latency / gpupool's, gpupool's submissions per second / Slurm's, per path
-  and best against best; whether the 10x goal is met on each.
+  and best against best (one job per call); distinct jobs queued per second, gpupool's
+  batches against Slurm's best path (Slurm has no call for many distinct jobs); whether the
+  10x goal is met on each.
 Prints one JSON object on stdout (machine, load before/after, versions, config); progress on
 stderr. Usage: python bench/vs_slurm.py [--runs 20] [--jobs 200] [--clients 8] [--no-slurm]
 """
@@ -63,6 +66,7 @@ from gpupool.core.job import JobState  # noqa: E402
 GPUS = 8
 SETTLE_S = 0.3
 MAX_ARRAY_TASKS = 1000  # Slurm's MaxArraySize is 1001 by default: indices 0-1000
+BATCH_JOBS = 1000  # distinct jobs per `submit_many`: gpupool.core.batch.MAX_BATCH
 SLURM_SETTINGS = (
     "one node, CPUs=nproc, Gres=gpu:8 (char devices), select/cons_tres CR_Core, "
     "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2 "
@@ -137,16 +141,27 @@ class Sides:
         job = Job(command, gpus=gpus, time=None, workdir=str(self.work))
         return (client or self.sdk).submit(job).id
 
+    def gpupool_sdk_batch(self, command: list[str], jobs: int) -> list[int]:
+        """`jobs` distinct jobs (each its own name) in one `submit_many`."""
+        sweep = [
+            Job(command, gpus=1, time=None, workdir=str(self.work), name=f"sweep-{k}")
+            for k in range(jobs)
+        ]
+        return [handle.id for handle in self.sdk.submit_many(sweep)]
+
     def gpupool_done(self, job_id: int) -> bool:
         return self.sdk.http.job(job_id).state.terminal
 
     def gpupool_cancel_pending(self) -> None:
         """Cancel every pending job; return when the daemon lists none (a cancel is applied
         by the engine: waiting here keeps that work out of the next path's timing)."""
-        while page := self.sdk.http.job_page(states=["PENDING"], limit=1000).jobs:
-            for view in page:
+        while (pending := self.sdk.http.job_page(states=["PENDING"], limit=1000)).jobs:
+            for view in pending.jobs:
                 self.sdk.http.cancel(view.id)
-            wait_until(lambda: self.gpupool_pending() == 0, "gpupool's pending jobs cancelled")
+            self.wait_pending_at_most(pending.total - len(pending.jobs))  # a page at a time
+
+    def wait_pending_at_most(self, left: int) -> None:
+        wait_until(lambda: self.gpupool_pending() <= left, "gpupool's pending jobs cancelled")
 
     def gpupool_pending(self) -> int:
         return self.sdk.http.job_page(states=["PENDING"], limit=1).total
@@ -297,6 +312,7 @@ def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
 
     tasks = min(n, MAX_ARRAY_TASKS)
     array = f"0-{tasks - 1}"
+    batches = max(n // BATCH_JOBS, 5)  # jobs in all: at least 5 batches, timed together
     gp: dict[str, tuple[Callable[[int], object], int, int]] = {
         "gpupool_cli_serial": (lambda i: sides.gpupool_cli("--gpus", "1", "--", "true"), 1, n),
         f"gpupool_cli_{clients}_workers": (
@@ -310,6 +326,11 @@ def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
             lambda i: sides.gpupool_cli("--array", array, "--gpus", "1", "--", "true"),
             1,
             1,
+        ),
+        "gpupool_sdk_batches": (
+            lambda i: sides.gpupool_sdk_batch(["true"], BATCH_JOBS),
+            1,
+            batches,
         ),
     }
     sl: dict[str, tuple[Callable[[int], object], int, int]] = {
@@ -329,7 +350,8 @@ def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
     order = [
         "slurm_sbatch_serial", "gpupool_cli_serial", "gpupool_sdk_serial",
         f"slurm_sbatch_{clients}_workers", f"gpupool_cli_{clients}_workers",
-        f"gpupool_sdk_{clients}_clients", "slurm_sbatch_array", "gpupool_cli_array",
+        f"gpupool_sdk_{clients}_clients", "gpupool_sdk_batches",
+        "slurm_sbatch_array", "gpupool_cli_array",
     ]  # fmt: skip
     out: dict[str, dict[str, Any]] = {}
     for name in order:
@@ -341,6 +363,8 @@ def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
         result = timed_batch(submit_one, calls, workers, pid)
         if calls == 1:  # an array: one call, n jobs
             result = array_result(result, tasks)
+        elif name == "gpupool_sdk_batches":
+            result = batches_result(result, BATCH_JOBS)
         # All queued behind the holder, none started: the submit path alone was measured.
         result["pending_after"] = sides.slurm_pending() if name in sl else sides.gpupool_pending()
         out[name] = result
@@ -361,6 +385,25 @@ def array_result(result: dict[str, Any], tasks: int) -> dict[str, Any]:
         "per_s": round(tasks / wall, 1) if not result["errors"] else 0.0,
         "server_cpu_ms": round(result["server_cpu_ms_per_submission"], 1),
         "clients_cpu_ms": round(result["clients_cpu_ms_per_submission"], 1),
+    }
+
+
+def batches_result(result: dict[str, Any], jobs_per_call: int) -> dict[str, Any]:
+    """A batch path's figures per job, not per call."""
+    calls = result["submissions"]
+    jobs = calls * jobs_per_call
+    return {
+        **result,
+        "submissions": jobs,
+        "calls": calls,
+        "jobs_per_call": jobs_per_call,
+        "per_s": round((calls - result["errors"]) * jobs_per_call / result["wall_s"], 1),
+        "server_cpu_ms_per_submission": round(
+            result["server_cpu_ms_per_submission"] / jobs_per_call, 3
+        ),
+        "clients_cpu_ms_per_submission": round(
+            result["clients_cpu_ms_per_submission"] / jobs_per_call, 3
+        ),
     }
 
 
@@ -395,10 +438,18 @@ def ratios(lat: dict[str, Any], tput: dict[str, dict[str, Any]], clients: int) -
         "array_vs_array": ("gpupool_cli_array", "slurm_sbatch_array"),
     }
     tput_r = {k: times(tput[g]["per_s"], tput[s]["per_s"]) for k, (g, s) in pairs.items()}
-    one_per_call = {k: v["per_s"] for k, v in tput.items() if not k.endswith("_array")}
+    one_per_call = {
+        k: v["per_s"] for k, v in tput.items() if not k.endswith(("_array", "_batches"))
+    }
     best_gp = max(v for k, v in one_per_call.items() if k.startswith("gpupool"))
     best_sl = max(v for k, v in one_per_call.items() if k.startswith("slurm"))
     tput_r["best_vs_best_one_job_per_call"] = times(best_gp, best_sl)
+    # Distinct jobs queued per second, each side its fastest way: gpupool's batches against
+    # Slurm's best one-job-per-call path (Slurm has no call for many distinct jobs; its
+    # arrays are one command over indices, compared on their own above).
+    tput_r["distinct_jobs_sdk_batches_vs_best_sbatch"] = times(
+        tput["gpupool_sdk_batches"]["per_s"], best_sl
+    )
     return {
         "latency_slurm_over_gpupool": lat_r,
         "throughput_gpupool_over_slurm": tput_r,
@@ -407,6 +458,7 @@ def ratios(lat: dict[str, Any], tput: dict[str, dict[str, Any]], clients: int) -
             "latency_p99_sdk": lat_r["gpupool_sdk_p99"] >= 10,
             "latency_p50_cli": lat_r["gpupool_cli_p50"] >= 10,
             "throughput_best_vs_best": tput_r["best_vs_best_one_job_per_call"] >= 10,
+            "throughput_distinct_jobs": tput_r["distinct_jobs_sdk_batches_vs_best_sbatch"] >= 10,
             "throughput_cli_vs_sbatch_serial": tput_r["cli_serial_vs_sbatch_serial"] >= 10,
             "throughput_arrays": tput_r["array_vs_array"] >= 10,
         },

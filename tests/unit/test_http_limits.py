@@ -6,6 +6,7 @@ a 10 MB user name made `queue` print 136 MB)."""
 from __future__ import annotations
 
 import io
+import math
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from gpupool.api.guards import HostNames, split_host
 from gpupool.api.limits import HttpLimits
-from gpupool.api.ratelimit import SubmitRate, TokenBuckets
+from gpupool.api.ratelimit import SubmitCharge, SubmitRate, TokenBuckets
 from gpupool.cli.render import print_table, printable, shown
 
 
@@ -26,6 +27,21 @@ def test_a_bucket_gives_its_burst_then_its_rate() -> None:
     assert buckets.take("bob", 0.0) == 0.0  # one bucket per caller
     assert buckets.take("alice", 0.5) == 0.0  # refilled one token in half a second
     assert buckets.take("alice", 0.5) > 0
+
+
+def test_a_batch_takes_one_token_per_job_or_none() -> None:
+    buckets = TokenBuckets(SubmitRate(rate=2.0, burst=5))
+    assert buckets.take("alice", 0.0, cost=4.0) == 0.0
+    assert buckets.take("alice", 0.0, cost=2.0) == pytest.approx(0.5)  # one short: none taken
+    assert buckets.take("alice", 0.0, cost=1.0) == 0.0  # the one left was still there
+    assert buckets.take("alice", 0.0, cost=6.0) == math.inf  # more than a full bucket
+    # The endpoint's part: a batch's jobs but the one the middleware took before.
+    charge = SubmitCharge(buckets, "bob", lambda: 0.0)
+    assert charge.rest(1) == 0.0  # nothing more to take
+    assert charge.rest(5) == 0.0  # 4 of bob's 5 taken
+    assert charge.rest(2) == 0.0  # the last one
+    assert charge.rest(3) == pytest.approx(1.0)  # 2 more at 2 a second
+    assert charge.rest(6) == math.inf  # never: more than the burst
 
 
 def test_buckets_are_bounded() -> None:

@@ -80,6 +80,7 @@ def create_app(
     app.state.access = access
     api = APIRouter(dependencies=[Depends(caller_of)])
 
+    from gpupool.api.batch import add_batch_routes
     from gpupool.api.benchmarks import add_benchmark_routes
     from gpupool.api.projects import add_routes
     from gpupool.api.steering import add_steering_routes
@@ -216,6 +217,8 @@ def create_app(
         if job.array_id is not None:  # an array (--array): every task's id, in index order
             answer["array_tasks"] = await asyncio.to_thread(service.array_task_ids, job.array_id)
         return answer
+
+    add_batch_routes(api, service, access, MAX_TOKEN)
 
     @api.get("/v1/jobs")
     def list_jobs(

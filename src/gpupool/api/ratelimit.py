@@ -62,8 +62,12 @@ class TokenBuckets:
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
-    def take(self, key: str, now: float) -> float:
+    def take(self, key: str, now: float, cost: float = 1.0) -> float:
+        """Take `cost` tokens (jobs) from `key`'s bucket: 0.0 when taken, else the seconds
+        until they are there (none taken); inf when `cost` is more than a full bucket."""
         rate, burst = self.limit.rate, float(self.limit.burst)
+        if cost > burst:
+            return math.inf
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
@@ -72,10 +76,10 @@ class TokenBuckets:
                 bucket = self._buckets[key] = _Bucket(burst, now)
             bucket.tokens = min(burst, bucket.tokens + (now - bucket.at) * rate)
             bucket.at = now
-            if bucket.tokens >= 1.0:
-                bucket.tokens -= 1.0
+            if bucket.tokens >= cost:
+                bucket.tokens -= cost
                 return 0.0
-            return (1.0 - bucket.tokens) / rate
+            return (cost - bucket.tokens) / rate
 
     def _forget_full(self, now: float) -> None:
         # A bucket that has refilled is the same as no bucket.
@@ -93,9 +97,39 @@ def rate_message(limit: SubmitRate, who: str, wait_s: float) -> str:
     )
 
 
+def batch_message(limit: SubmitRate, who: str, jobs: int) -> str:
+    return (
+        f"too many submissions from {who}: a batch of {jobs} jobs is more than the burst of "
+        f"{limit.burst} (`gpupool server --submit-burst`); send smaller batches"
+    )
+
+
+@dataclass(frozen=True)
+class SubmitCharge:
+    """What a batch's endpoint takes from its caller's bucket once it knows how many jobs
+    the batch holds (the middleware took one token before the body was read)."""
+
+    buckets: TokenBuckets
+    who: str
+    clock: Callable[[], float]
+
+    def rest(self, jobs: int) -> float:
+        """Take the tokens of a batch of `jobs` but the one already taken: 0.0 when taken,
+        else the seconds to wait; inf when the batch is more than a full bucket."""
+        if jobs > self.buckets.limit.burst:
+            return math.inf
+        return self.buckets.take(self.who, self.clock(), float(jobs - 1)) if jobs > 1 else 0.0
+
+
+BATCH_PATH = "/v1/jobs/batch"
+SUBMIT_PATHS = ("/v1/jobs", BATCH_PATH)
+
+
 class SubmitRateLimit:
-    """Pure ASGI middleware: POST /v1/jobs beyond the caller's bucket is answered 429 with
-    Retry-After (whole seconds, rounded up), before its body is read."""
+    """Pure ASGI middleware: POST /v1/jobs (or /v1/jobs/batch) beyond the caller's bucket is
+    answered 429 with Retry-After (whole seconds, rounded up), before its body is read. A
+    batch takes one token here and one per further job in its endpoint (scope's state
+    "submit_charge": a SubmitCharge), so a sweep costs the same sent either way."""
 
     def __init__(
         self,
@@ -115,9 +149,13 @@ class SubmitRateLimit:
             scope["type"] == "http"
             and not self.limit.unlimited
             and scope["method"] == "POST"
-            and scope["path"].rstrip("/") == "/v1/jobs"
+            and (path := scope["path"].rstrip("/")) in SUBMIT_PATHS
         ):
             who = caller_name(scope)
+            if path == BATCH_PATH:
+                scope.setdefault("state", {})["submit_charge"] = SubmitCharge(
+                    self.buckets, who, self.clock
+                )
             wait = self.buckets.take(who, self.clock())
             if wait > 0:
                 retry = str(max(1, math.ceil(wait))).encode()

@@ -210,11 +210,29 @@ class Client:
         project): the CLI's path, which then needs no view of a job (client/views.py)."""
         return self._read(read_receipt, self._submit(spec, token, retry))
 
-    def _submit(self, spec: JsonObject, token: str | None, retry: bool) -> JsonValue:
-        """POST /v1/jobs, tried again as `submit` says; the daemon's answer."""
-        body: JsonObject = {"spec": spec, "token": token}
+    def submit_batch(
+        self,
+        specs: Sequence[JsonObject],
+        token: str | None = None,
+        retry: bool = True,
+        base_env: Mapping[str, str] | None = None,
+    ) -> list[int]:
+        """Queue every job of `specs` or none (POST /v1/jobs/batch, at most 1,000), with
+        `base_env` for each spec without one; their ids, in order. Tried again with the
+        batch's token as `submit` is."""
+        body: JsonObject = {"specs": list(specs), "token": token}
+        if base_env is not None:
+            body["base_env"] = dict(base_env)
+        return self._read(read_batch_ids, self._submit(body, token, retry, "/v1/jobs/batch"))
+
+    def _submit(
+        self, spec: JsonObject, token: str | None, retry: bool, path: str = "/v1/jobs"
+    ) -> JsonValue:
+        """POST /v1/jobs (`spec` a job's spec) or another submit `path` (`spec` its whole
+        body), tried again as `submit` says; the daemon's answer."""
+        body: JsonObject = {"spec": spec, "token": token} if path == "/v1/jobs" else spec
         if token is None or not retry:
-            return self.request("POST", "/v1/jobs", body)
+            return self.request("POST", path, body)
         first = time.monotonic()
         window = max(SUBMIT_RETRY_WINDOW_S, 2 * self.timeout)
         reached = False  # did any try get as far as sending the request?
@@ -222,7 +240,7 @@ class Client:
         while True:
             tries += 1
             try:
-                return self.request("POST", "/v1/jobs", body)
+                return self.request("POST", path, body)
             except DaemonNotRunning as exc:
                 if not reached:
                     raise  # nothing was ever sent: the job is surely not stored
@@ -460,6 +478,17 @@ def read_receipt(value: JsonValue) -> SubmitReceipt:
     """The receipt in a job's answer, checked as views.JobView.read checks those fields."""
     f = Fields(value)
     return SubmitReceipt(f.whole("id"), f.text("project"))
+
+
+def read_batch_ids(value: JsonValue) -> list[int]:
+    """The ids in a batch's answer (`{"ids": [...]}`)."""
+    ids = value.get("ids") if isinstance(value, dict) else None
+    if not isinstance(ids, list):
+        raise WireShapeError("ids", "not a list of job ids")
+    found = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
+    if len(found) != len(ids):
+        raise WireShapeError("ids", "not a list of job ids")
+    return found
 
 
 def _page_query(

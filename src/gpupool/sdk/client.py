@@ -20,6 +20,8 @@ from typing import TypeVar, Unpack, cast
 from gpupool.client.errors import UnexpectedAnswer
 from gpupool.client.http import Client as HttpClient
 from gpupool.client.views import JobView
+from gpupool.client.wire_json import JsonObject
+from gpupool.core.batch import MAX_BATCH
 from gpupool.sdk.errors import api_errors
 from gpupool.sdk.functions import FunctionJobs, JobFuture, new_call_dir, new_map_dir
 from gpupool.sdk.handle import JobHandle
@@ -64,6 +66,22 @@ class Client:
         with api_errors(submitting=True):
             view = self.http.submit(job.to_wire(), token=token or uuid.uuid4().hex)
         return JobHandle(self.http, view.id)
+
+    def submit_many(self, jobs: Iterable[Job], *, token: str | None = None) -> list[JobHandle]:
+        """Queue every job of `jobs` (at most 1,000) in one request, all or none; their
+        handles, in order. For a sweep of distinct jobs (an array runs one command over
+        indices): the daemon stores them in one transaction, ~20x the rate of one `submit`
+        each. JobRefused, naming the job (`specs[3]: ...`), when one could never run or
+        its spec is bad: then none is queued. `token` as for `submit`."""
+        specs = [job.to_wire() for job in jobs]
+        if len(specs) > MAX_BATCH:
+            raise ValueError(f"at most {MAX_BATCH} jobs in one submit_many, got {len(specs)}")
+        if not specs:
+            return []
+        shared = shared_base_env(specs)
+        with api_errors(submitting=True):
+            ids = self.http.submit_batch(specs, token=token or uuid.uuid4().hex, base_env=shared)
+        return [JobHandle(self.http, job_id) for job_id in ids]
 
     def job(self, job_id: int) -> JobHandle:
         """The handle of job `job_id`; JobNotFound when the pool has no such job."""
@@ -210,6 +228,22 @@ def function_name(fn: Callable[..., object]) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "function"
     text = "".join(c if c.isprintable() else "?" for c in str(name))
     return text[:MAX_NAME]
+
+
+def shared_base_env(specs: list[JsonObject]) -> dict[str, str] | None:
+    """The environment every spec was made in (`base_env`), when it is the same for all:
+    taken out of each spec (in place) and returned, for the batch to carry once (~2 KB a
+    job otherwise, which would put 1,000 jobs past the daemon's 1 MiB body limit); None
+    when they differ, and each keeps its own."""
+    first = specs[0].get("base_env")
+    if not isinstance(first, dict) or any(spec.get("base_env") != first for spec in specs):
+        return None
+    shared = {key: value for key, value in first.items() if isinstance(value, str)}
+    if len(shared) != len(first):
+        return None  # not an environment: each spec keeps it, for the daemon to refuse
+    for spec in specs:
+        del spec["base_env"]
+    return shared
 
 
 def _task_ids(view: JobView, count: int, where: str) -> list[int]:
