@@ -32,14 +32,24 @@ from integration.slurm_pool import cluster_fixture  # noqa: F401 (the fixture)
 pytestmark = pytest.mark.integration
 
 
-def _controller_says(cluster: SlurmCluster, ref: str | None) -> str:
-    """slurmctld's log lines about the run's Slurm job: the signal (or none), the limit."""
+def _slurm_says(cluster: SlurmCluster, ref: str | None) -> str:
+    """What slurmctld and the slurmds logged about the run's Slurm job (their logs are
+    verbose: tests/slurm_cluster.py): the signal sent, delivered to the batch shell, the
+    limit; so that a failure says whose side lost the signal."""
     if ref is None:
         return ""
-    job = f"JobId={ref.rsplit('/', 1)[1]}"
-    log = cluster.workdir / "log" / "slurmctld.log"
-    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-    return "\n".join(line for line in lines if job in line and ("signal" in line or "imit" in line))
+    number = ref.rsplit("/", 1)[1]
+    said = []
+    for name in ("slurmctld", *(f"slurmd-{n}" for n in cluster.nodes)):
+        log = cluster.workdir / "log" / f"{name}.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        said += [
+            f"{name}: {line}"
+            for line in lines
+            if (f"JobId={number} " in line or f"[{number}.batch]" in line)
+            and ("signal" in line or "imit" in line or "rror" in line)
+        ]
+    return "\n" + "\n".join(said)
 
 
 # Runs over their time limits (slurmctld checks limits and sends --signal's signal every
@@ -88,7 +98,7 @@ def test_checkpoint_signal_reaches_a_handler_then_time_limit(
 ) -> None:
     backend, handle, root = checkpointing_run
     obs = wait_obs(backend, handle, exited, timeout=200)
-    out = backend.logs(handle, 0, 1 << 16).data.decode() + _controller_says(cluster, obs.ref)
+    out = backend.logs(handle, 0, 1 << 16).data.decode() + _slurm_says(cluster, obs.ref)
     assert (root / "got-SIGUSR1").exists(), out  # checkpointed, then ran on to its limit
     assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out
 
@@ -98,7 +108,7 @@ def test_checkpoint_signal_kept_from_a_command_that_does_not_catch_it(
 ) -> None:
     backend, handle = lowered_run
     obs = wait_obs(backend, handle, exited, timeout=200)
-    out = backend.logs(handle, 0, 1 << 16).data.decode() + _controller_says(cluster, obs.ref)
+    out = backend.logs(handle, 0, 1 << 16).data.decode() + _slurm_says(cluster, obs.ref)
     assert "SIGUSR1 (the checkpoint signal) not passed on" in out
     # Not killed by it (FAILED, 138): ended by Slurm at its lowered limit.
     assert obs.exit is not None and obs.exit.reason is ExitReason.TIMEOUT, out

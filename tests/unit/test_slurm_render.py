@@ -133,7 +133,7 @@ def test_distributed_script_wires_the_gang() -> None:
     ) in s
     assert f"--rank-log-dir {FILES.dir} -- python train.py" in s
     assert "setsid srun --nodes=2" in s  # the launchers' srun, in its own process group
-    assert "for _gp_sig in HUP INT QUIT USR1 USR2 TERM ALRM CONT; do" in s
+    assert "for _gp_sig in HUP INT QUIT USR1 USR2 TERM ALRM; do" in s
 
 
 def test_containers_are_refused() -> None:

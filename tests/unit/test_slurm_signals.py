@@ -8,6 +8,7 @@ tests/integration/test_slurm_backend.py.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from test_slurm_render import LAUNCHER, req
 
 from gpupool.backends.slurm.node_launcher import __file__ as launcher_file
@@ -77,6 +79,23 @@ def test_script_passes_the_checkpoint_signal_to_a_command_that_catches_it(
     assert proc.returncode == 0, err  # the handler's exit, not a death by SIGUSR1 (138)
     assert NOT_PASSED_ON not in err
     assert (tmp_path / "out" / "exit").read_text() == "0\n"
+
+
+@pytest.mark.parametrize("first", [signal.SIGCONT, signal.SIGUSR1])
+def test_the_checkpoint_signal_survives_slurms_sigcont_beside_it(
+    tmp_path: Path, first: signal.Signals
+) -> None:
+    """Slurm's warning (`--signal=B:USR1@N`) is two RPCs, SIGCONT then SIGUSR1, that reach
+    the batch shell together or in either order (seen in CI's slurmd logs). A bash that
+    traps SIGCONT loses a SIGUSR1 trap arriving with it (bash 5.2), and the checkpoint
+    never came: the script traps no SIGCONT."""
+    proc = start_script(tmp_path, catch=True)
+    second = signal.SIGUSR1 if first is signal.SIGCONT else signal.SIGCONT
+    os.kill(proc.pid, first)
+    os.kill(proc.pid, second)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    assert (tmp_path / "got-SIGUSR1-0").exists(), err
+    assert proc.returncode == 0, err
 
 
 def test_script_keeps_the_checkpoint_signal_from_a_command_that_does_not(
