@@ -2,9 +2,10 @@
 
 Body: `{"specs": [spec, ...], "token": T, "base_env": {...}}` (each spec as `POST /v1/jobs`
 takes one; T, as there, makes it safe to send again; `base_env`, the environment submitted
-from, for each spec that has none: a sweep's jobs share it, ~2 KB that then travels once). Answer 201: `{"ids": [...]}`, in the specs' order. A
-bad spec is a 400 naming it (`specs[2].gpus: ...`), a job that could never run a 422
-(`specs[2]: ...`): nothing is queued then. The submit rate limit counts a batch's jobs
+from, for each spec that has none: a sweep's jobs share it, ~2 KB that then travels once).
+Answer 201: `{"ids": [...]}`, in the specs' order. A bad spec is a 400 naming it
+(`specs[2].gpus: ...`), a job that could never run a 422 (`specs[2]: ...`): nothing is
+queued then. The submit rate limit counts a batch's jobs
 (api/ratelimit.py). The answer holds ids only: a view of each job would cost more than
 storing it (GET /v1/jobs?... for their states).
 """
@@ -71,17 +72,17 @@ def add_batch_routes(api: APIRouter, service: PoolService, access: Access, max_t
         charge = getattr(request.state, "submit_charge", None)
         if isinstance(charge, SubmitCharge):
             wait = charge.rest(len(items))  # the middleware took the first token
-            if wait > 0:
-                limit = charge.buckets.limit
-                if math.isinf(wait):
-                    message = batch_message(limit, charge.who, len(items))
-                    return JSONResponse(
-                        {"error": "rate_limited", "message": message}, status_code=429
-                    )
+            if wait > 0:  # never (inf): no Retry-After, as no retry of this batch can pass
+                limit, never = charge.buckets.limit, math.isinf(wait)
                 return JSONResponse(
-                    {"error": "rate_limited", "message": rate_message(limit, charge.who, wait)},
+                    {
+                        "error": "rate_limited",
+                        "message": batch_message(limit, charge.who, len(items))
+                        if never
+                        else rate_message(limit, charge.who, wait),
+                    },
                     status_code=429,
-                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                    headers={} if never else {"Retry-After": str(max(1, math.ceil(wait)))},
                 )
         now = access.clock.now()
         jobs = await asyncio.to_thread(submit_batch, service, items, caller.name, now, token)

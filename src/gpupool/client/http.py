@@ -201,14 +201,15 @@ class Client:
         stored."""
         from gpupool.client.views import read_job
 
-        return self._read(read_job, self._submit(spec, token, retry))
+        return self._read(read_job, self._submit({"spec": spec, "token": token}, token, retry))
 
     def submit_receipt(
         self, spec: JsonObject, token: str | None = None, retry: bool = True
     ) -> SubmitReceipt:
         """As `submit`, the answer read for what `gpupool submit` prints only (its id and
         project): the CLI's path, which then needs no view of a job (client/views.py)."""
-        return self._read(read_receipt, self._submit(spec, token, retry))
+        body: JsonObject = {"spec": spec, "token": token}
+        return self._read(read_receipt, self._submit(body, token, retry))
 
     def submit_batch(
         self,
@@ -226,11 +227,10 @@ class Client:
         return self._read(read_batch_ids, self._submit(body, token, retry, "/v1/jobs/batch"))
 
     def _submit(
-        self, spec: JsonObject, token: str | None, retry: bool, path: str = "/v1/jobs"
+        self, body: JsonObject, token: str | None, retry: bool, path: str = "/v1/jobs"
     ) -> JsonValue:
-        """POST /v1/jobs (`spec` a job's spec) or another submit `path` (`spec` its whole
-        body), tried again as `submit` says; the daemon's answer."""
-        body: JsonObject = {"spec": spec, "token": token} if path == "/v1/jobs" else spec
+        """POST `body` (holding `token`) to a submit `path`, tried again as `submit` says;
+        the daemon's answer."""
         if token is None or not retry:
             return self.request("POST", path, body)
         first = time.monotonic()
