@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpupool.core.job import PRIORITY_CLASSES, JobSpec
 from gpupool.spec import FieldError, SpecError, build_spec, load_spec_file
+from gpupool.spec.rules import MAX_ENV_ENTRY, clean_base_env
 
 GiB = 1 << 30
 
@@ -389,3 +392,45 @@ def test_spec_error_is_a_value_error_and_pickles() -> None:
 
 def test_line_without_source_is_labelled() -> None:
     assert str(SpecError([FieldError("gpus", "bad", 4)])) == "line 4: gpus: bad"
+
+
+def test_the_same_environment_again_is_cleaned_once_and_shared() -> None:
+    """A sweep's jobs are made in one environment: each gets the same cleaned tuple (one
+    copy in memory, and the store encodes it once), equal or identical input alike."""
+    env = {"HOME": "/home/u", "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0"}
+    first = clean_base_env(env)
+    assert clean_base_env(env) is first
+    assert clean_base_env(dict(env)) is first  # equal, not the same dict
+
+
+def test_an_environment_changed_in_place_is_cleaned_again() -> None:
+    env = {"A": "1"}
+    assert clean_base_env(env) == (("A", "1"),)
+    env["B"] = "2"
+    assert clean_base_env(env) == (("A", "1"), ("B", "2"))
+    env["C"] = 3  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="must be strings"):
+        clean_base_env(env)
+    del env["C"]
+    env["A"] = "x" * MAX_ENV_ENTRY
+    with pytest.raises(ValueError, match="characters"):
+        clean_base_env(env)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.dictionaries(st.sampled_from(["A", "B", "GPUPOOL_X", "C\x00"]),
+                                st.one_of(st.sampled_from(["1", "2", "\x00"]), st.integers(0, 2)),
+                                max_size=3), min_size=1, max_size=6))  # fmt: skip
+def test_cleaning_remembers_nothing_that_changes_an_answer(envs: list[dict[str, Any]]) -> None:
+    """Whatever came before, each environment is cleaned as on its own (the memo of the
+    last one is invisible but for speed)."""
+    for env in envs:
+        try:
+            expected: object = clean_base_env.__wrapped__(env)
+        except ValueError as exc:
+            expected = str(exc)
+        try:
+            got: object = clean_base_env(env)
+        except ValueError as exc:
+            got = str(exc)
+        assert got == expected

@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from gpupool.core.copies import copy_with
 from gpupool.core.execution import Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
@@ -69,7 +70,7 @@ def slim(job: Job) -> Job:
     """`job` without what the engine's view never reads: its story (events) and the
     submitter's environment (read from the store again at launch)."""
     if job.events or job.spec.base_env:
-        return replace(job, spec=replace(job.spec, base_env=()), events=())
+        return copy_with(job, spec=copy_with(job.spec, base_env=()), events=())
     return job
 
 
@@ -183,7 +184,7 @@ class EngineState:
         if old is None or old.job.state is not new.state:  # new, or a new run: start afresh
             tracked = Tracked(new)
         else:
-            tracked = replace(old, job=new)
+            tracked = copy_with(old, job=new)
         self.jobs[job.id] = tracked
         self._track_running(new)
         self._track_controlled(new)
@@ -199,7 +200,9 @@ class EngineState:
         tracked = self.jobs.get(job_id)
         if tracked is not None and tracked.job.reason != reason:
             job = tracked.job
-            tracked.job = self.public[job_id] = replace(job, reason=reason, version=job.version + 1)
+            tracked.job = self.public[job_id] = copy_with(
+                job, reason=reason, version=job.version + 1
+            )
             self.generation += 1
 
     def replace_all(self, jobs: Iterable[Job], projects: Iterable[Project]) -> None:
@@ -218,7 +221,7 @@ class EngineState:
             old = before.get(job.id)
             new = self.public[job.id] = slim(job)
             if old is not None and old.job.state is new.state:
-                self.jobs[job.id] = replace(old, job=new)
+                self.jobs[job.id] = copy_with(old, job=new)
             else:
                 self.jobs[job.id] = Tracked(new)
             self._track_running(new)

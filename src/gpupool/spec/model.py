@@ -12,6 +12,7 @@ pydantic no longer runs these).
 
 from __future__ import annotations
 
+import functools
 import os
 import time as _time
 from collections.abc import Mapping
@@ -152,6 +153,14 @@ WIRE_FIELDS: tuple[Field, ...] = (
 WIRE_KEYS: tuple[str, ...] = names(WIRE_FIELDS)
 
 
+@functools.cache
+def _keys_of(fields: tuple[Field, ...]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The keys of `fields` (the module's constant tuples), in order and as a set: made once
+    each, not for every spec a batch reads."""
+    keys = names(fields)
+    return keys, frozenset(keys)
+
+
 def _validate(
     fields: tuple[Field, ...], data: Any, lines: Mapping[str, int], now: float = 0.0
 ) -> tuple[dict[str, Any] | None, list[FieldError]]:
@@ -159,11 +168,11 @@ def _validate(
     its field and, through `lines`, to its line."""
     if not isinstance(data, Mapping):
         return None, [FieldError("", f"a job spec must be a mapping, got {got(data)}")]
-    keys = names(fields)
+    keys, key_set = _keys_of(fields)
     errors: list[FieldError] = []
     known: dict[str, Any] = {}
     for key, value in data.items():
-        if isinstance(key, str) and key in keys:
+        if isinstance(key, str) and key in key_set:
             known[key] = value
         else:  # named here, to suggest the key that was meant
             errors.append(FieldError(str(key), unknown_key_message(key, keys), lines.get(str(key))))

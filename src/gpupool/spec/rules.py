@@ -9,11 +9,12 @@ None (a key left empty in YAML) means "not given" and yields the default.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job_enums import DEFAULT_PRIORITY, PRIORITY_CLASSES, Distributed
@@ -468,12 +469,39 @@ def check_workdir(value: Any) -> str | None:
     return _no_nul(value)
 
 
-def clean_base_env(value: Any) -> tuple[tuple[str, str], ...]:
+def _last_one_remembered(
+    clean: Callable[[Mapping[Any, Any]], tuple[tuple[str, str], ...]],
+) -> Callable[[Any], tuple[tuple[str, str], ...]]:
+    """`clean`, remembering its last environment and answer: a sweep's jobs are made in one
+    environment (~40 variables), and each cleaning it again was most of a batch's checks,
+    on the client and in the daemon (docs/benchmarks.md, issue 16). The same answer is the
+    same tuple, so the jobs share one copy (in memory; the store encodes it once).
+
+    What is remembered is a copy of the input, compared by equality (a dict changed in
+    place is cleaned again), in one slot replaced whole (threads see a pair or the other).
+    Only an environment that was clean is remembered: an error is raised every time."""
+    last: list[tuple[dict[Any, Any], tuple[tuple[str, str], ...]]] = []
+
+    @functools.wraps(clean)
+    def remembered(value: Any) -> tuple[tuple[str, str], ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, Mapping):
+            raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
+        known = last[0] if last else None
+        if known is not None and known[0] == value:
+            return known[1]
+        copy = dict(value)
+        answer = clean(copy)
+        last[:] = [(copy, answer)]
+        return answer
+
+    return remembered
+
+
+@_last_one_remembered
+def clean_base_env(value: Mapping[Any, Any]) -> tuple[tuple[str, str], ...]:
     """The submitter's environment, sorted, without what the pool sets for each job."""
-    if value is None:
-        return ()
-    if not isinstance(value, Mapping):
-        raise BadValue(f"must be a mapping of NAME: value, got {got(value)}")
     _check_env_size(value, MAX_BASE_ENV_TOTAL)
     kept = []
     for k, v in value.items():

@@ -41,7 +41,7 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         # Lists of pairs, not objects: they keep the order and any repeated name, so the
         # tuple-of-pairs fields come back exactly as they went in.
         "env": [[k, v] for k, v in spec.env],
-        "base_env": [[k, v] for k, v in spec.base_env],
+        "base_env": _stored_environment(spec.base_env),
         "workdir": spec.workdir,
         "umask": spec.umask,
         "grace_s": spec.grace_s,
@@ -72,6 +72,22 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["backend"] = spec.backend
     if spec.nodes != 1:
         stored["nodes"] = spec.nodes
+    return stored
+
+
+_last_environment: list[tuple[tuple[tuple[str, str], ...], list[list[str]]]] = []
+
+
+def _stored_environment(pairs: tuple[tuple[str, str], ...]) -> list[list[str]]:
+    """The submitter's environment as stored: [[name, value], ...]. The last one made is
+    given again for the same tuple: a batch's jobs share one (spec/rules.py's
+    clean_base_env), ~40 pairs that each job's encoding built anew before. The list is
+    shared: it is only ever serialized, never changed."""
+    known = _last_environment[0] if _last_environment else None
+    if known is not None and known[0] is pairs:
+        return known[1]
+    stored = [[k, v] for k, v in pairs]
+    _last_environment[:] = [(pairs, stored)]
     return stored
 
 
