@@ -41,7 +41,7 @@ def run_as_job(
     client: Client, bench: Benchmark, args: argparse.Namespace, out: Path
 ) -> BenchResult | int:
     from gpupool.spec import SpecError, build_wire
-    from gpupool.spec.submitter import current_umask
+    from gpupool.spec.submitter import current_umask, submitter_environment
 
     out = out.absolute()
     words = job_words(list(getattr(args, "argv", [])), bench.name)
@@ -56,7 +56,7 @@ def run_as_job(
     try:
         wire = build_wire(
             fields,
-            base_env=dict(os.environ),
+            base_env=submitter_environment(),
             default_workdir=os.getcwd(),
             umask=current_umask(),
         )

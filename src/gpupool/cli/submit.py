@@ -19,7 +19,7 @@ from pathlib import Path
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.client import Client, JsonObject
 from gpupool.spec.flags import SPEC_KEYS
-from gpupool.spec.submitter import absolute_workdir, current_umask
+from gpupool.spec.submitter import absolute_workdir, current_umask, submitter_environment
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
@@ -279,7 +279,7 @@ def build_wire_spec(args: argparse.Namespace) -> JsonObject:
         merged,
         lines=lines,
         source=spec_file,
-        base_env=dict(os.environ),
+        base_env=submitter_environment(),
         default_workdir=os.getcwd(),
         umask=current_umask(),
     )

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gpupool.spec.submitter import absolute_workdir, current_umask
+from gpupool.spec.submitter import absolute_workdir, current_umask, submitter_environment
 
 if TYPE_CHECKING:
     from gpupool.core.job import JobSpec
@@ -101,7 +101,7 @@ class Job:
         given = absolute_workdir(given)
         spec = build_spec(
             given,
-            base_env=dict(os.environ),
+            base_env=submitter_environment(),
             default_workdir=os.getcwd(),
             umask=current_umask(),
         )

@@ -40,3 +40,26 @@ def absolute_workdir(merged: Mapping[str, Any]) -> dict[str, Any]:
         if not os.path.isabs(workdir):
             out["workdir"] = os.path.abspath(workdir)
     return out
+
+
+_environment_seen: list[tuple[dict[bytes, bytes], dict[str, str]]] = []
+
+
+def submitter_environment() -> dict[str, str]:
+    """This process's environment (`os.environ`) as a dict, for a spec's `base_env`. Not to
+    be changed: while the environment is the same, the same dict is given again.
+
+    Why: a sweep builds thousands of jobs in one environment, and decoding its ~40 variables
+    for each was half of what building a job cost the SDK (docs/benchmarks.md, issue 16).
+    The raw bytes os.environ keeps are copied and compared instead (C, no decoding); any
+    change, through os.environ or putenv's mirror of it, shows there."""
+    raw = getattr(os.environ, "_data", None)  # CPython's os._Environ; else decode each time
+    if not isinstance(raw, dict):
+        return dict(os.environ)
+    snapshot = dict(raw)
+    seen = _environment_seen[0] if _environment_seen else None
+    if seen is not None and seen[0] == snapshot:
+        return seen[1]
+    decoded = dict(os.environ)
+    _environment_seen[:] = [(snapshot, decoded)]
+    return decoded
