@@ -34,6 +34,10 @@ def api_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
         *[("GET", f"/v1/jobs/1/log?offset={n}", None, "offset") for n in BIG],
         ("GET", "/v1/jobs/1/log?offset=-1", None, "offset"),
         ("GET", "/v1/jobs?all=maybe", None, "all"),
+        ("GET", "/v1/jobs?id=1,x", None, "id"),
+        ("GET", "/v1/jobs?id=0", None, "id"),
+        ("GET", f"/v1/jobs?id={2**63}", None, "id"),
+        ("GET", "/v1/jobs?id=" + ",".join(str(n) for n in range(1, 1002)), None, "id"),
         ("POST", "/v1/jobs", {"token": "t"}, "spec"),
         ("POST", "/v1/jobs", {"spec": [], "token": "t"}, "spec"),
         ("PUT", "/v1/projects/defaults/u", {"project": 7}, "project"),
@@ -87,3 +91,15 @@ def test_an_unknown_field_in_a_spec_is_refused_by_name(api_pool: Pool) -> None:
     assert 400 <= status < 500, (status, answer)
     assert "gpu" in answer["message"], answer
     assert api_pool.client.jobs(include_finished=True)[-1].id == 1  # nothing queued
+
+
+def test_jobs_are_listed_by_their_ids_finished_or_not(api_pool: Pool) -> None:
+    """`GET /v1/jobs?id=...` (squeue -j): the jobs named, in one answer, the finished ones
+    with `all`; ids of no job are left out."""
+    held = api_pool.submit("--begin", "now+300days", "--", "true")
+    both = api_pool.client.job_page(include_finished=True, ids=[held, 1, 424242])
+    assert [(j.id, j.state.value) for j in both.jobs] == [(1, "SUCCEEDED"), (held, "PENDING")]
+    assert both.total == 2
+    active = api_pool.client.job_page(ids=[1, held])
+    assert [j.id for j in active.jobs] == [held]
+    api_pool.cancel(held)

@@ -254,3 +254,35 @@ def test_a_handle_holds_releases_updates_and_signals(client: Client, tmp_path: P
     assert running.wait(timeout=60).exit_code == 0  # it saw USR1 and ended by itself
     with pytest.raises(JobRefused):
         running.hold()  # ended: nothing to hold
+
+
+def test_futures_are_watched_with_one_request_a_round(client: Client) -> None:
+    """The futures' watcher asks about all its unfinished jobs in one list request per
+    round (GET /v1/jobs?id=...), never one request per job: a map of 1,000 items would
+    otherwise cost the daemon 1,000 requests every round (squeue -j, not squeue per job)."""
+    import threading
+
+    asked: list[str] = []
+    request = client.http.request
+
+    def counted(method: str, path: str, *args: object, **kwargs: object) -> object:
+        if threading.current_thread().name == "gpupool-sdk-futures":
+            asked.append(f"{method} {path}")
+        return request(method, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    client.http.request = counted  # type: ignore[method-assign]
+    futures = client.map(sdk_functions.square, list(range(12)), gpus=0, time="5m")
+    assert [f.result(timeout=RESULT_S) for f in futures] == [n * n for n in range(12)]
+    assert asked and set(asked) == {"GET /v1/jobs"}, asked
+
+
+def test_a_future_outlives_a_daemon_restart(client: Client, pool: Pool, tmp_path: Path) -> None:
+    """While the daemon is down the watcher's list request fails (PoolUnreachable): it
+    asks again later, and the future settles once the re-adopted job ends."""
+    gate = tmp_path / "go"
+    future = client.submit_fn(sdk_functions.until_file, str(gate), gpus=0)
+    wait_for(lambda: future.handle.status().state is JobState.RUNNING, 60, "the job running")
+    pool.stop()
+    gate.touch()  # the job ends while the daemon is away
+    pool.start()
+    assert future.result(timeout=RESULT_S) == "released"

@@ -123,6 +123,9 @@ def test_list_jobs_filters(store: Store) -> None:
     assert ids(store.list_jobs(user="carol")) == []
     assert ids(store.list_jobs(include_finished=True, limit=2)) == [a2.id, a3.id]
     assert ids(store.list_jobs(limit=0)) == []
+    assert ids(store.list_jobs(ids={a3.id, a2.id, 999})) == [a3.id]
+    assert ids(store.list_jobs(ids=[a3.id, a2.id], include_finished=True)) == [a2.id, a3.id]
+    assert ids(store.list_jobs(ids=[])) == []
     assert all(j.events == () for j in store.list_jobs())
     assert ids(store.active_jobs()) == [a1.id, b1.id, a3.id]
 

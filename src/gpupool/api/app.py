@@ -26,6 +26,7 @@ from gpupool.api.metrics import PoolMetrics
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
+from gpupool.core.batch import MAX_IDS_PER_LIST
 from gpupool.core.clock import Clock
 from gpupool.core.job import Job, JobState
 from gpupool.core.units import format_size
@@ -231,14 +232,19 @@ def create_app(
         offset: int = Query(0, ge=0, le=MAX_INT64),
         order: Order = Order.ID,
         since: float | None = Query(None, ge=0, le=1e12, description="submitted since (epoch s)"),
+        id: str | None = Query(None, description="only these jobs, comma-separated: 12,15"),
     ) -> Response:
         """Jobs, active ones by default (`all`: finished ones too; `state`: those states),
         a page of them with `limit` and `offset`; `order` queue: running, then pending as
-        the last pass ranked them. `total` and `counts` (by state) count every match."""
+        the last pass ranked them; `id`: only the jobs named (at most 1,000; squeue -j),
+        ids of no job left out. `total` and `counts` (by state) count every match."""
         states = _states(state)
         if isinstance(states, JSONResponse):
             return states
-        query = JobQuery(states, all, user, project, limit, offset, order, since)
+        ids = _ids(id)
+        if isinstance(ids, JSONResponse):
+            return ids
+        query = JobQuery(states, all, user, project, limit, offset, order, since, ids)
         found = service.list_jobs(query)
         decision = service.engine.view(fresh=False).decision
         rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
@@ -314,6 +320,21 @@ def create_app(
 
 def _dumps(obj: dict[str, object]) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+def _ids(text: str | None) -> frozenset[int] | None | JSONResponse:
+    """The job ids an `id` query names, or the 422 answer that says what is wrong."""
+    if text is None:
+        return None
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if len(words) > MAX_IDS_PER_LIST:
+        return invalid_field("id", f"id: at most {MAX_IDS_PER_LIST} job ids, got {len(words)}")
+    ids = set()
+    for word in words:
+        if not (word.isascii() and word.isdigit()) or not 0 < int(word) <= MAX_INT64:
+            return invalid_field("id", f"id: {word[:40]!r} is not a job id")
+        ids.add(int(word))
+    return frozenset(ids)
 
 
 def _states(text: str | None) -> frozenset[JobState] | None | JSONResponse:

@@ -271,12 +271,14 @@ class Client:
         offset: int = 0,
         order: str = "id",
         since: float | None = None,
+        ids: Sequence[int] | None = None,
     ) -> JobPage:
         """A page of jobs, with the `total` and the `counts` (by state) of every match;
         `order` "queue": running, then pending in queue order; `since`: submitted then
-        (epoch seconds) or later."""
+        (epoch seconds) or later; `ids`: only these jobs (at most MAX_IDS_PER_LIST)."""
         query = _page_query(include_finished, user, project, states, limit, offset, order)
         query["since"] = None if since is None else repr(since)
+        query["id"] = None if ids is None else ",".join(str(int(i)) for i in ids)
         from gpupool.client.views import read_job_page
 
         return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))

@@ -157,6 +157,7 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
         states: Iterable[JobState] | None = None,
         project: str | None = None,
         since: float | None = None,
+        ids: Iterable[int] | None = None,
     ) -> list[Job]: ...
 
     def edit_spec(

@@ -338,7 +338,11 @@ class PoolService:
         wanted_finished = query.wanted() & _TERMINAL
         if wanted_finished:
             finished = self.store.list_jobs(
-                states=wanted_finished, user=query.user, project=query.project, since=query.since
+                states=wanted_finished,
+                user=query.user,
+                project=query.project,
+                since=query.since,
+                ids=query.ids,
             )
         return page(query, active, finished)
 

@@ -28,7 +28,7 @@ class Order(StrEnum):
 class JobQuery:
     """Which jobs to list: `states` (None: the active ones, and the finished ones too with
     `include_finished`), of `user` and `project` when given, submitted at `since` (epoch
-    seconds) or later when given, `limit` of them (None: all) after skipping `offset`, in
+    seconds) or later when given, among `ids` when given, `limit` of them (None: all) after skipping `offset`, in
     `order`."""
 
     states: frozenset[JobState] | None = None
@@ -39,6 +39,7 @@ class JobQuery:
     offset: int = 0
     order: Order = Order.ID
     since: float | None = None
+    ids: frozenset[int] | None = None  # only these jobs (squeue -j)
 
     def wanted(self) -> frozenset[JobState]:
         if self.states is not None:
@@ -52,6 +53,7 @@ class JobQuery:
             (self.user is None or job.user == self.user)
             and (self.project is None or job.spec.project == self.project)
             and (self.since is None or job.submit_time >= self.since)
+            and (self.ids is None or job.id in self.ids)
         )
 
 
@@ -100,7 +102,10 @@ class JobsView:
     def select(self, query: JobQuery) -> list[Job]:
         """The active jobs that match `query` (not paged), in its order."""
         wanted = query.wanted()
-        jobs = [j for j in self.jobs.values() if j.state in wanted and query.matches(j)]
+        among: Iterable[Job] = self.jobs.values()
+        if query.ids is not None:  # a few named jobs of a long queue: looked up, not scanned
+            among = [self.jobs[i] for i in query.ids if i in self.jobs]
+        jobs = [j for j in among if j.state in wanted and query.matches(j)]
         if query.order is Order.ID:
             jobs.sort(key=_by_id)
             return jobs

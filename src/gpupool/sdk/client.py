@@ -53,7 +53,7 @@ class Client:
         ca_file: str | None = None,
     ) -> None:
         self.http = HttpClient(state_dir, url=url, timeout=timeout, token=token, ca_file=ca_file)
-        self._functions = FunctionJobs()
+        self._functions = FunctionJobs(self.http)
 
     def __repr__(self) -> str:
         return f"Client({self.http.where()!r})"

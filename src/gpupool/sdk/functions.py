@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from gpupool.client.errors import ApiError, PoolUnreachable
+from gpupool.client.http import Client as HttpClient
 from gpupool.client.views import JobView
+from gpupool.core.batch import MAX_IDS_PER_LIST
 from gpupool.core.job import JobState
 from gpupool.sdk.errors import JobCancelled, JobFailed, RemoteError, RemoteTraceback, typed
 from gpupool.sdk.handle import FIRST_POLL_S, MAX_POLL_S, JobHandle
@@ -138,9 +140,14 @@ class _Watched:
 
 
 class FunctionJobs:
-    """The jobs of one Client's futures, and the thread that resolves them."""
+    """The jobs of one Client's futures, and the thread that resolves them. It asks the
+    daemon about all of them in one request a round (`GET /v1/jobs?id=...`, at most
+    MAX_IDS_PER_LIST ids each), never one request per job: a `map` of 1,000 items would
+    otherwise cost the daemon 1,000 requests every round (as `squeue -j` over one squeue
+    per job)."""
 
-    def __init__(self) -> None:
+    def __init__(self, http: HttpClient) -> None:
+        self._http = http
         self._lock = threading.Condition()
         self._watched: dict[int, _Watched] = {}
         self._users: dict[Path, int] = {}  # directory -> its jobs not ended yet
@@ -172,23 +179,45 @@ class FunctionJobs:
             with self._lock:
                 while not self._watched:
                     self._lock.wait()
-                watched = list(self._watched.items())
-            for job_id, item in watched:
-                if self._check(job_id, item):
-                    delay = FIRST_POLL_S
-                    with self._lock:
-                        del self._watched[job_id]
+                watched = dict(self._watched)
+            for job_id in self._ended(watched):
+                delay = FIRST_POLL_S
+                with self._lock:
+                    del self._watched[job_id]
             with self._lock:
                 if self._watched and self._lock.wait(delay):
                     delay = FIRST_POLL_S  # woken by a new job
                 else:
                     delay = min(delay * 2, MAX_POLL_S)
 
-    def _check(self, job_id: int, item: _Watched) -> bool:
-        """Whether the job has ended (its future then settled, its directory removed)."""
+    def _ended(self, watched: Mapping[int, _Watched]) -> list[int]:
+        """The jobs of `watched` that have ended, their futures settled and directories
+        released: one list request per MAX_IDS_PER_LIST of them. A job the answer leaves
+        out (gone from the pool) is asked about on its own, for the error that says so."""
+        ids = sorted(watched)
+        ended: list[int] = []
+        for start in range(0, len(ids), MAX_IDS_PER_LIST):
+            chunk = ids[start : start + MAX_IDS_PER_LIST]
+            try:
+                page = self._http.job_page(include_finished=True, ids=chunk)
+            except PoolUnreachable as exc:  # a daemon restarting: ask again later
+                log.debug("jobs %d-%d: %s", chunk[0], chunk[-1], exc)
+                return ended
+            views = {view.id: view for view in page.jobs}
+            for job_id in chunk:
+                view = views.get(job_id)
+                done = self._check(watched[job_id], view) if view else self._ask(job_id, watched)
+                if done:
+                    ended.append(job_id)
+        return ended
+
+    def _ask(self, job_id: int, watched: Mapping[int, _Watched]) -> bool:
+        """A job the list left out, asked about on its own: whether it has ended (a job
+        the pool no longer has settles its future with JobNotFound)."""
+        item = watched[job_id]
         try:
             view = item.future.handle.status()
-        except PoolUnreachable as exc:  # a daemon restarting: ask again later
+        except PoolUnreachable as exc:
             log.debug("job %d: %s", job_id, exc)
             return False
         except ApiError as exc:
@@ -197,6 +226,11 @@ class FunctionJobs:
             finally:
                 self._release(item.directory)
             return True
+        return self._check(item, view)
+
+    def _check(self, item: _Watched, view: JobView) -> bool:
+        """Whether the job of `view` has ended (its future then settled, its directory
+        removed)."""
         if not view.state.terminal:
             return False
         try:

@@ -134,10 +134,12 @@ class Store(
         states: Iterable[JobState] | None = None,
         project: str | None = None,
         since: float | None = None,
+        ids: Iterable[int] | None = None,
     ) -> list[Job]:
         """Jobs in id order, without events: the active ones (with `include_finished`, all),
         or those in `states` when given; of `user` and of `project` when given, submitted
-        at `since` or later when given. `limit` keeps the newest `limit` of them."""
+        at `since` or later when given, among `ids` when given. `limit` keeps the newest
+        `limit` of them."""
         stmt = select(JobRow)
         if states is not None:
             stmt = stmt.where(JobRow.state.in_(list(states)))
@@ -149,6 +151,8 @@ class Store(
             stmt = stmt.where(JobRow.project == project)
         if since is not None:
             stmt = stmt.where(JobRow.submit_time >= since)
+        if ids is not None:
+            stmt = stmt.where(JobRow.id.in_(sorted(ids)))
         if limit is not None:
             if limit < 0:
                 raise ValueError(f"limit must not be negative: {limit}")
