@@ -107,6 +107,7 @@ class Pool:
                 return self
             except (ConnectionError, OSError):
                 time.sleep(0.05)
+        self.stop()  # not left running behind the error (it outlived test runs before)
         raise TimeoutError(f"daemon did not answer in {timeout}s: {self.daemon_log()}")
 
     # Hooks for a pool run differently (e.g. with its state on a tmpfs of its own).
