@@ -95,6 +95,9 @@ BAD_ARGUMENTS = [
     # queue / ps
     case("queue", "--bogus", says=USAGE),
     case("queue", "-u", says=USAGE),
+    case("queue", "-j", "12,x", says=USAGE),
+    case("queue", "-j", "0", says=USAGE),
+    case("queue", "-j", ",", says=USAGE),
     case("ps", "extra", says=USAGE),
     # one job
     case("show", says=USAGE),

@@ -119,6 +119,20 @@ def test_listings_as_tables_and_json(pool: Pool) -> None:
     assert [r["id"] for r in json.loads(pool.cli("queue", "-a", "--json").stdout)] == [job_id]
 
 
+def test_queue_lists_the_jobs_named_by_id_finished_or_not(pool: Pool) -> None:
+    """`gpupool queue -j A,B` (squeue -j): those jobs and no other, a finished one too."""
+    done = pool.submit("--name", "done-one", "--", "true")
+    pool.wait(done)
+    held = pool.cli_submit("--name", "held-one", "--hold", "--", "true")
+    other = pool.cli_submit("--name", "other-one", "--hold", "--", "true")
+    named = f"{held},{done}"
+    rows = json.loads(pool.cli("queue", "-j", named, "--json", check=True).stdout)
+    assert sorted(r["id"] for r in rows) == [done, held]
+    table = pool.cli("queue", "--jobs", named, check=True).stdout
+    assert "done-one" in table and "held-one" in table and "other-one" not in table
+    pool.cancel(held, other)
+
+
 def test_pending_reason_and_why(pool: Pool) -> None:
     big = pool.submit("--gpus", "3", "--time", "10m", "--", *FOREVER)
     pool.wait_state(big, "RUNNING")

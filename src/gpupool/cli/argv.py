@@ -29,6 +29,21 @@ def job_id(text: str) -> int:
     return value
 
 
+def job_ids(text: str) -> list[int]:
+    """argparse type of a comma-separated list of job ids (`-j 12,15`), at most
+    MAX_IDS_PER_LIST of them (what one request to the daemon may name)."""
+    from gpupool.core.batch import MAX_IDS_PER_LIST
+
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if not words:
+        raise argparse.ArgumentTypeError(f"no job ids in {text!r} (e.g. 12,15)")
+    if len(words) > MAX_IDS_PER_LIST:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_IDS_PER_LIST} job ids at once, got {len(words)}"
+        )
+    return [job_id(word) for word in words]
+
+
 class CliParser(argparse.ArgumentParser):
     """An ArgumentParser whose value flags take the next word even when it starts with '-'.
 

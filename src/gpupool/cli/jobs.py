@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from gpupool.cli.argv import job_id
+from gpupool.cli.argv import job_id, job_ids
 from gpupool.cli.array_rows import queue_rows
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import (
@@ -68,6 +68,14 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.set_defaults(handler=OnPool(cmd_queue))
     p.add_argument(
         "-a", "--all", action="store_true", help="every job, finished ones too (no page)"
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=job_ids,
+        metavar="IDS",
+        help="only these jobs, comma-separated (squeue -j 12,15), finished ones too; an "
+        "array's tasks by their own ids",
     )
     p.add_argument("-u", "--user", help="only this user's jobs")
     p.add_argument("--project", help="only this project's jobs")
@@ -171,25 +179,27 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
             print_priorities(pending)
         return 0
     states = [s.strip().upper() for s in args.state.split(",") if s.strip()] if args.state else None
+    named = args.jobs is not None  # jobs asked for by id: whatever their state, all of them
     limit = args.limit
-    if limit is None and not args.all and not args.json:
+    if limit is None and not args.all and not args.json and not named:
         limit = QUEUE_PAGE  # the table's first page: running, then the head of the queue
     if args.json:  # the daemon's JSON as it came: not parsed into views to be dumped again
         print_json_list(
             client.job_page_wire(
-                args.all, args.user, project=args.project, states=states, limit=limit,
-                order="queue", since=since,
+                args.all or named, args.user, project=args.project, states=states,
+                limit=limit, order="queue", since=since, ids=args.jobs,
             ).jobs
         )  # fmt: skip
         return 0
     found = client.job_page(
-        include_finished=args.all,
+        include_finished=args.all or named,
         user=args.user,
         project=args.project,
         states=states,
         limit=limit,
         order="queue",
         since=since,
+        ids=args.jobs,
     )
     jobs = found.jobs
     now = time.time()

@@ -293,10 +293,12 @@ class Client:
         limit: int | None = None,
         order: str = "id",
         since: float | None = None,
+        ids: Sequence[int] | None = None,
     ) -> WireJobPage:
         """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
         query = _page_query(include_finished, user, project, states, limit, 0, order)
         query["since"] = None if since is None else repr(since)
+        query["id"] = None if ids is None else ",".join(str(int(i)) for i in ids)
         from gpupool.client.views import read_wire_job_page
 
         return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
