@@ -26,7 +26,7 @@ from gpupool.api.metrics import PoolMetrics
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
-from gpupool.core.batch import MAX_IDS_PER_LIST
+from gpupool.core.batch import job_ids_of
 from gpupool.core.clock import Clock
 from gpupool.core.job import Job, JobState
 from gpupool.core.units import format_size
@@ -326,15 +326,10 @@ def _ids(text: str | None) -> frozenset[int] | None | JSONResponse:
     """The job ids an `id` query names, or the 422 answer that says what is wrong."""
     if text is None:
         return None
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    if len(words) > MAX_IDS_PER_LIST:
-        return invalid_field("id", f"id: at most {MAX_IDS_PER_LIST} job ids, got {len(words)}")
-    ids = set()
-    for word in words:
-        if not (word.isascii() and word.isdigit()) or not 0 < int(word) <= MAX_INT64:
-            return invalid_field("id", f"id: {word[:40]!r} is not a job id")
-        ids.add(int(word))
-    return frozenset(ids)
+    try:
+        return frozenset(job_ids_of(text))
+    except ValueError as exc:
+        return invalid_field("id", f"id: {exc}")
 
 
 def _states(text: str | None) -> frozenset[JobState] | None | JSONResponse:

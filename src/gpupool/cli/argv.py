@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Iterable
 
+from gpupool.core.batch import MAX_JOB_ID, job_ids_of
+
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,7 +17,6 @@ if TYPE_CHECKING:
 
 
 # Job ids are 64-bit integers in the store (and the API refuses larger ones by name).
-MAX_JOB_ID = 2**63 - 1
 
 
 def job_id(text: str) -> int:
@@ -30,18 +31,11 @@ def job_id(text: str) -> int:
 
 
 def job_ids(text: str) -> list[int]:
-    """argparse type of a comma-separated list of job ids (`-j 12,15`), at most
-    MAX_IDS_PER_LIST of them (what one request to the daemon may name)."""
-    from gpupool.core.batch import MAX_IDS_PER_LIST
-
-    words = [w.strip() for w in text.split(",") if w.strip()]
-    if not words:
-        raise argparse.ArgumentTypeError(f"no job ids in {text!r} (e.g. 12,15)")
-    if len(words) > MAX_IDS_PER_LIST:
-        raise argparse.ArgumentTypeError(
-            f"at most {MAX_IDS_PER_LIST} job ids at once, got {len(words)}"
-        )
-    return [job_id(word) for word in words]
+    """argparse type of a comma-separated list of job ids (`-j 12,15`): core.batch's rule."""
+    try:
+        return job_ids_of(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class CliParser(argparse.ArgumentParser):

@@ -275,7 +275,7 @@ class Client:
     ) -> JobPage:
         """A page of jobs, with the `total` and the `counts` (by state) of every match;
         `order` "queue": running, then pending in queue order; `since`: submitted then
-        (epoch seconds) or later; `ids`: only these jobs (at most MAX_IDS_PER_LIST)."""
+        (epoch seconds) or later; `ids`: only these jobs (1 to core.batch.MAX_IDS_PER_LIST of them)."""
         query = _page_query(include_finished, user, project, states, limit, offset, order)
         query["since"] = None if since is None else repr(since)
         query["id"] = None if ids is None else ",".join(str(int(i)) for i in ids)

@@ -206,7 +206,10 @@ class FunctionJobs:
             views = {view.id: view for view in page.jobs}
             for job_id in chunk:
                 view = views.get(job_id)
-                done = self._check(watched[job_id], view) if view else self._ask(job_id, watched)
+                if view is None:
+                    done = self._ask(job_id, watched)
+                else:
+                    done = self._check(watched[job_id], view)
                 if done:
                     ended.append(job_id)
         return ended
