@@ -130,3 +130,29 @@ def test_launcher_passes_the_checkpoint_signal_only_to_ranks_that_catch_it(
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert not (tmp_path / "got-SIGUSR1-1").exists()
     assert NOT_PASSED_ON not in out  # one rank caught it
+
+
+def test_a_signal_before_the_command_has_started_is_passed_on_when_it_starts(
+    tmp_path: Path,
+) -> None:
+    """`scancel` (SIGTERM to the batch shell) in the moment before the script has started
+    the command (a distributed run's setup asks scontrol first): the command gets it as
+    soon as it starts, it does not run on to its limit. The window is widened here by a
+    gate put before the command's line."""
+    out = tmp_path / "out"
+    out.mkdir()
+    command = (PY, "-c", JOB, str(tmp_path), "no")
+    script = render(req(command=command), SlurmSettings(), "n", RunFiles(out), LAUNCHER).script
+    gate, waiting = tmp_path / "gate", tmp_path / "waiting"
+    hold = f"touch {waiting}; while [ ! -e {gate} ]; do sleep 0.01; done\nsetsid "
+    assert script.count("\nsetsid ") == 1
+    (out / "job.sh").write_text(script.replace("\nsetsid ", "\n" + hold))
+    proc = subprocess.Popen(
+        ["bash", str(out / "job.sh")], stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    wait_until(waiting.exists, "the script in its setup")
+    proc.send_signal(signal.SIGTERM)
+    gate.touch()
+    _, err = proc.communicate(timeout=DEADLINE_S)  # the command sleeps 60 s if not told
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert (out / "exit").read_text().strip() == str(128 + signal.SIGTERM)

@@ -13,7 +13,9 @@ environment sbatch runs with. Pure: no I/O, nothing asked of Slurm.
   SIGUSR1 (the checkpoint signal) only to the group's processes that catch it (SigCgt in
   /proc/PID/status), so that a command that does not checkpoint is not killed by it and
   runs on to its limit, as a local job (which never gets SIGUSR1) would; the shell says so
-  in the job's stderr. It waits for the command, writes its exit code to the run's `exit`
+  in the job's stderr. A signal that comes before the command has started (a cancel during
+  a distributed run's setup) is passed on as it starts (a checkpoint signal then is not:
+  nothing has run to checkpoint). It waits for the command, writes its exit code to the run's `exit`
   file (kept on the shared filesystem: an end slurmctld has forgotten can still be read)
   and exits with it.
 - A distributed run (`ranks`) runs one launcher per node (`srun --ntasks-per-node=1`,
@@ -126,6 +128,7 @@ def sbatch_options(
 FORWARDED_SIGNALS = ("HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "ALRM")
 SIGNAL_FORWARDING = (
     "_gp_child=",
+    "_gp_early=  # a signal that came before the command started: passed on when it starts",
     "# does process $1 catch signal number $2? (bit $2-1 of SigCgt in /proc/$1/status)",
     "_gp_catches() {",
     "  local key mask",
@@ -145,9 +148,12 @@ SIGNAL_FORWARDING = (
     '  [ -n "$sent" ] || echo "gpupool: SIGUSR1 (the checkpoint signal) not passed on:'
     ' no process of the command catches it" >&2',
     "}",
+    "# to the command's process group; to its first process while that is not yet a group",
+    "# (setsid has not run yet: the signal then ends it before it starts the command)",
     "_gp_forward() {",
-    '  [ -n "$_gp_child" ] || return 0',
-    '  if [ "$1" = USR1 ]; then _gp_checkpoint; else kill -s "$1" -- "-$_gp_child" 2>/dev/null; fi',
+    '  if [ -z "$_gp_child" ]; then [ "$1" = USR1 ] || _gp_early=$1; return 0; fi',
+    '  if [ "$1" = USR1 ]; then _gp_checkpoint; return 0; fi',
+    '  kill -s "$1" -- "-$_gp_child" 2>/dev/null || kill -s "$1" "$_gp_child" 2>/dev/null',
     "}",
     f"for _gp_sig in {' '.join(FORWARDED_SIGNALS)}; do",
     '  trap "_gp_forward $_gp_sig" "$_gp_sig"',
@@ -200,6 +206,7 @@ def batch_script(
             *setup,
             f"setsid {command} </dev/null &",
             "_gp_child=$!",
+            '[ -z "$_gp_early" ] || _gp_forward "$_gp_early"',
             "# a trapped signal ends `wait` early: wait again until the command is over",
             'while kill -0 "$_gp_child" 2>/dev/null; do wait "$_gp_child"; done',
             'wait "$_gp_child"; _gp_rc=$?  # bash keeps an ended child\'s status for this',
