@@ -123,3 +123,33 @@ def test_a_job_that_ended_between_the_view_and_the_store_is_listed_once(order: O
     assert sorted(ids(got.jobs)) == [6, 7]
     assert [j.state for j in got.jobs if j.id == 6] == [JobState.SUCCEEDED]
     assert got.total == 2 and dict(got.counts) == {"SUCCEEDED": 1, "PENDING": 1}
+
+
+def test_a_reason_reaches_the_store_only_once_the_view_that_explains_it_is_out(
+    pool: tuple[Store, Engine, PoolService],
+) -> None:
+    """`show` reads a job's reason from the store and its explanation (`why`) from the
+    published view: a reason stored before its pass's view was published read, for that
+    moment, as a reason with no why (seen in a loaded CI run)."""
+    store, engine, service = pool
+    now = time.time()
+    node = engine.inventory.nodes[0].name
+    holder = service.submit(
+        JobSpec(command=("sleep", "30"), workdir="/", resources=Resources(gpus=2)), "carol", now
+    )
+    store.commit_starts([(holder.id, node, (0, 1))], store.allocation_version(), now)
+    engine.stored(store.get(holder.id))  # it holds both GPUs: the next one waits
+    engine.run_pass()
+    waiting = service.submit(spec(workdir="/"), "bob", now)
+    explained_when_stored: list[bool] = []
+    set_reasons = store.set_reasons
+
+    def checking(due: dict[int, str]) -> None:
+        decision = engine.view(fresh=False).decision
+        explained_when_stored.extend(job_id in decision.pending for job_id in due)
+        set_reasons(due)
+
+    store.set_reasons = checking  # type: ignore[method-assign]
+    engine.run_pass()
+    assert explained_when_stored == [True]  # its reason stored, its why already out
+    assert service.get(waiting.id).reason and service.explain(waiting.id).status is not None

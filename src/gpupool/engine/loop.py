@@ -299,8 +299,10 @@ class Engine:
                 self._carry_out(due)
                 if not self.state.pass_now:  # set again: the commit was refused
                     break
-            self._write_reasons(force=not self.state.dirty)
+            # Published first: `show` reads a reason from the store and its explanation from
+            # the view, so a reason stored before its pass's view is out reads as no why.
             self._publish(taken)
+            self._write_reasons(force=not self.state.dirty)
 
     def _write_reasons(self, force: bool = False) -> None:
         """Store the reason codes passes gave (the view has them at once; `show` reads them
