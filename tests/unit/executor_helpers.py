@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gpupool.core.execution import ExitRecord, RunState
@@ -48,3 +49,24 @@ def stop_everything(executor: LocalExecutor) -> None:
             time.sleep(0.01)
     executor.close()
     executor.reap()
+
+
+def caught_starting(
+    ex: LocalExecutor, workdir: Path, stop: Callable[[int], bool], reason: str
+) -> tuple[int, Path, ExitRecord]:
+    """A job stopped (`stop`: the executor's cancel or preempt) while its supervisor was
+    still starting: (its id, the file its command would have made, its exit record).
+
+    A stop right after start usually finds the supervisor still in interpreter start-up and
+    takes its claim; on a loaded machine the supervisor may claim first (then it is a stop of
+    a running job, tested apart). Fresh jobs until one is caught starting: at most 20."""
+    path = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for job_id in range(1, 21):
+        marker = workdir / f"ran-{job_id}"
+        ex.start(job_id, ["touch", str(marker)], path, "/", None, 1.0)
+        stop(job_id)  # True unless the command has already ended
+        rec = ex.read_exit(job_id)
+        if rec is not None and (rec.reason, rec.exit_code) == (reason, 143):
+            return job_id, marker, rec  # we took the claim: the supervisor steps aside
+        wait_exit(ex, job_id)  # the supervisor had claimed: over another way
+    raise AssertionError(f"no {reason} stop found the supervisor still starting in 20 tries")

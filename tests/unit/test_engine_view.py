@@ -37,6 +37,19 @@ def pool(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolSe
     store.close()
 
 
+def hold_both_gpus(pool: tuple[Store, Engine, PoolService], now: float) -> Job:
+    """A job started on both GPUs (the store's commit, as a pass would make it): what is
+    submitted next waits."""
+    store, engine, service = pool
+    node = engine.inventory.nodes[0].name
+    holder = service.submit(
+        JobSpec(command=("sleep", "30"), workdir="/", resources=Resources(gpus=2)), "carol", now
+    )
+    store.commit_starts([(holder.id, node, (0, 1))], store.allocation_version(), now)
+    engine.stored(store.get(holder.id))
+    return holder
+
+
 def ids(jobs: tuple[Job, ...] | list[Job]) -> list[int]:
     return [j.id for j in jobs]
 
@@ -46,12 +59,7 @@ def test_the_first_page_is_the_running_jobs_then_the_head_of_the_queue(
 ) -> None:
     store, engine, service = pool
     now = time.time()
-    node = engine.inventory.nodes[0].name
-    holder = service.submit(
-        JobSpec(command=("sleep", "30"), workdir="/", resources=Resources(gpus=2)), "carol", now
-    )
-    store.commit_starts([(holder.id, node, (0, 1))], store.allocation_version(), now)
-    engine.stored(store.get(holder.id))  # it holds both GPUs: the others wait
+    holder = hold_both_gpus(pool, now)
     normal = [service.submit(spec(workdir="/"), "alice", now) for _ in range(2)]
     high = service.submit(spec(workdir="/", priority=PRIORITY_CLASSES["high"]), "bob", now)
     engine.run_pass()  # launches the holder, ranks the others
@@ -133,12 +141,7 @@ def test_a_reason_reaches_the_store_only_once_the_view_that_explains_it_is_out(
     moment, as a reason with no why (seen in a loaded CI run)."""
     store, engine, service = pool
     now = time.time()
-    node = engine.inventory.nodes[0].name
-    holder = service.submit(
-        JobSpec(command=("sleep", "30"), workdir="/", resources=Resources(gpus=2)), "carol", now
-    )
-    store.commit_starts([(holder.id, node, (0, 1))], store.allocation_version(), now)
-    engine.stored(store.get(holder.id))  # it holds both GPUs: the next one waits
+    hold_both_gpus(pool, now)
     engine.run_pass()
     waiting = service.submit(spec(workdir="/"), "bob", now)
     explained_when_stored: list[bool] = []

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import wait_exit, wait_for
+from executor_helpers import caught_starting, wait_exit, wait_for
 
 from gpupool.core.execution import ExitRecord, Handle, RunState
 from gpupool.executor import LocalExecutor
@@ -270,19 +270,7 @@ def test_cancel_with_nothing_alive_is_false(ex: LocalExecutor) -> None:
 
 
 def test_cancel_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_path: Path) -> None:
-    # A cancel right after start usually finds the supervisor still in interpreter start-up
-    # and takes its claim; on a loaded machine the supervisor may claim first (then it is a
-    # cancel of a running job, tested apart). Fresh jobs until one is caught starting.
-    for job_id in range(1, 21):
-        marker = tmp_path / f"ran-{job_id}"
-        ex.start(job_id, ["touch", str(marker)], ENV, "/", None, 1.0)
-        ex.cancel(job_id)  # True unless the command has already ended
-        rec = ex.read_exit(job_id)
-        if rec is not None and (rec.reason, rec.exit_code) == ("cancelled", 143):
-            break  # we took the claim: the supervisor steps aside
-        wait_exit(ex, job_id)  # the supervisor had claimed: over another way
-    else:
-        pytest.fail("no cancel found the supervisor still starting in 20 tries")
+    job_id, marker, rec = caught_starting(ex, tmp_path, ex.cancel, "cancelled")
     assert ex.status(job_id) == RunState.EXITED
     assert ex.cancel(job_id) is False  # nothing left to stop
     wait_for(lambda: not ex._starting(job_id), what="supervisor stepped aside")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from executor_helpers import wait_exit, wait_for
+from executor_helpers import caught_starting, wait_exit, wait_for
 
 from gpupool.core.execution import RunState
 from gpupool.executor import JobBusyError, LocalExecutor, attempts
@@ -109,19 +109,7 @@ def test_preempt_with_nothing_running_is_false(ex: LocalExecutor) -> None:
 
 
 def test_preempt_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_path: Path) -> None:
-    # A preempt right after start usually finds the supervisor still starting and takes its
-    # claim; on a loaded machine the supervisor may claim first (then it is a preempt of a
-    # running job, tested above). Fresh jobs until one is caught starting: at most 20.
-    for job_id in range(1, 21):
-        marker = tmp_path / f"ran-{job_id}"
-        ex.start(job_id, ["touch", str(marker)], ENV, "/", None, 1.0)
-        ex.preempt(job_id)  # True unless the command has already ended
-        rec = ex.read_exit(job_id)
-        if rec is not None and (rec.reason, rec.exit_code) == ("preempted", 143):
-            break  # we took the claim: the supervisor steps aside
-        wait_exit(ex, job_id)  # the supervisor had claimed: over another way
-    else:
-        pytest.fail("no preempt found the supervisor still starting in 20 tries")
+    job_id, marker, _ = caught_starting(ex, tmp_path, ex.preempt, "preempted")
     assert ex.preempt(job_id) is False and ex.cancel(job_id) is False
     # The stepped-aside supervisor is waited for; then the job can run as attempt 1.
     assert ex.archive(job_id) == 0
