@@ -275,10 +275,11 @@ class Client:
     ) -> JobPage:
         """A page of jobs, with the `total` and the `counts` (by state) of every match;
         `order` "queue": running, then pending in queue order; `since`: submitted then
-        (epoch seconds) or later; `ids`: only these jobs (1 to core.batch.MAX_IDS_PER_LIST of them)."""
-        query = _page_query(include_finished, user, project, states, limit, offset, order)
-        query["since"] = None if since is None else repr(since)
-        query["id"] = None if ids is None else ",".join(str(int(i)) for i in ids)
+        (epoch seconds) or later; `ids`: only these jobs (1 to core.batch.MAX_IDS_PER_LIST
+        of them)."""
+        query = _page_query(
+            include_finished, user, project, states, limit, offset, order, since, ids
+        )
         from gpupool.client.views import read_job_page
 
         return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))
@@ -296,9 +297,7 @@ class Client:
         ids: Sequence[int] | None = None,
     ) -> WireJobPage:
         """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
-        query = _page_query(include_finished, user, project, states, limit, 0, order)
-        query["since"] = None if since is None else repr(since)
-        query["id"] = None if ids is None else ",".join(str(int(i)) for i in ids)
+        query = _page_query(include_finished, user, project, states, limit, 0, order, since, ids)
         from gpupool.client.views import read_wire_job_page
 
         return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
@@ -503,6 +502,8 @@ def _page_query(
     limit: int | None,
     offset: int,
     order: str,
+    since: float | None,
+    ids: Sequence[int] | None,
 ) -> dict[str, str | int | None]:
     return {
         "all": "true" if include_finished else None,
@@ -512,6 +513,8 @@ def _page_query(
         "limit": limit,
         "offset": offset or None,
         "order": order,
+        "since": None if since is None else repr(since),
+        "id": None if ids is None else ",".join(str(int(i)) for i in ids),
     }
 
 

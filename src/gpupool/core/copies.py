@@ -1,5 +1,6 @@
-"""`copy_with`: a frozen dataclass with some fields changed, as `dataclasses.replace` makes
-it, at a sixth of the cost, for the engine's per-job copies of a long queue.
+"""`copy_with`: a dataclass (frozen or not) with some fields changed, as
+`dataclasses.replace` makes it, at a sixth of the cost, for the engine's per-job copies of a
+long queue.
 
 `dataclasses.replace` calls the class's `__init__`, which for a frozen class sets each of
 Job's and JobSpec's ~20-30 fields through `object.__setattr__` (~13 us for the two copies
@@ -12,15 +13,15 @@ are not so are refused (TypeError, once per class), as is a change naming no fie
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
 _FIELDS: dict[type, frozenset[str]] = {}  # classes checked, and their field names
 
 
-def copy_with(obj: T, **changes: Any) -> T:
-    """`dataclasses.replace(obj, **changes)` for a plain frozen dataclass (module doc)."""
+def copy_with(obj: T, **changes: object) -> T:
+    """`dataclasses.replace(obj, **changes)` for a plain dataclass (module doc)."""
     cls = type(obj)
     names = _FIELDS.get(cls)
     if names is None:

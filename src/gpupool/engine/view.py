@@ -28,8 +28,8 @@ class Order(StrEnum):
 class JobQuery:
     """Which jobs to list: `states` (None: the active ones, and the finished ones too with
     `include_finished`), of `user` and `project` when given, submitted at `since` (epoch
-    seconds) or later when given, among `ids` when given, `limit` of them (None: all) after skipping `offset`, in
-    `order`."""
+    seconds) or later when given, among `ids` when given, `limit` of them (None: all) after
+    skipping `offset`, in `order`."""
 
     states: frozenset[JobState] | None = None
     include_finished: bool = False

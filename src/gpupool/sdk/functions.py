@@ -207,17 +207,16 @@ class FunctionJobs:
             for job_id in chunk:
                 view = views.get(job_id)
                 if view is None:
-                    done = self._ask(job_id, watched)
+                    done = self._ask(job_id, watched[job_id])
                 else:
                     done = self._check(watched[job_id], view)
                 if done:
                     ended.append(job_id)
         return ended
 
-    def _ask(self, job_id: int, watched: Mapping[int, _Watched]) -> bool:
+    def _ask(self, job_id: int, item: _Watched) -> bool:
         """A job the list left out, asked about on its own: whether it has ended (a job
         the pool no longer has settles its future with JobNotFound)."""
-        item = watched[job_id]
         try:
             view = item.future.handle.status()
         except PoolUnreachable as exc:

@@ -471,7 +471,7 @@ def check_workdir(value: Any) -> str | None:
 
 def _last_one_remembered(
     clean: Callable[[Mapping[Any, Any]], tuple[tuple[str, str], ...]],
-) -> Callable[[Any], tuple[tuple[str, str], ...]]:
+) -> Callable[[object], tuple[tuple[str, str], ...]]:
     """`clean`, remembering its last environment and answer: a sweep's jobs are made in one
     environment (~40 variables), and each cleaning it again was most of a batch's checks,
     on the client and in the daemon (docs/benchmarks.md, issue 16). The same answer is the
@@ -483,7 +483,7 @@ def _last_one_remembered(
     last: list[tuple[dict[Any, Any], tuple[tuple[str, str], ...]]] = []
 
     @functools.wraps(clean)
-    def remembered(value: Any) -> tuple[tuple[str, str], ...]:
+    def remembered(value: object) -> tuple[tuple[str, str], ...]:
         if value is None:
             return ()
         if not isinstance(value, Mapping):
