@@ -165,7 +165,7 @@ def create_app(
 
     def wire(job: Job, caller: Caller, decision: Decision | None = None) -> dict[str, object]:
         explain = service.explain(job.id, decision) if job.state is JobState.PENDING else None
-        log_path = service.log_location(job.id)
+        log_path = service.log_location(job)
         private = access.sees_private(caller, job)
         return job_to_wire(job, explain, log_path, service.gpu_count(job), private)
 

@@ -435,9 +435,10 @@ class PoolService:
         name = job.spec.backend
         return self.executor if name is None else self.backends.get(name)
 
-    def log_location(self, job_id: int) -> str:
-        where = self.executor_of(self.store.get(job_id))
-        return "" if where is None else where.log_location(job_id)
+    def log_location(self, job: Job) -> str:
+        """Where `job`'s log is ("" when its backend is not configured here)."""
+        where = self.executor_of(job)
+        return "" if where is None else where.log_location(job.id)
 
     def gpu_holders(self, view: JobsView | None = None) -> dict[tuple[str, int], list[Job]]:
         """The running jobs on each (node, GPU): one whole-GPU job, or fractional sharers.

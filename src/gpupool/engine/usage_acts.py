@@ -73,7 +73,7 @@ class UsageActions:
     def _carry_out(self, act: Act, job: Job, now: float) -> None:
         service, text = self.service, words(act)
         log.info("job %d: %s", job.id, text)
-        self._log_line(job.id, text)
+        self._log_line(job, text)
         if act.kind in (ActKind.NOTIFY_IDLE, ActKind.WARN_MEMORY):
             noted = service.store.note(job.id, now, text, only_if=JobState.RUNNING)
             if noted is not None:
@@ -88,10 +88,10 @@ class UsageActions:
             started = job.start_time if job.start_time is not None else now
             service.store.record_idle_action(job.id, now, act.kind.value, started + limit)
 
-    def _log_line(self, job_id: int, text: str) -> None:
+    def _log_line(self, job: Job, text: str) -> None:
         """A line in the job's own log, where its user looks first (appended, never created:
         a job without a log file yet gets none)."""
-        path = self.service.log_location(job_id)
+        path = self.service.log_location(job)
         line = f"\n[gpupool] {text}\n".encode()
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
