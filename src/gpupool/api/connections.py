@@ -1,7 +1,8 @@
 """Who is at the other end of an HTTP connection, told to the app through the ASGI scope.
 
-uvicorn runs one protocol object per connection; `PoolProtocol` is uvicorn's h11 protocol
-that, when the connection is made, learns which listener accepted it (the Unix socket or
+uvicorn runs one protocol object per connection; `PoolProtocol` is uvicorn's httptools
+protocol (a C parser: h11's, in Python, was ~a quarter of the event loop's time under 100
+clients submitting at once, bench/load.py) that, when the connection is made, learns which listener accepted it (the Unix socket or
 TCP) and, on the Unix socket, the client's process, user and group from the kernel
 (SO_PEERCRED: nothing the client sends can change it). Every request on that connection
 then carries both in its scope, under `LISTENER_KEY` and `PEER_KEY`; `listener_of` and
@@ -15,7 +16,10 @@ It also keeps what one client may cost the daemon within `HttpLimits` (api/limit
   the Unix socket's share of them (the caps are cut from the file limit);
 - a deadline for each request's head and body, from the connection (or the previous
   answer on it): a half-sent request is dropped (408 when its head had not arrived);
-- the head's size: past it, 431 (uvicorn would say 400);
+- the head's size: past it, 431 (uvicorn would say 400), counted exactly on a whole head,
+  and on one still arriving from its second piece on (httptools keeps an unfinished header
+  in memory: this bounds it);
+- a request that is not HTTP: 400 with the parser's words, as JSON like every answer;
 - its log is rate-limited (`gpupool.http`): a flood costs a few lines, not a traceback a
   connection;
 - TLS (TCP only) is done here, after the connection is counted and its deadline armed, so
@@ -33,12 +37,12 @@ import logging
 import socket
 import ssl
 import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from gpupool import __version__
 from gpupool.api.checks import API_HEADER
@@ -146,28 +150,9 @@ http_log = logging.getLogger("gpupool.http")
 http_log.addFilter(QuietLog())
 
 
-class _Connection(h11.Connection):
-    """h11's connection, refusing a request whose head is over `max_head` bytes, and
-    remembering the last protocol error (its status hint: 431 for a head too large) for the
-    answer uvicorn would give as a plain 400. (h11's own limit only bounds a head that
-    arrives in pieces; one that arrives whole is parsed whatever its size.)"""
-
-    def __init__(self, max_head: int) -> None:
-        super().__init__(h11.SERVER, max_head)
-        self.max_head = max_head
-        self.last_error: h11.RemoteProtocolError | None = None
-
-    def next_event(self) -> Any:
-        try:
-            event = super().next_event()
-            if isinstance(event, h11.Request):
-                size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
-                if size > self.max_head:
-                    raise h11.RemoteProtocolError("head too large", error_status_hint=431)
-            return event
-        except h11.RemoteProtocolError as exc:
-            self.last_error = exc
-            raise
+class HeadTooLarge(Exception):
+    """Raised from a parser callback when the head passes its limit (httptools then raises
+    its HttpParserCallbackError and uvicorn answers through `send_400_response`)."""
 
 
 @dataclass
@@ -178,14 +163,8 @@ class OpenConnections:
     refused: int = 0
 
 
-_TIMEOUT_ANSWER = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\n%s: %s\r\ncontent-length: %d\r\n\r\n%s"
-)
-
-
-class PoolProtocol(H11Protocol):
-    """uvicorn's h11 protocol, with the listener and the peer put into every request's scope,
+class PoolProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with the listener and the peer put into every request's scope,
     within `limits` (see the module's docstring). `configured` makes the class a server
     uses, with its limits and its own connection counts."""
 
@@ -205,14 +184,20 @@ class PoolProtocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.h11 = _Connection(self.limits.max_head_bytes)
-        self.conn = self.h11
         self.logger = http_log
         self.listener: Listener | None = None  # None: refused (over the cap) or not yet made
         self.raw_transport: asyncio.Transport | None = None  # before TLS, if any
         self.served = False  # uvicorn's connection_made has run (after TLS, if any)
         self.deadline: asyncio.TimerHandle | None = None
         self.cycle_before: RequestResponseCycle | None = None  # the cycle answered last
+        # The head being read: its size as the parser has handed it over (the request line
+        # and each whole header), and the bytes of the pieces that came after its first
+        # (an unfinished header is in none of the parser's callbacks yet).
+        self.head_open = False
+        self.head_began_in_piece = False
+        self.head_bytes = 0
+        self.head_piece_bytes = 0
+        self.head_too_large = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -240,7 +225,7 @@ class PoolProtocol(H11Protocol):
             self.app = _tagged(self.app, Listener.TCP, None, TcpClient())
         self._arm()  # the deadline covers the TLS handshake too
         if self.tls is not None and not unix:
-            transport.pause_reading()  # no byte of the handshake may reach h11
+            transport.pause_reading()  # no byte of the handshake may reach the parser
             self.loop.create_task(self._start_tls(transport, self.tls))
             return
         self.served = True
@@ -280,8 +265,41 @@ class PoolProtocol(H11Protocol):
         self._disarm()
         return True
 
+    # The parser's callbacks, counting the head (see `head_bytes`).
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.head_open, self.head_began_in_piece = True, True
+        self.head_bytes = self.head_piece_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._count_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
+
+    def on_headers_complete(self) -> None:
+        self.head_open = False
+        super().on_headers_complete()
+
+    def _count_head(self, size: int) -> None:
+        self.head_bytes += size
+        if self.head_bytes > self.limits.max_head_bytes:
+            self.head_too_large = True
+            raise HeadTooLarge
+
     def data_received(self, data: bytes) -> None:
+        self.head_began_in_piece = False
         super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self.head_open and not self.head_began_in_piece:  # a piece wholly of the head
+            self.head_piece_bytes += len(data)
+            if self.head_piece_bytes > self.limits.max_head_bytes:
+                self.head_too_large = True
+                self._refuse(*self._head_too_large())
+                return
         cycle = self.cycle
         if cycle is not None and cycle is not self.cycle_before and not cycle.more_body:
             self._disarm()  # the whole request is in: the deadline is met
@@ -293,31 +311,29 @@ class PoolProtocol(H11Protocol):
             self._arm()  # the next request on this connection has its own deadline
 
     def send_400_response(self, msg: str) -> None:
-        error = self.h11.last_error
-        status = error.error_status_hint if error is not None else 400
-        if status == 431:
-            code = "head_too_large"
-            message = (
-                f"the request line and headers are too large: at most "
-                f"{self.limits.max_head_bytes} bytes"
-            )
-        else:
-            status, code, message = 400, "bad_http", f"not a valid HTTP request: {error or msg}"
-        body = json.dumps({"error": code, "message": message}).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (API_HEADER.encode(), __version__.encode()),
-            (b"connection", b"close"),
-        ]
-        try:
-            reason = http.HTTPStatus(status).phrase.encode()
-            event = h11.Response(status_code=status, headers=headers, reason=reason)
-            self.transport.write(self.conn.send(event) or b"")
-            self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
-            self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
-        except h11.LocalProtocolError:
-            pass  # h11 cannot answer in this state: just close
+        """uvicorn calls this from inside its `except` for the parser's error: the error
+        (sys.exc_info) has the parser's own words, uvicorn's `msg` only "invalid"."""
+        if self.head_too_large:
+            self._refuse(*self._head_too_large())
+            return
+        error = sys.exc_info()[1]
+        self._refuse(400, "bad_http", f"not a valid HTTP request: {error or msg}")
+
+    def _head_too_large(self) -> tuple[int, str, str]:
+        limit = self.limits.max_head_bytes
+        return (
+            431,
+            "head_too_large",
+            f"the request line and headers are too large: at most {limit} bytes",
+        )
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        """Answer `status` with the API's JSON error and close. Not while an answer to an
+        earlier request on this connection is still being written (its bytes would mix
+        with ours): then only close."""
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if not answering:
+            self.transport.write(_error_answer(status, code, message))
         self.transport.close()
 
     def _arm(self) -> None:
@@ -339,13 +355,17 @@ class PoolProtocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.cycle is None or self.cycle is self.cycle_before:  # not even the head came
-            body = json.dumps(
-                {
-                    "error": "request_timeout",
-                    "message": f"the request did not arrive whole within "
-                    f"{self.limits.read_timeout_s:g} s",
-                }
-            ).encode()
-            header = (API_HEADER.encode(), __version__.encode())
-            self.transport.write(_TIMEOUT_ANSWER % (*header, len(body), body))
+            message = f"the request did not arrive whole within {self.limits.read_timeout_s:g} s"
+            self.transport.write(_error_answer(408, "request_timeout", message))
         self.transport.close()
+
+
+def _error_answer(status: int, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 answer carrying the API's JSON error, that closes the connection."""
+    body = json.dumps({"error": code, "message": message}).encode()
+    head = (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"{API_HEADER}: {__version__}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body

@@ -20,7 +20,7 @@ from gpupool.api.checks import Asgi, Message, Receive, Scope, Send, send_error
 from gpupool.core.units import format_size
 
 DEFAULT_MAX_BODY = 1024 * 1024  # a spec with the submitter's whole environment fits easily
-DEFAULT_MAX_HEAD = 16 * 1024  # request line and headers (h11's own default)
+DEFAULT_MAX_HEAD = 16 * 1024  # request line and headers (as h11, uvicorn's other parser)
 DEFAULT_READ_TIMEOUT_S = 10.0
 DEFAULT_MAX_TCP_CONNECTIONS = 256
 DEFAULT_MAX_UNIX_CONNECTIONS = 1024
