@@ -16,8 +16,8 @@ PostgreSQL is a throwaway server (tests/pg_server.py) with fsync on, as SQLite's
 synchronous=FULL syncs every commit, or `--postgres-url` (a database that is emptied first).
 Prints one JSON object:
     {"machine": ..., "sqlite": {...}, "postgresql": {...}}
-with, per backend: jobs, clients, errors (by kind), submissions_per_s, and the submit
-latency p50_ms, p99_ms and max_ms. Usage:
+with, per backend: jobs, clients, errors (by kind), submissions_per_s, the submit
+latency p50_ms, p99_ms and max_ms, and the daemon's CPU per submission. Usage:
     python bench/load.py [--jobs 10000] [--clients 100] [--backends sqlite,postgresql]
 """
 
@@ -91,11 +91,13 @@ def run_load(pool: Pool, jobs: int, clients: int) -> dict[str, object]:
     for t in threads:
         t.start()
     load_before = os.getloadavg()[0]
+    cpu_before = _daemon_cpu_s(pool)
     start.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    cpu_s = _daemon_cpu_s(pool) - cpu_before
     page = pool.client.job_page(limit=1)
     ms = tally.latencies_ms
     return {
@@ -111,6 +113,9 @@ def run_load(pool: Pool, jobs: int, clients: int) -> dict[str, object]:
         "p50_ms": round(statistics.median(ms), 1) if ms else None,
         "p99_ms": round(pct(ms, 0.99), 1) if ms else None,
         "max_ms": round(max(ms), 1) if ms else None,
+        # The daemon's CPU (all its threads) per acknowledged submission: less noisy than
+        # the latencies from run to run on a shared machine.
+        "daemon_cpu_ms_per_submission": round(cpu_s * 1000 / len(ms), 3) if ms else None,
         "load_average_before": round(load_before, 2),
         "load_average_after": round(os.getloadavg()[0], 2),
     }
@@ -138,6 +143,14 @@ def bench_backend(
         finally:
             pool.cleanup()
             databases.drop_all()
+
+
+def _daemon_cpu_s(pool: Pool) -> float:
+    """The daemon's user and system CPU time so far, in seconds (/proc/PID/stat)."""
+    assert pool.proc is not None
+    stat = Path(f"/proc/{pool.proc.pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # from field 3 (state) on
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def _rss_mb(pool: Pool) -> float | None:
