@@ -2,9 +2,10 @@
 
 uvicorn runs one protocol object per connection; `PoolProtocol` is uvicorn's httptools
 protocol (a C parser: h11's, in Python, was ~a quarter of the event loop's time under 100
-clients submitting at once, bench/load.py) that, when the connection is made, learns which listener accepted it (the Unix socket or
-TCP) and, on the Unix socket, the client's process, user and group from the kernel
-(SO_PEERCRED: nothing the client sends can change it). Every request on that connection
+clients submitting at once, bench/load.py) that, when the connection is made, learns
+which listener accepted it (the Unix socket or TCP) and, on the Unix socket, the client's
+process, user and group from the kernel (SO_PEERCRED: nothing the client sends can change
+it). Every request on that connection
 then carries both in its scope, under `LISTENER_KEY` and `PEER_KEY`; `listener_of` and
 `peer_of` read them back with their types. A TCP connection's requests also share one
 `TcpClient` (`TCP_CLIENT_KEY`, `tcp_client_of`): what api/identity.py learnt of its client
@@ -164,8 +165,8 @@ class OpenConnections:
 
 
 class PoolProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the listener and the peer put into every request's scope,
-    within `limits` (see the module's docstring). `configured` makes the class a server
+    """uvicorn's httptools protocol, with the listener and the peer put into every request's
+    scope, within `limits` (see the module's docstring). `configured` makes the class a server
     uses, with its limits and its own connection counts."""
 
     limits: ClassVar[HttpLimits] = HttpLimits()
@@ -197,7 +198,7 @@ class PoolProtocol(HttpToolsProtocol):
         self.head_began_in_piece = False
         self.head_bytes = 0
         self.head_piece_bytes = 0
-        self.head_too_large = False
+        self.head_too_large = False  # the parser's callbacks found it over (send_400_response)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         sock = transport.get_extra_info("socket")
@@ -297,8 +298,7 @@ class PoolProtocol(HttpToolsProtocol):
         if self.head_open and not self.head_began_in_piece:  # a piece wholly of the head
             self.head_piece_bytes += len(data)
             if self.head_piece_bytes > self.limits.max_head_bytes:
-                self.head_too_large = True
-                self._refuse(*self._head_too_large())
+                self._refuse_head_too_large()
                 return
         cycle = self.cycle
         if cycle is not None and cycle is not self.cycle_before and not cycle.more_body:
@@ -314,18 +314,15 @@ class PoolProtocol(HttpToolsProtocol):
         """uvicorn calls this from inside its `except` for the parser's error: the error
         (sys.exc_info) has the parser's own words, uvicorn's `msg` only "invalid"."""
         if self.head_too_large:
-            self._refuse(*self._head_too_large())
+            self._refuse_head_too_large()
             return
         error = sys.exc_info()[1]
         self._refuse(400, "bad_http", f"not a valid HTTP request: {error or msg}")
 
-    def _head_too_large(self) -> tuple[int, str, str]:
+    def _refuse_head_too_large(self) -> None:
         limit = self.limits.max_head_bytes
-        return (
-            431,
-            "head_too_large",
-            f"the request line and headers are too large: at most {limit} bytes",
-        )
+        message = f"the request line and headers are too large: at most {limit} bytes"
+        self._refuse(431, "head_too_large", message)
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer `status` with the API's JSON error and close. Not while an answer to an
