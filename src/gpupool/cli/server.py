@@ -211,8 +211,17 @@ def http_settings(args: argparse.Namespace) -> HttpSettings:
 def _log_to_stderr() -> None:
     """The daemon's log on stderr: '2026-11-23 14:05:09 job 12 started on box:0,1';
     warnings and errors say so. (logging is imported here: every other verb builds this
-    module's parser, and none of them logs.)"""
+    module's parser, and none of them logs.)
+
+    A thread of its own writes the lines: a caller only queues its record, so the API's
+    event loop never waits on stderr (a pipe to journald that is slow or full, a slow
+    disk), nor for the interpreter's lock after the write (docs/benchmarks.md, issue 13).
+    Lines still queued when the process ends normally are written at exit; a SIGKILL can
+    lose the last few milliseconds' lines, never a job (the store has it)."""
+    import atexit
     import logging
+    import logging.handlers
+    import queue
 
     class _DaemonLogFormat(logging.Formatter):
         def __init__(self) -> None:
@@ -225,8 +234,12 @@ def _log_to_stderr() -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_DaemonLogFormat())
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    writer = logging.handlers.QueueListener(lines, handler)
+    writer.start()
+    atexit.register(writer.stop)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [logging.handlers.QueueHandler(lines)]
     root.setLevel(logging.INFO)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations only speak on trouble
 
