@@ -23,6 +23,7 @@ from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
 from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from gpupool.api.metrics import PoolMetrics
+from gpupool.api.quick_submit import QuickSubmit
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
@@ -76,8 +77,6 @@ def create_app(
     clock: Clock = access.clock
     exported = metrics if metrics is not None else PoolMetrics(service)
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
-    app.add_middleware(IdentifyAsGpupool, version=__version__)
-    app.add_middleware(SameOriginAnswers)
     app.state.access = access
     api = APIRouter(dependencies=[Depends(caller_of)])
 
@@ -199,11 +198,8 @@ def create_app(
             "mode": access.authority.mode.value,
         }
 
-    @api.post("/v1/jobs", status_code=201)
-    async def submit(
-        caller: CallerDep,
-        spec: dict[str, Any] = Body(...),
-        token: str | None = Body(None, max_length=MAX_TOKEN),
+    async def submit_answer(
+        caller: Caller, spec: dict[str, Any], token: str | None
     ) -> dict[str, object]:
         """Queue a job as the caller (a `user` in the body is ignored: the server names
         the submitter, api/identity.py). In the event loop: it awaits the group commit
@@ -218,6 +214,16 @@ def create_app(
         if job.array_id is not None:  # an array (--array): every task's id, in index order
             answer["array_tasks"] = await asyncio.to_thread(service.array_task_ids, job.array_id)
         return answer
+
+    @api.post("/v1/jobs", status_code=201)
+    async def submit(
+        caller: CallerDep,
+        spec: dict[str, Any] = Body(...),
+        token: str | None = Body(None, max_length=MAX_TOKEN),
+    ) -> dict[str, object]:
+        """Queue a job as the caller. A well-formed submission is answered before it gets
+        here, by the same code (api/quick_submit.py); this route answers the rest."""
+        return await submit_answer(caller, spec, token)
 
     add_batch_routes(api, service, access, MAX_TOKEN)
 
@@ -315,6 +321,11 @@ def create_app(
 
     app.include_router(api)
     add_dashboard(app)  # `/`: the web dashboard's files, no token (api/dashboard.py)
+    # The last added is the outermost: a plain submission is answered inside both headers.
+    handlers = app.exception_handlers
+    app.add_middleware(QuickSubmit, submit_answer, caller_of, handlers, MAX_TOKEN)
+    app.add_middleware(IdentifyAsGpupool, version=__version__)
+    app.add_middleware(SameOriginAnswers)
     return app
 
 
