@@ -15,12 +15,15 @@ def test_the_garbage_collector_is_tuned_for_serving() -> None:
     # In a process of its own: freezing the test process's heap would outlive the test.
     code = (
         "import gc\n"
-        "from gpupool.api.serving import YOUNG_GC_THRESHOLD, tune_garbage_collector\n"
+        "from gpupool.api.serving import MIDDLE_GC_THRESHOLD, YOUNG_GC_THRESHOLD\n"
+        "from gpupool.api.serving import tune_garbage_collector\n"
         "before = gc.get_threshold()\n"
         "tune_garbage_collector()\n"
         "after = gc.get_threshold()\n"
         "assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
-        "assert after == (YOUNG_GC_THRESHOLD, *before[1:]), (before, after)\n"
+        "wanted = (YOUNG_GC_THRESHOLD, MIDDLE_GC_THRESHOLD, before[2])\n"
+        "assert after == wanted, (before, after)\n"
+        "assert MIDDLE_GC_THRESHOLD < before[1], before  # below CPython's default\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
