@@ -59,6 +59,17 @@ class IdentifyAsGpupool:
         await self.app(scope, receive, send_identified)
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """`receive` for an app after a middleware read the whole `body`: it first gives the
+    body, in one message, then whatever comes after (a disconnect)."""
+    given: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return given.pop() if given else await receive()
+
+    return replay
+
+
 def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
     """FastAPI's validation errors as [{"field", "message"}]: the field is the location
     without "path"/"query"/"body" (`job_id`, `offset`, `spec.gpus`), and the message says

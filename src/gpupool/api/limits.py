@@ -16,7 +16,7 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass
 
-from gpupool.api.checks import Asgi, Message, Receive, Scope, Send, send_error
+from gpupool.api.checks import Asgi, Receive, Scope, Send, replaying, send_error
 from gpupool.core.units import format_size
 
 DEFAULT_MAX_BODY = 1024 * 1024  # a spec with the submitter's whole environment fits easily
@@ -109,13 +109,7 @@ class LimitBody:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        whole: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        given = [whole]
-
-        async def replay() -> Message:
-            return given.pop() if given else await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send, size: int | None) -> None:
         message = body_too_large(size, self.limit)

@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gpupool.api.checks import Asgi, Message, Receive, Scope, Send
+from gpupool.api.checks import Asgi, Receive, Scope, Send, replaying
 from gpupool.core.access import Caller
 
 PATH = "/v1/jobs"
@@ -82,10 +82,10 @@ class QuickSubmit:
             return
         plain = self._plain(body)
         if plain is None:
-            await self.app(scope, _replaying(body, receive), send)
+            await self.app(scope, replaying(body, receive), send)
             return
         spec, token = plain
-        request = Request(scope, _replaying(body, receive))
+        request = Request(scope, replaying(body, receive))
         try:
             answer = await self.submit(await self.caller_of(request), spec, token)
         except Exception as exc:
@@ -146,21 +146,6 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """`receive` that first gives the body already read, then whatever comes after (a
-    disconnect)."""
-    given = False
-
-    async def replay() -> Message:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
 
 
 def _handler_for(handlers: ExceptionHandlers, exc: Exception) -> Callable[..., Any] | None:

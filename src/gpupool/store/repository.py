@@ -453,7 +453,7 @@ class Store(
                 # One statement over two arrays: a statement per job cost the daemon ~20 us
                 # of interpreter time per job, in a burst each second under a stream of
                 # submissions (its p99, docs/benchmarks.md); this costs ~2 us.
-                ids, words = zip(*changed, strict=True)
+                ids, words = [i for i, _ in changed], [r for _, r in changed]
                 s.connection().execute(_SET_REASONS_JOINED, {"ids": ids, "words": words})
             else:  # SQLite in-process: no arrays, and a statement per job is cheap
                 rows = [{"b_id": i, "b_reason": r} for i, r in changed]
