@@ -61,6 +61,32 @@ def test_writes_that_arrive_during_a_write_are_written_together() -> None:
     assert batches[0] == [0] and sorted(batches[1]) == list(range(1, 21)) and len(batches) == 2
 
 
+def test_in_flight_counts_the_items_queued_and_being_written_until_they_resolve() -> None:
+    # The engine's passes wait while many submissions are in flight (engine/pacing.py).
+    started, release = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def write_many(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        started.set()
+        assert release.wait(10)
+        if len(batches) == 1:
+            raise OSError(5, "Input/output error")
+        return list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+    assert group.in_flight == 0
+    first = group.submit(0)
+    assert started.wait(10)
+    rest = [group.submit(i) for i in range(1, 4)]
+    assert group.in_flight == 4  # one being written, three queued behind it
+    release.set()
+    with pytest.raises(OSError):
+        first.result(10)
+    assert [f.result(10) for f in rest] == [1, 2, 3]
+    assert group.in_flight == 0  # a failed batch and a written one both leave nothing
+
+
 def test_a_failed_batch_fails_every_writer_in_it_and_the_next_batch_goes_on() -> None:
     calls = 0
 

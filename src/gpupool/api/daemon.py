@@ -402,6 +402,7 @@ def _serve(
         stack.callback(backend.close)
     metrics = PoolMetrics(service)  # /metrics; told of passes and starts by the engine
     engine.observer = metrics
+    engine.arrivals = service  # a pass waits while a burst of submissions is in flight
     unix = _unix_socket(sock_path)
     stack.callback(sock_path.unlink, missing_ok=True)
     url = None

@@ -35,6 +35,7 @@ class GroupCommit(Generic[T, R]):
         self._waiting: list[tuple[T, Future[R]]] = []
         self._cond = threading.Condition()
         self._writer: threading.Thread | None = None  # started by the first item
+        self._writing = 0  # items in the batch being written now
 
     def submit(self, item: T) -> Future[R]:
         """Queue `item`; its future resolves to its result once the transaction that holds
@@ -48,6 +49,12 @@ class GroupCommit(Generic[T, R]):
             self._cond.notify()
         return future
 
+    @property
+    def in_flight(self) -> int:
+        """Items queued or being written, whose futures have not resolved yet (read without
+        the lock: a gauge of the load, engine/pacing.py)."""
+        return len(self._waiting) + self._writing
+
     def write(self, item: T) -> R:
         """Write `item` (with whatever else is waiting) and return its result."""
         return self.submit(item).result()
@@ -58,13 +65,16 @@ class GroupCommit(Generic[T, R]):
                 while not self._waiting:
                     self._cond.wait()
                 batch, self._waiting = self._waiting, []
+                self._writing = len(batch)
             try:
                 results = self._write_many([item for item, _ in batch])
                 if len(results) != len(batch):
                     raise RuntimeError(f"{len(results)} results for a batch of {len(batch)}")
             except BaseException as exc:  # every caller of the batch learns it; go on
+                self._writing = 0
                 for _, future in batch:
                     future.set_exception(exc)
                 continue
+            self._writing = 0
             for (_, future), result in zip(batch, results, strict=True):
                 future.set_result(result)

@@ -73,7 +73,7 @@ from gpupool.engine.events import (
 )
 from gpupool.engine.gating import Gating
 from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
-from gpupool.engine.pacing import PassBudget
+from gpupool.engine.pacing import DEFER_RECHECK_S, Arrivals, NoArrivals, PassBudget, PassDeferral
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState, Tracked, handle_of, slim
 from gpupool.engine.view import JobsView
@@ -135,6 +135,9 @@ class Engine:
         self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
         self._wake = threading.Event()
         self._pass_budget = PassBudget()  # how often passes may run (engine/pacing.py)
+        self.deferral = PassDeferral()  # and whether one waits for submissions in flight
+        self.arrivals: Arrivals = NoArrivals()  # the API's load (set by the daemon)
+        self.passes_deferred = 0  # rounds whose due pass waited for submissions in flight
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # Events posted by other threads, and how many were ever posted and taken in.
@@ -293,6 +296,8 @@ class Engine:
             self._carry_out(instructions)
             self._poll()
             for _ in range(_PASSES_PER_ROUND):
+                if self._pass_waits(self.clock.now()):
+                    break
                 due = react(self.state, Tick(self.clock.now()))
                 if not due:
                     break
@@ -303,6 +308,19 @@ class Engine:
             # the view, so a reason stored before its pass's view is out reads as no why.
             self._publish(taken)
             self._write_reasons(force=not self.state.dirty)
+
+    def _pass_waits(self, now: float) -> bool:
+        """Whether a pass due now waits for the submissions in flight (engine/pacing.py);
+        the engine then looks again in DEFER_RECHECK_S. A pass asked for (`run_pass`, a
+        refused commit) never waits."""
+        state = self.state
+        if state.pass_now or not state.wants_pass(now):
+            return False
+        if not self.deferral.defer(now, self.arrivals.submissions_in_flight()):
+            return False
+        self.passes_deferred += 1
+        state.paced_until = max(state.paced_until, now + DEFER_RECHECK_S)
+        return True
 
     def _write_reasons(self, force: bool = False) -> None:
         """Store the reason codes passes gave (the view has them at once; `show` reads them

@@ -161,6 +161,11 @@ class PoolService:
             return await asyncio.to_thread(self.submit_array, new, user)
         return self.submitted(await asyncio.wrap_future(self._submits.submit(new)), user)
 
+    def submissions_in_flight(self) -> int:
+        """Submissions waiting for their group commit or in it (the engine's pass waits
+        while many are: engine/pacing.py)."""
+        return self._submits.in_flight
+
     def submit_array(self, new: NewJob, user: str) -> Job:
         """Store the array `new` submits, one job per index (engine/arrays.py), and tell
         the engine; its first task, whose id is the array's."""

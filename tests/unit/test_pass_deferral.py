@@ -1,0 +1,115 @@
+"""The engine's pass waits while a burst of submissions is in flight (engine/pacing.py,
+`PassDeferral`), with a real store (SQLite, and PostgreSQL where the tests have it), a real
+executor and the engine's own thread: the API side's load is a stand-in whose count the
+test sets (the daemon's is the group commit's, tests/unit/test_group_commit.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from executor_helpers import stop_everything
+from test_store import store_url_fixture  # noqa: F401  (fixture)
+
+from gpupool.core.execution import RunAs
+from gpupool.core.job import JobSpec, JobState
+from gpupool.engine import Engine, PoolService
+from gpupool.engine.pacing import PassDeferral
+from gpupool.executor import LocalExecutor
+from gpupool.inventory import resolve_inventory
+from gpupool.store import Store
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+ENV = (("PATH", os.environ.get("PATH", "/usr/bin:/bin")),)
+SLEEPER = JobSpec(command=("sleep", "60"), workdir="/", base_env=ENV)
+
+
+class Load:
+    """Submissions in flight, as the test says."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def submissions_in_flight(self) -> int:
+        return self.n
+
+
+def _until(what: Callable[[], bool], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not what():
+        if time.monotonic() > deadline:
+            raise AssertionError("not within the deadline")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def pool(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolService, Load]]:
+    store = Store.open(store_url)
+    # The jobs' users are names here, not Unix users: run them as we are.
+    executor = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)
+    inventory = resolve_inventory(gpus="1xA100-80GB")
+    engine = Engine(store, executor, inventory)
+    load = Load(0)
+    engine.arrivals = load
+    service = PoolService(store, executor, engine, inventory)
+    engine.start()
+    try:
+        yield store, engine, service, load
+    finally:
+        engine.stop()
+        stop_everything(executor)
+        executor.close()
+        store.close()
+
+
+def test_a_pass_waits_while_a_burst_is_in_flight_and_runs_once_it_drains(
+    pool: tuple[Store, Engine, PoolService, Load],
+) -> None:
+    store, engine, service, load = pool
+    engine.deferral = PassDeferral(at=8, max_s=3600.0)  # only the drain lets it run
+    load.n = 50
+    passes = engine.passes
+    job = service.submit(SLEEPER, "alice", time.time())
+    _until(lambda: engine.passes_deferred >= 3)  # looked again, and waited again
+    assert engine.passes == passes
+    assert store.get(job.id).state is JobState.PENDING
+    load.n = 0
+    _until(lambda: store.get(job.id).state is JobState.RUNNING)
+
+
+def test_a_stream_that_never_drains_still_gets_a_pass_after_max_s(
+    pool: tuple[Store, Engine, PoolService, Load],
+) -> None:
+    store, engine, service, load = pool
+    engine.deferral = PassDeferral(at=8, max_s=0.3)
+    load.n = 50
+    job = service.submit(SLEEPER, "alice", time.time())
+    _until(lambda: store.get(job.id).state is JobState.RUNNING)
+    assert engine.passes_deferred > 0
+
+
+def test_few_submissions_in_flight_never_make_a_pass_wait(
+    pool: tuple[Store, Engine, PoolService, Load],
+) -> None:
+    store, engine, service, load = pool
+    engine.deferral = PassDeferral(at=8, max_s=3600.0)
+    load.n = 7
+    job = service.submit(SLEEPER, "alice", time.time())
+    _until(lambda: store.get(job.id).state is JobState.RUNNING)
+    assert engine.passes_deferred == 0
+
+
+def test_a_pass_asked_for_never_waits(
+    pool: tuple[Store, Engine, PoolService, Load],
+) -> None:
+    store, engine, service, load = pool
+    engine.deferral = PassDeferral(at=8, max_s=3600.0)
+    load.n = 50
+    job = service.submit(SLEEPER, "alice", time.time())
+    _until(lambda: engine.passes_deferred >= 1)
+    decision = engine.run_pass()  # as after a refused commit: the engine asks for one
+    assert [s.job_id for s in decision.starts] == [job.id]
