@@ -241,6 +241,9 @@ class Failing:
     def job_started(self, start: JobStarted) -> None:
         raise RuntimeError("observer down")
 
+    def pass_deferred(self) -> None:
+        raise RuntimeError("observer down")
+
 
 def test_a_failing_observer_costs_a_measurement_never_a_start(
     pool: Pool, caplog: pytest.LogCaptureFixture

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from executor_helpers import stop_everything
+from prometheus_client.parser import text_string_to_metric_families
 from test_store import store_url_fixture  # noqa: F401  (fixture)
 
+from gpupool.api.metrics import PoolMetrics
 from gpupool.core.execution import RunAs
 from gpupool.core.job import JobSpec, JobState
 from gpupool.engine import Engine, PoolService
@@ -71,14 +73,26 @@ def test_a_pass_waits_while_a_burst_is_in_flight_and_runs_once_it_drains(
 ) -> None:
     store, engine, service, load = pool
     engine.deferral = PassDeferral(at=8, max_s=3600.0)  # only the drain lets it run
+    metrics = PoolMetrics(service)
+    engine.observer = metrics
     load.n = 50
     passes = engine.passes
     job = service.submit(SLEEPER, "alice", time.time())
-    _until(lambda: engine.passes_deferred >= 3)  # looked again, and waited again
+    _until(lambda: engine.passes_deferred == 1)
     assert engine.passes == passes
     assert store.get(job.id).state is JobState.PENDING
     load.n = 0
     _until(lambda: store.get(job.id).state is JobState.RUNNING)
+    assert engine.passes_deferred == 1  # one pass waited, however often it looked again
+    assert _deferred_total(metrics) == 1.0  # and /metrics says so
+
+
+def _deferred_total(metrics: PoolMetrics) -> float:
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == "gpupool_scheduling_passes_deferred_total":
+                return sample.value
+    raise AssertionError("no gpupool_scheduling_passes_deferred_total")
 
 
 def test_a_stream_that_never_drains_still_gets_a_pass_after_max_s(

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpupool.engine.figures import PoolFigures
@@ -81,6 +81,12 @@ class PoolMetrics:
             buckets=PASS_BUCKETS_S,
             registry=self.registry,
         )
+        self._deferred = Counter(
+            "gpupool_scheduling_passes_deferred",
+            "Scheduling passes that fell due while 8 or more submissions were in flight and "
+            "waited for them (at most 0.5 s each)",
+            registry=self.registry,
+        )
 
     # -- EngineObserver (called by the engine's thread; prometheus_client's are thread-safe)
 
@@ -89,6 +95,9 @@ class PoolMetrics:
 
     def job_started(self, start: JobStarted) -> None:
         self._wait.labels(start.project).observe(start.waited_s)
+
+    def pass_deferred(self) -> None:
+        self._deferred.inc()
 
     # -- the scrape --------------------------------------------------------------------------
 

@@ -137,7 +137,7 @@ class Engine:
         self._pass_budget = PassBudget()  # how often passes may run (engine/pacing.py)
         self.deferral = PassDeferral()  # and whether one waits for submissions in flight
         self.arrivals: Arrivals = NoArrivals()  # the API's load (set by the daemon)
-        self.passes_deferred = 0  # rounds whose due pass waited for submissions in flight
+        self.passes_deferred = 0  # due passes that waited for submissions in flight
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # Events posted by other threads, and how many were ever posted and taken in.
@@ -316,9 +316,12 @@ class Engine:
         state = self.state
         if state.pass_now or not state.wants_pass(now):
             return False
+        waiting = self.deferral.since is not None  # this pass waited already
         if not self.deferral.defer(now, self.arrivals.submissions_in_flight()):
             return False
-        self.passes_deferred += 1
+        if not waiting:
+            self.passes_deferred += 1
+            self._tell_observer(deferred=True)
         state.paced_until = max(state.paced_until, now + DEFER_RECHECK_S)
         return True
 
@@ -516,13 +519,17 @@ class Engine:
                 self.state.ended.record(job_id, state)
         return self.state.gating()
 
-    def _tell_observer(self, pass_took: float | None = None, started: Iterable[Job] = ()) -> None:
-        """Tell the observer a pass's duration or the jobs just started, never failing the
-        instruction for it: what it raises is logged (raised here, it would lose a commit's
-        events, and with them the launches, until the next resync)."""
+    def _tell_observer(
+        self, pass_took: float | None = None, started: Iterable[Job] = (), deferred: bool = False
+    ) -> None:
+        """Tell the observer a pass's duration, the jobs just started or a pass deferred,
+        never failing the instruction for it: what it raises is logged (raised here, it
+        would lose a commit's events, and with them the launches, until the next resync)."""
         try:
             if pass_took is not None:
                 self.observer.pass_ran(pass_took)
+            if deferred:
+                self.observer.pass_deferred()
             for start in first_starts(started):
                 self.observer.job_started(start)
         except Exception:

@@ -32,6 +32,9 @@ class EngineObserver(Protocol):
     def job_started(self, start: JobStarted) -> None:
         """A job started for the first time (its start committed to the store)."""
 
+    def pass_deferred(self) -> None:
+        """A due pass began to wait for the submissions in flight (engine/pacing.py)."""
+
 
 class NoObserver:
     """The engine's observer when nobody measures it."""
@@ -40,6 +43,9 @@ class NoObserver:
         pass
 
     def job_started(self, start: JobStarted) -> None:
+        pass
+
+    def pass_deferred(self) -> None:
         pass
 
 
