@@ -21,21 +21,12 @@ from collections.abc import Iterable, Mapping
 
 from gpupool.core.backends import Backend
 from gpupool.core.clock import Clock, SystemClock
-from gpupool.core.execution import (
-    Allocation,
-    ContainerLaunch,
-    Executor,
-    Handle,
-    LaunchRequest,
-    Observation,
-    RankLayout,
-)
+from gpupool.core.execution import Executor, Observation
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 from gpupool.engine import backend_io, log_lines
 from gpupool.engine.contracts import EngineStore
-from gpupool.engine.environment import container_environment, job_environment
 from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
@@ -72,6 +63,7 @@ from gpupool.engine.events import (
     Tick,
 )
 from gpupool.engine.gating import Gating
+from gpupool.engine.launching import launch_request
 from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
 from gpupool.engine.pacing import DEFER_RECHECK_S, Arrivals, NoArrivals, PassBudget, PassDeferral
 from gpupool.engine.react import react
@@ -446,7 +438,7 @@ class Engine:
                 job = self._full.pop(job_id, None) or store.get(job_id)
                 if job.state is not JobState.RUNNING or job.node is None:
                     return [], False
-                executor.launch(self._launch_request(job, time_limit_s))
+                executor.launch(launch_request(job, time_limit_s))
                 return [], True
             case Finish():
                 job = store.finish(
@@ -535,25 +527,6 @@ class Engine:
         except Exception:
             log.exception("engine: the observer failed (nothing is lost but a measurement)")
 
-    def _launch_request(self, job: Job, time_limit_s: float) -> LaunchRequest:
-        spec = job.spec
-        assert job.node is not None
-        return LaunchRequest(
-            handle=Handle(job.id, job.restart_count),
-            command=spec.command,
-            env=job_environment(job),
-            workdir=spec.workdir,
-            time_limit_s=time_limit_s,
-            grace_s=spec.grace_s,
-            allocation=Allocation(job.node, job.gpus, job.gpu_memory_bytes),
-            user=job.user,  # run as its owner where the executor runs jobs so (shared mode)
-            umask=spec.umask,
-            # One rank per GPU it holds (spec rules: a distributed job has whole GPUs).
-            ranks=None if spec.distributed is None else RankLayout(len(job.gpus)),
-            container=_container_launch(job),
-            separate_stderr=spec.separate_stderr,
-        )
-
     # -- fair share ------------------------------------------------------------------------
 
     def usage(self) -> Usage:
@@ -569,14 +542,6 @@ class Engine:
             self._usage = decayed_usage(intervals, now, half_life)
             self._usage_at = now
         return self._usage
-
-
-def _container_launch(job: Job) -> ContainerLaunch | None:
-    """A job with an image runs in it, with the engine settled at submit (service.py)."""
-    spec = job.spec
-    if spec.image is None:
-        return None
-    return ContainerLaunch(spec.image, spec.container_engine, container_environment(job))
 
 
 def _said_of(ins: Instruction) -> Said | None:
