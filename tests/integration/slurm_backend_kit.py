@@ -54,6 +54,7 @@ def request(
     time_limit_s: float | None = None,
     distributed: bool = False,
     separate_stderr: bool = False,
+    grace_s: float = 2.0,
 ) -> LaunchRequest:
     return LaunchRequest(
         handle=handle,
@@ -61,7 +62,7 @@ def request(
         env=dict(cluster.env),  # carries the cluster's token: teardown finds every job
         workdir=str(cluster.workdir),
         time_limit_s=time_limit_s,
-        grace_s=2.0,
+        grace_s=grace_s,
         allocation=Allocation("hpc", ()),
         ranks=RankLayout(nproc_per_node=gpus, nnodes=nodes) if distributed else None,
         separate_stderr=separate_stderr,
@@ -109,3 +110,32 @@ time.sleep(600)
 
 def catcher(where: Path, sig: str, end: bool) -> list[str]:
     return [PY, "-c", CATCHER, str(where), sig, "end" if end else "on"]
+
+
+# A python command that marks itself ready (DIR/ready), notes when the first SIGTERM came
+# (DIR/term; a later one, e.g. the final scancel's, changes nothing) and goes on, writing
+# the time into DIR/alive every 0.1 s until it is killed.
+STUBBORN = """
+import os, pathlib, signal, sys, time
+d = pathlib.Path(sys.argv[1])
+def note(path, text):
+    tmp = d / (path + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, d / path)
+def first_term(*_):
+    try:
+        fd = os.open(d / "term", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return
+    os.write(fd, repr(time.time()).encode())
+    os.close(fd)
+signal.signal(signal.SIGTERM, first_term)
+note("ready", "")
+while True:
+    note("alive", repr(time.time()))
+    time.sleep(0.1)
+"""
+
+
+def stubborn(where: Path) -> list[str]:
+    return [PY, "-c", STUBBORN, str(where)]

@@ -23,6 +23,7 @@ from integration.slurm_backend_kit import (
     make_backend,
     request,
     running,
+    stubborn,
     wait_obs,
 )
 from integration.slurm_pool import cluster_fixture  # noqa: F401 (the fixture)
@@ -98,6 +99,40 @@ def test_cancel_through_the_backend(cluster: SlurmCluster, tmp_path: Path) -> No
     pre = wait_obs(backend, p, exited)
     assert pre.exit is not None and pre.exit.reason is ExitReason.PREEMPTED
     assert not backend.signal(Handle(99, 0), StopKind.CANCEL)  # never launched
+
+
+def test_a_cancel_gives_the_runs_own_grace_not_the_clusters_killwait(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # The test cluster's KillWait is 2 s; the run's grace 6 s. The command ignores SIGTERM.
+    backend = make_backend(cluster, tmp_path)
+    h = Handle(11, 0)
+    backend.launch(request(cluster, h, stubborn(tmp_path), grace_s=6.0))
+    cluster.wait_for((tmp_path / "ready").exists, DEADLINE_S, "the command started")
+    assert backend.signal(h, StopKind.CANCEL)
+    cluster.wait_for((tmp_path / "term").exists, DEADLINE_S, "SIGTERM reached the command")
+    assert backend.signal(h, StopKind.CANCEL)  # asked again: the grace goes on, not anew
+    obs = wait_obs(backend, h, exited)
+    assert obs.exit is not None and obs.exit.reason is ExitReason.CANCELLED
+    term = float((tmp_path / "term").read_text())
+    last_alive = float((tmp_path / "alive").read_text())
+    assert last_alive - term >= 6.0 - 0.5, last_alive - term  # ran on through its grace
+
+
+def test_a_preempted_run_that_ends_itself_on_sigterm_reads_preempted(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # It checkpoints and exits 0 in its grace: Slurm says COMPLETED; gpupool must requeue.
+    backend = make_backend(cluster, tmp_path)
+    h = Handle(12, 0)
+    backend.launch(request(cluster, h, catcher(tmp_path, "SIGTERM", end=True), grace_s=30.0))
+    cluster.wait_for((tmp_path / "ready").exists, DEADLINE_S, "the command's handler set")
+    t0 = time.monotonic()
+    assert backend.signal(h, StopKind.PREEMPT)
+    obs = wait_obs(backend, h, exited)
+    assert obs.exit is not None and obs.exit.reason is ExitReason.PREEMPTED
+    assert (tmp_path / "got-SIGTERM").exists()
+    assert time.monotonic() - t0 < 30.0  # it ended itself: the grace was not waited out
 
 
 def test_cancelled_by_hand_outside_gpupool(cluster: SlurmCluster, tmp_path: Path) -> None:

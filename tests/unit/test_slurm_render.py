@@ -23,6 +23,7 @@ from gpupool.core.execution import (
     LaunchRequest,
     RankLayout,
     RunState,
+    StopKind,
 )
 
 FILES = RunFiles(Path("/shared/out/gp-p-7-0"))
@@ -227,7 +228,7 @@ def test_states_map(
     job: str, state: RunState, reason: ExitReason | None, code: int | None, detail: str
 ) -> None:
     rows = {r.job_id: r for r in parse_squeue(SQUEUE)}
-    obs = observe(rows[job], f"slurm://c/{job}", preempted_by_us=False, now=0.0)
+    obs = observe(rows[job], f"slurm://c/{job}", stop=None, now=0.0)
     assert (obs.state, obs.detail, obs.ref) == (state, detail, f"slurm://c/{job}")
     if reason is None:
         assert obs.exit is None
@@ -237,8 +238,27 @@ def test_states_map(
 
 def test_a_cancel_gpupool_made_as_a_preemption_reads_preempted() -> None:
     row = next(r for r in parse_squeue(SQUEUE) if r.job_id == "14")
-    obs = observe(row, "r", preempted_by_us=True, now=0.0)
+    obs = observe(row, "r", stop=StopKind.PREEMPT, now=0.0)
     assert obs.exit is not None and obs.exit.reason is ExitReason.PREEMPTED
+
+
+@pytest.mark.parametrize(
+    ("job", "stop", "reason"),
+    [
+        ("13", StopKind.CANCEL, ExitReason.CANCELLED),  # FAILED: it ended itself on SIGTERM
+        ("13", StopKind.PREEMPT, ExitReason.PREEMPTED),  # ... and is requeued, not FAILED
+        ("15", StopKind.CANCEL, ExitReason.CANCELLED),  # TIMEOUT within the cancel's grace
+        ("12", StopKind.CANCEL, None),  # still running: its grace is not over
+    ],
+)
+def test_a_run_gpupool_stopped_ends_as_the_stop_says_however_slurm_calls_the_end(
+    job: str, stop: StopKind, reason: ExitReason | None
+) -> None:
+    # SIGTERM first, the final scancel after the run's grace: a command that checkpoints
+    # and exits in the grace is COMPLETED or FAILED to Slurm.
+    row = next(r for r in parse_squeue(SQUEUE) if r.job_id == job)
+    obs = observe(row, "r", stop=stop, now=0.0)
+    assert (obs.exit.reason if obs.exit is not None else None) is reason
 
 
 def test_ended_jobs_from_jobcomp_and_sacct() -> None:

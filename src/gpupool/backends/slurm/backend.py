@@ -10,10 +10,15 @@
   ~100 kB of names); for a run slurmctld has forgotten (older than MinJobAge), the jobcomp
   file, then one `sacct` where accounting storage exists, then the run's exit file
   (status.py). A squeue that fails or passes its deadline makes every run UNKNOWN.
-- signal: `scancel` (Slurm's SIGTERM, KillWait, SIGKILL). A PREEMPT is the same scancel,
-  recorded (runs.py) so that the CANCELLED Slurm reports reads as PREEMPTED and gpupool
-  requeues the job as a new attempt (a new Slurm job); Slurm's own preemption of a
-  `--requeue` job is Slurm's requeue of the same job (QUEUED again).
+- signal: the run's grace, as a local run's (core/execution.py): SIGTERM to the batch
+  shell (`scancel --batch --signal=TERM`, which passes it on to the command), then, once
+  the run's `grace_s` has passed (checked at each poll), `scancel` (Slurm's SIGTERM,
+  KillWait, SIGKILL; so a command that ignores SIGTERM gets the grace plus the cluster's
+  KillWait). A run still queued in Slurm, or one without a grace, is `scancel`led at once.
+  The stop is recorded (runs.py): however the run then ends (its command may end itself
+  in the grace), it reads as CANCELLED, or PREEMPTED, so that gpupool requeues the job as
+  a new attempt (a new Slurm job); Slurm's own preemption of a `--requeue` job is Slurm's
+  requeue of the same job (QUEUED again).
 - send_signal: `scancel --batch --signal=N` (the batch shell, which passes it on to the
   command); set_time_limit: `scontrol update JobId=N TimeLimit=MIN`.
 - logs: the run's files on the shared filesystem (render.RunFiles), every attempt's in turn.
@@ -32,7 +37,7 @@ from pathlib import Path
 from gpupool.backends.base import RemoteExecutor
 from gpupool.backends.slurm.render import NotSubmittable, RunFiles, render
 from gpupool.backends.slurm.runner import CommandRunner, SlurmUnreachable
-from gpupool.backends.slurm.runs import RunBook
+from gpupool.backends.slurm.runs import RunBook, RunRecord
 from gpupool.backends.slurm.settings import SlurmSettings
 from gpupool.backends.slurm.status import (
     SACCT_FIELDS,
@@ -142,6 +147,7 @@ class SlurmBackend(RemoteExecutor):
         known = self.book.get(h)
         if known is not None and (known.slurm_id or known.refused):
             return
+        self.book.set_grace(h, request.grace_s)
         name = run_name(self.pool_id, h)
         files = self.files(h)
         launcher = self.output_dir / ".gpupool" / LAUNCHER.name
@@ -224,8 +230,10 @@ class SlurmBackend(RemoteExecutor):
             if seen is not None:
                 if record is None or record.slurm_id != seen.job_id:
                     self.book.set_slurm_id(h, seen.job_id)  # a run found again by its name
-                preempted = record is not None and record.stop is StopKind.PREEMPT
-                out[h] = observe(seen, self.ref(seen.job_id), preempted, now)
+                stop = record.stop if record is not None else None
+                out[h] = observe(seen, self.ref(seen.job_id), stop, now)
+                if record is not None:
+                    self._end_after_grace(h, record, seen.job_id, out[h].state, now)
             elif record is not None and record.refused:
                 end = ExitRecord(1, None, ExitReason.SPAWN_FAILED, now, now, record.refused)
                 out[h] = Observation(RunState.EXITED, end)
@@ -292,14 +300,16 @@ class SlurmBackend(RemoteExecutor):
         out: dict[Handle, Observation] = {}
         for slurm_id, h in forgotten.items():
             record = self.book.get(h)
-            preempted = record is not None and record.stop is StopKind.PREEMPT
+            stop = record.stop if record is not None else None
             if slurm_id in rows:
-                out[h] = observe(rows[slurm_id], self.ref(slurm_id), preempted, now)
+                out[h] = observe(rows[slurm_id], self.ref(slurm_id), stop, now)
             else:
-                out[h] = self._from_exit_file(h, slurm_id, now)
+                out[h] = self._from_exit_file(h, slurm_id, stop, now)
         return out
 
-    def _from_exit_file(self, h: Handle, slurm_id: str, now: float) -> Observation:
+    def _from_exit_file(
+        self, h: Handle, slurm_id: str, stop: StopKind | None, now: float
+    ) -> Observation:
         path = self.files(h).exit_file
         try:
             code = int(path.read_text().strip())
@@ -311,7 +321,10 @@ class SlurmBackend(RemoteExecutor):
                 f"Slurm job {slurm_id}: slurmctld no longer knows it and no record of its end "
                 "was found (no jobcomp file, accounting storage or exit file)"
             )
-        record = ExitRecord(code, None, ExitReason.EXITED, end, end, message)
+        reason = ExitReason.EXITED
+        if stop is not None:  # as status.observe: a run gpupool stopped ended as the stop says
+            reason = ExitReason.PREEMPTED if stop is StopKind.PREEMPT else ExitReason.CANCELLED
+        record = ExitRecord(code, None, reason, end, end, message)
         return Observation(RunState.EXITED, record, ref=self.ref(slurm_id))
 
     # -- control -------------------------------------------------------------------------
@@ -326,11 +339,36 @@ class SlurmBackend(RemoteExecutor):
             return False
 
     def signal(self, handle: Handle, kind: StopKind) -> bool:
-        slurm_id = self._slurm_id(handle)
-        if slurm_id is None:
+        record = self.book.get(handle)
+        if record is None or record.slurm_id is None:
             return False
         self.book.set_stop(handle, kind)
-        return self._ok(["scancel", slurm_id])
+        if record.term_at is not None or record.ended_at is not None:
+            return True  # asked before: its grace is running, or it is being ended
+        slurm_id = record.slurm_id
+        if record.grace_s > 0 and self._ok(["scancel", "--batch", "--signal=TERM", slurm_id]):
+            self.book.set_term_at(handle, time.time())  # the poll ends it after the grace
+            return True
+        return self._end(handle, slurm_id)
+
+    def _end(self, handle: Handle, slurm_id: str) -> bool:
+        """The final `scancel` of a stop (Slurm's SIGTERM, KillWait, SIGKILL)."""
+        if not self._ok(["scancel", slurm_id]):
+            return False
+        self.book.set_ended_at(handle, time.time())
+        return True
+
+    def _end_after_grace(
+        self, handle: Handle, record: RunRecord, slurm_id: str, seen: RunState, now: float
+    ) -> None:
+        """A stopped run still in Slurm once its grace has passed (or still queued there:
+        SIGTERM reached nothing) gets its final scancel (module docstring)."""
+        if record.term_at is None or record.ended_at is not None:
+            return
+        if seen is RunState.QUEUED or (
+            seen is RunState.RUNNING and now >= record.term_at + record.grace_s
+        ):
+            self._end(handle, slurm_id)
 
     def send_signal(self, handle: Handle, signum: int) -> bool:
         slurm_id = self._slurm_id(handle)

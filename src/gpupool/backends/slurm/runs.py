@@ -1,7 +1,8 @@
 """What the backend remembers of its runs, one small file per run under
 STATE_DIR/backends/NAME/runs/ (written whole, then renamed: a crash leaves the old file or
 the new one): the Slurm job id sbatch gave, how gpupool stopped it (a preemption is
-recorded so that Slurm's CANCELLED reads as PREEMPTED; a cancel wins over it), and the
+recorded so that the run's end reads as PREEMPTED; a cancel wins over it), the run's grace
+and when SIGTERM was sent for the stop (the final scancel follows the grace), and the
 refusal of a submission Slurm would not take. Slurm itself is the truth about the runs;
 these files only name them."""
 
@@ -20,6 +21,9 @@ class RunRecord:
     slurm_id: str | None = None
     stop: StopKind | None = None
     refused: str | None = None  # why sbatch (or the renderer) would not take it
+    grace_s: float = 0.0  # the run's (LaunchRequest.grace_s): SIGTERM, this long, scancel
+    term_at: float | None = None  # when SIGTERM was sent for the stop (epoch s)
+    ended_at: float | None = None  # when the final scancel was sent
 
 
 class RunBook:
@@ -40,7 +44,12 @@ class RunBook:
             return None
         stop = raw.get("stop")
         record = RunRecord(
-            raw.get("slurm_id"), StopKind(stop) if stop else None, raw.get("refused")
+            raw.get("slurm_id"),
+            StopKind(stop) if stop else None,
+            raw.get("refused"),
+            float(raw.get("grace_s") or 0.0),  # a record of an older version has none
+            raw.get("term_at"),
+            raw.get("ended_at"),
         )
         self._cache[handle] = record
         return record
@@ -57,6 +66,16 @@ class RunBook:
 
     def set_slurm_id(self, handle: Handle, slurm_id: str) -> None:
         self.put(handle, replace(self._current(handle), slurm_id=slurm_id))
+
+    def set_grace(self, handle: Handle, grace_s: float) -> None:
+        if self._current(handle).grace_s != grace_s:
+            self.put(handle, replace(self._current(handle), grace_s=grace_s))
+
+    def set_term_at(self, handle: Handle, when: float) -> None:
+        self.put(handle, replace(self._current(handle), term_at=when))
+
+    def set_ended_at(self, handle: Handle, when: float) -> None:
+        self.put(handle, replace(self._current(handle), ended_at=when))
 
     def set_refused(self, handle: Handle, why: str) -> None:
         self.put(handle, replace(self._current(handle), refused=why))

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState
+from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState, StopKind
 
 # squeue's fields, each ended by "|" (a name or reason may hold spaces, never a "|").
 SQUEUE_FIELDS = "JobID:|,Name:|,State:|,exit_code:|,Reason:|,StartTime:|,EndTime:|"
@@ -155,9 +155,11 @@ def parse_sacct(text: str) -> list[JobRow]:
     return rows
 
 
-def observe(row: JobRow, ref: str, preempted_by_us: bool, now: float) -> Observation:
-    """The Observation of a run from its job's row. A run gpupool itself stopped as a
-    preemption (scancel) is PREEMPTED, not CANCELLED."""
+def observe(row: JobRow, ref: str, stop: StopKind | None, now: float) -> Observation:
+    """The Observation of a run from its job's row. `stop`: the stop gpupool asked for
+    (runs.py). A run it stopped ended as that stop says, whatever Slurm calls the end: its
+    command may have ended itself in the grace after SIGTERM (COMPLETED, FAILED), or been
+    ended by the final scancel (CANCELLED); a preemption is PREEMPTED, so it is requeued."""
     slot, reason = SLOTS.get(row.state, (None, None))
     if slot is Slot.QUEUED:
         why = row.reason if row.reason not in ("", "None") else row.state
@@ -166,8 +168,8 @@ def observe(row: JobRow, ref: str, preempted_by_us: bool, now: float) -> Observa
         return Observation(RunState.RUNNING, ref=ref)
     if slot is None or reason is None:
         return Observation(RunState.UNKNOWN, ref=ref, detail=f"Slurm job state {row.state}")
-    if reason is ExitReason.CANCELLED and preempted_by_us:
-        reason = ExitReason.PREEMPTED
+    if stop is not None:
+        reason = ExitReason.PREEMPTED if stop is StopKind.PREEMPT else ExitReason.CANCELLED
     code = row.code or _NOT_ZERO.get(row.state, 0)
     end = row.end if row.end is not None else now
     start = row.start if row.start is not None else end
