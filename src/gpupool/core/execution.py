@@ -82,6 +82,12 @@ class StopKind(StrEnum):
     CANCEL = "cancel"
     PREEMPT = "preempt"
 
+    @property
+    def exit_reason(self) -> ExitReason:
+        """How a run this stop ended reads, whatever ended it (its command in the grace, the
+        final kill): a preempted run is requeued, a cancelled one is over."""
+        return ExitReason.PREEMPTED if self is StopKind.PREEMPT else ExitReason.CANCELLED
+
 
 @dataclass(frozen=True)
 class ExitRecord:

@@ -134,7 +134,7 @@ def observe(
     if job is None:
         if stop is None:
             return Observation(RunState.UNLAUNCHED, ref=ref)
-        reason = ExitReason.PREEMPTED if stop is StopKind.PREEMPT else ExitReason.CANCELLED
+        reason = stop.exit_reason
         record = ExitRecord(SIGTERM_EXIT, signal.SIGTERM, reason, now, now, "Job deleted")
         return Observation(RunState.EXITED, exit=record, ref=ref)
     status = _obj(job.get("status"))

@@ -321,9 +321,8 @@ class SlurmBackend(RemoteExecutor):
                 f"Slurm job {slurm_id}: slurmctld no longer knows it and no record of its end "
                 "was found (no jobcomp file, accounting storage or exit file)"
             )
-        reason = ExitReason.EXITED
-        if stop is not None:  # as status.observe: a run gpupool stopped ended as the stop says
-            reason = ExitReason.PREEMPTED if stop is StopKind.PREEMPT else ExitReason.CANCELLED
+        # As status.observe: a run gpupool stopped ended as the stop says.
+        reason = ExitReason.EXITED if stop is None else stop.exit_reason
         record = ExitRecord(code, None, reason, end, end, message)
         return Observation(RunState.EXITED, record, ref=self.ref(slurm_id))
 

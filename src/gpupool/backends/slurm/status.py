@@ -169,7 +169,7 @@ def observe(row: JobRow, ref: str, stop: StopKind | None, now: float) -> Observa
     if slot is None or reason is None:
         return Observation(RunState.UNKNOWN, ref=ref, detail=f"Slurm job state {row.state}")
     if stop is not None:
-        reason = ExitReason.PREEMPTED if stop is StopKind.PREEMPT else ExitReason.CANCELLED
+        reason = stop.exit_reason
     code = row.code or _NOT_ZERO.get(row.state, 0)
     end = row.end if row.end is not None else now
     start = row.start if row.start is not None else end
