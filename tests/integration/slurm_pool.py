@@ -49,10 +49,12 @@ class SlurmPool(Pool):
         return {**super().env, **self.cluster_env}
 
 
-def start_pool(root: Path, cluster: SlurmCluster, more_toml: str = "") -> SlurmPool:
+def start_pool(
+    root: Path, cluster: SlurmCluster, more_toml: str = "", listen: str | None = None
+) -> SlurmPool:
     """A started daemon (2 declared GPUs) with `[backends.hpc]` on `cluster`, and `more_toml`
-    (other backends' tables) in its gpupool.toml."""
-    p = SlurmPool(root / "pool", gpus="2xA100-80GB")
+    (other backends' tables) in its gpupool.toml; `listen`: its TCP address too."""
+    p = SlurmPool(root / "pool", gpus="2xA100-80GB", listen=listen)
     p.cluster_env = {k: v for k, v in cluster.env.items() if k.startswith(("SLURM", "GPUPOOL_T"))}
     # `python` in a job is this interpreter (torch and all), on a login shell's PATH.
     p.cluster_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"

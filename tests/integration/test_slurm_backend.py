@@ -135,6 +135,21 @@ def test_a_preempted_run_that_ends_itself_on_sigterm_reads_preempted(
     assert time.monotonic() - t0 < 30.0  # it ended itself: the grace was not waited out
 
 
+def test_a_log_read_says_the_logs_size_wherever_it_starts(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    # As the local executor's (tests/unit/test_executor.py): the dashboard starts a tail
+    # near the end, asking from past the end for the size.
+    backend = make_backend(cluster, tmp_path)
+    h = Handle(13, 0)
+    assert backend.logs(h, 2**53, 5).size == 0  # no run, no log yet: not 2**53
+    backend.launch(request(cluster, h, [PY, "-c", "print('x' * 99)"]))
+    wait_obs(backend, h, exited)
+    middle, past_the_end = backend.logs(h, 90, 5), backend.logs(h, 2**53, 5)
+    assert (middle.data, middle.offset, middle.size) == (b"xxxxx", 95, 100)
+    assert (past_the_end.data, past_the_end.offset, past_the_end.size) == (b"", 2**53, 100)
+
+
 def test_cancelled_by_hand_outside_gpupool(cluster: SlurmCluster, tmp_path: Path) -> None:
     backend = make_backend(cluster, tmp_path)
     h = Handle(5, 0)

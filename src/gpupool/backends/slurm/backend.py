@@ -468,4 +468,7 @@ def _read_concatenated(paths: list[Path], offset: int, limit: int) -> LogChunk:
         except FileNotFoundError:
             size = 0
         base += size
-    return LogChunk(data, offset + len(data), max(base, offset + len(data)))
+    # The size is the files' (an offset past the end is not a size: the dashboard asks
+    # from far past the end to learn where a tail starts), as the local executor's.
+    end = offset + len(data)
+    return LogChunk(data, end, max(base, end) if data else base)

@@ -66,6 +66,12 @@ function recordOf(job, pool) {
     field("asks for", request(res, job.gpu_count), res.cpus ? ` · ${res.cpus} CPUs` : "", res.mem_bytes ? ` · ${bytes(res.mem_bytes)} memory` : ""),
     field("priority", `${job.priority_name} (${job.priority})`, job.preemptible ? " · preemptible" : " · not preemptible"),
   );
+  if (job.backend) {
+    // Handed to a backend (docs/backends.md): its own name for the run once it has one.
+    const nodes = job.nodes > 1 ? ` · ${job.nodes} nodes` : "";
+    const run = job.backend_ref ? h("code", { class: "backend-ref" }, job.backend_ref) : h("span", { class: "muted" }, "no run there yet");
+    rows.push(field("backend", h("span", { class: "backend-name" }, job.backend), nodes, " · ", run));
+  }
   if (job.node) {
     const where = job.gpus.length ? ` GPU${job.gpus.length === 1 ? "" : "s"} ${job.gpus.join(",")}` : " (no GPU)";
     rows.push(field("runs on", h("span", { class: "node-name" }, job.node), where));
