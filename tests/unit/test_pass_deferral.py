@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from executor_helpers import stop_everything
+from executor_helpers import stop_everything, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from test_store import store_url_fixture  # noqa: F401  (fixture)
 
@@ -38,14 +38,6 @@ class Load:
 
     def submissions_in_flight(self) -> int:
         return self.n
-
-
-def _until(what: Callable[[], bool], within_s: float = 10.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError("not within the deadline")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -78,11 +70,11 @@ def test_a_pass_waits_while_a_burst_is_in_flight_and_runs_once_it_drains(
     load.n = 50
     passes = engine.passes
     job = service.submit(SLEEPER, "alice", time.time())
-    _until(lambda: engine.passes_deferred == 1)
+    wait_for(lambda: engine.passes_deferred == 1, what="a deferred pass")
     assert engine.passes == passes
     assert store.get(job.id).state is JobState.PENDING
     load.n = 0
-    _until(lambda: store.get(job.id).state is JobState.RUNNING)
+    wait_for(lambda: store.get(job.id).state is JobState.RUNNING, what="the job running")
     assert engine.passes_deferred == 1  # one pass waited, however often it looked again
     assert _deferred_total(metrics) == 1.0  # and /metrics says so
 
@@ -110,7 +102,7 @@ def test_the_job_starts_whatever_the_load_and_only_a_burst_makes_its_pass_wait(
     engine.deferral = PassDeferral(at=8, max_s=max_s)
     load.n = in_flight
     job = service.submit(SLEEPER, "alice", time.time())
-    _until(lambda: store.get(job.id).state is JobState.RUNNING)
+    wait_for(lambda: store.get(job.id).state is JobState.RUNNING, what="the job running")
     assert (engine.passes_deferred > 0) is waited
 
 
@@ -121,6 +113,6 @@ def test_a_pass_asked_for_never_waits(
     engine.deferral = PassDeferral(at=8, max_s=3600.0)
     load.n = 50
     job = service.submit(SLEEPER, "alice", time.time())
-    _until(lambda: engine.passes_deferred >= 1)
+    wait_for(lambda: engine.passes_deferred >= 1, what="a deferred pass")
     decision = engine.run_pass()  # as after a refused commit: the engine asks for one
     assert [s.job_id for s in decision.starts] == [job.id]

@@ -68,8 +68,9 @@ class RunBook:
         self.put(handle, replace(self._current(handle), slurm_id=slurm_id))
 
     def set_grace(self, handle: Handle, grace_s: float) -> None:
-        if self._current(handle).grace_s != grace_s:
-            self.put(handle, replace(self._current(handle), grace_s=grace_s))
+        current = self._current(handle)
+        if current.grace_s != grace_s:
+            self.put(handle, replace(current, grace_s=grace_s))
 
     def set_term_at(self, handle: Handle, when: float) -> None:
         self.put(handle, replace(self._current(handle), term_at=when))
