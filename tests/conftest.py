@@ -76,3 +76,26 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under GPUPOOL_REQUIRE_ALL=1 (every test must run): {reason}"
+
+
+# Where the suite's time goes, per file (issue 38): each test's setup, call and teardown,
+# added up by file on the process that reports (xdist's controller), printed at the end of
+# every run so that a CI log says which files to look at when the suite grows slower.
+_seconds_by_file: dict[str, float] = {}
+SLOWEST_FILES_SHOWN = 15
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _seconds_by_file[path] = _seconds_by_file.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    if hasattr(config, "workerinput") or not _seconds_by_file:
+        return  # an xdist worker: its controller prints the whole run's
+    total = sum(_seconds_by_file.values())
+    slowest = sorted(_seconds_by_file.items(), key=lambda item: -item[1])[:SLOWEST_FILES_SHOWN]
+    terminalreporter.write_sep("=", f"slowest {len(slowest)} test files (seconds of tests)")
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}  {100 * seconds / total:5.1f}%  {path}")
+    terminalreporter.write_line(f"{total:8.1f}  in all, over {len(_seconds_by_file)} files")

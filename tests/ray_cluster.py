@@ -11,6 +11,7 @@ with a deadline; the machine has 2 cores, so deadlines are generous.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -20,11 +21,31 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-READY_DEADLINE_S = 120.0
+READY_DEADLINE_S = 300.0  # a head or worker on a slow, busy machine: a minute or two
 STOP_DEADLINE_S = 30.0
+
+# Ray's settings for a slow, busy 2-core machine (issue 38). A Ray worker process (every job's
+# supervisor actor, every gang driver and actor) must register with its raylet within
+# `worker_register_timeout_seconds`, 60 by default, or the raylet kills it and starts
+# another, with the same deadline, for ever: the job stays PENDING with Ray's "may be
+# waiting for resources" and never starts. A worker's start is mostly `import ray` (3.5 s
+# of CPU on the development machine, 2 s of it jsonschema building its IRI grammar); on a
+# machine 2.6x slower, beside the suite's other workers and a CPU hog, it passed 60 s. So
+# the deadline is 10 minutes (a worker that really hangs still fails the test's own wait),
+# workers are not started ahead of need (Ray prestarts one per CPU when the first driver
+# connects: 4-6 imports at once, for nothing), and at most 2 start at once (the cores).
+# The dashboard, which `ray start` waits for, gets the same slack.
+SLOW_MACHINE_SETTINGS = {
+    "RAY_worker_register_timeout_seconds": "600",
+    "RAY_prestart_worker_first_driver": "false",
+    "RAY_enable_worker_prestart": "false",
+    "RAY_worker_maximum_startup_concurrency": "2",
+    "RAY_DASHBOARD_STARTUP_TIMEOUT_S": "300",
+}
 
 
 class RayUnavailable(RuntimeError):
@@ -43,6 +64,39 @@ def ray_command() -> str:
     if not found.exists():
         raise RayUnavailable(f"no `ray` next to {sys.executable}: install gpupool[backends]")
     return str(found)
+
+
+# `ray start`'s words when its node's raylet aborted during startup (start_head).
+STARTUP_ABORTED = "The current node timed out during startup"
+NODE_START_LOCK = Path(tempfile.gettempdir()) / "gpupool-tests-ray-node-start.lock"
+
+
+@contextmanager
+def one_node_starting() -> Iterator[None]:
+    """Held while a Ray head starts: the test processes of this host (xdist's workers, two
+    test runs) start their heads one at a time. Two at once on 2 cores doubled the time of
+    every agent's imports, past the raylet's fixed wait for them (start_head)."""
+    with NODE_START_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def agent_ports() -> list[str]:
+    """A node's agents' ports, each given (free now), for two reasons. Ray's defaults are
+    fixed (52365...), and two nodes on this host, or two test runs, would collide. And a
+    raylet not told its agents' ports waits for each agent to write it to a file, 15 s at
+    most, fixed in Ray 2.60, then aborts: on a slow, busy machine the dashboard agent's
+    imports took longer and `ray start` failed ("the current node timed out during
+    startup"). Given, the raylet reads no file and waits for nothing (issue 38)."""
+    return [
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+    ]
 
 
 def wait_for(what: str, check: Callable[[], bool], deadline_s: float) -> None:
@@ -121,12 +175,12 @@ class RayCluster:
         self.port = free_port()
         self.dashboard_port = free_port()
         self.client_port = free_port()
-        self.agent_port = free_port()
         self.env = {
             **os.environ,
             "RAY_AUTH_MODE": "disabled",
             "RAY_TMPDIR": str(self.tmp),
             "RAY_USAGE_STATS_ENABLED": "0",
+            **SLOW_MACHINE_SETTINGS,
             # The job's `python3` must be this venv's (it imports ray).
             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         }
@@ -146,7 +200,7 @@ class RayCluster:
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={self.dashboard_port}",
             f"--ray-client-server-port={self.client_port}",
-            f"--dashboard-agent-listen-port={self.agent_port}",
+            *agent_ports(),
             "--node-ip-address=127.0.0.1",
             f"--num-gpus={self.gpus}",
             f"--num-cpus={self.cpus}",
@@ -166,20 +220,47 @@ class RayCluster:
         return found if isinstance(found, dict) else None
 
     def _jobs_api_ready(self) -> bool:
-        """The job API answers and the head node's agent is up (a submit needs it)."""
+        """The job API answers and the head node is ALIVE at its GCS. The dashboard answers
+        before the head's raylet has started (it waits for its agents, and may yet abort:
+        start_head), so the answer alone is not enough; a live node has its agents up."""
         if self.head is None or not self.head.alive:
             raise RayUnavailable(f"the Ray head exited: see {self.head and self.head.log}")
         try:
             with urllib.request.urlopen(f"{self.address}/api/jobs/", timeout=2) as answer:
-                return answer.status == 200
+                if answer.status != 200:
+                    return False
         except OSError:
             return False
+        return self.alive_nodes() >= 1
 
     def start_head(self) -> RayCluster:
-        self.head = RayNode(self._head_args(), self.env, self.root / "head.log")
-        self.head.start()
-        wait_for("the Ray head's job API", self._jobs_api_ready, READY_DEADLINE_S)
-        return self
+        """The head started and its job API up, within READY_DEADLINE_S. One node of this
+        host's test processes starts at a time (`one_node_starting`), and a `ray start`
+        whose raylet aborted at startup (STARTUP_ABORTED) is started again: Ray 2.60's raylet
+        gives its dashboard agent 15 s, fixed, to write its listen port to a file, and on a
+        slow, busy machine the agent's imports take longer. Any other exit is an error."""
+        deadline = time.monotonic() + READY_DEADLINE_S
+        log = self.root / "head.log"
+        with one_node_starting():
+            while True:
+                said_before = log.stat().st_size if log.exists() else 0
+                self.head = RayNode(self._head_args(), self.env, log)
+                self.head.start()
+                left = max(deadline - time.monotonic(), 1.0)
+                wait_for("the Ray head's job API", self._up_or_exited, left)
+                if self.head.alive:
+                    return self
+                with log.open("rb") as out:
+                    out.seek(said_before)
+                    said = out.read().decode(errors="replace")
+                if STARTUP_ABORTED not in said or time.monotonic() > deadline:
+                    raise RayUnavailable(f"the Ray head exited: see {log}")
+                self.head.stop()  # its processes that outlived `ray start`, then again
+
+    def _up_or_exited(self) -> bool:
+        if self.head is None or not self.head.alive:
+            return True
+        return self._jobs_api_ready()
 
     def kill_head(self) -> None:
         """The head killed (SIGKILL to its session), as a crashed head machine. The worker
@@ -195,6 +276,7 @@ class RayCluster:
         args = [
             ray_command(), "start", "--block",
             f"--address=127.0.0.1:{self.port}",
+            *agent_ports(),
             "--node-ip-address=127.0.0.1",
             f"--num-gpus={gpus}",
             f"--num-cpus={cpus}",

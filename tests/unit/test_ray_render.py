@@ -107,6 +107,11 @@ def test_one_process_is_the_quoted_command_with_entrypoint_resources() -> None:
         "gpupool_attempt": "1",
         "gpupool_project": "vision",
         "gpupool_name": "train",
+        # The entrypoint's resources again, by Ray's names: Ray's job list omits them, and a
+        # poll says from them why the run waits (test_ray_capacity.py).
+        "gpupool_entrypoint_asks": json.dumps(
+            {"CPU": 4.0, "GPU": 2.0, "memory": float(8 << 30)}, sort_keys=True
+        ),
     }
     assert sub.gang is None
 

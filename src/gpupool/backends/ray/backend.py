@@ -1,7 +1,8 @@
 """The Ray backend: runs as Ray jobs, through the head's job submission API.
 
 Calls (docs/backends.md, "Ray"): `launch` is one `submit_job`, `poll` ONE `list_jobs` for
-every handle asked about, `signal` one `stop_job`, `logs` one `get_job_logs` per attempt,
+every handle asked about (and one node list while one of them is PENDING: capacity.py says
+why it waits), `signal` one `stop_job`, `logs` one `get_job_logs` per attempt,
 `health` one version request. Every HTTP call has the settings' deadline
 (`request_timeout_s`): Ray's client has none of its own, so `_TimedClient` adds it.
 
@@ -31,7 +32,8 @@ from ray.exceptions import RayError
 from ray.job_submission import JobDetails, JobStatus, JobSubmissionClient
 
 from gpupool.backends.base import RemoteExecutor
-from gpupool.backends.ray.render import META_TIME_LIMIT, render
+from gpupool.backends.ray.capacity import NodeTotals, asks_of, live_nodes, never_fits
+from gpupool.backends.ray.render import META_ASKS, META_TIME_LIMIT, render
 from gpupool.backends.ray.settings import RaySettings
 from gpupool.core.backends import BackendContext, BackendHealth, BackendKind, run_name
 from gpupool.core.execution import (
@@ -51,6 +53,15 @@ HEAD_LOST = "the Ray head no longer knows this run (it restarted, losing its job
 # What a call to the head can raise when it is down, slow or answers an error (the client
 # turns HTTP errors into RuntimeError, a refused connection into ConnectionError, a head
 # that wants a token into ray's AuthenticationError, a RayError).
+# A run stopped while Ray held it PENDING: Ray's stop_job only queues a call to the job's
+# supervisor actor, which runs when that actor starts, so Ray keeps the job PENDING until
+# then (or until its start timeout fails it). The pool takes the stop as done at once.
+STOPPED_WAITING = (
+    "stopped while it waited in Ray's queue (Ray ends its job when the job's supervisor "
+    "starts, or fails it at its job start timeout)"
+)
+# The state API's node list: one call per poll, made only while one of its runs is PENDING.
+NODES_ENDPOINT = "/api/v0/nodes?limit=10000&detail=false"
 _HEAD_ERRORS = (requests.RequestException, OSError, RuntimeError, ValueError, RayError)
 
 
@@ -106,11 +117,35 @@ def _timed_out(job: JobDetails, code: int) -> bool:
     return (job.end_time - job.start_time) / 1000.0 >= float(limit)
 
 
-def observe(job: JobDetails, ref: str, preempted: bool, now_s: float) -> Observation:
-    """One Ray job's state as the contract's Observation (the table in the docs)."""
+def waiting_detail(job: JobDetails, nodes: list[NodeTotals] | None) -> str:
+    """Why a PENDING job waits: that it can never start on the live nodes (capacity.py),
+    when `nodes` say so; else Ray's own message."""
+    asks = asks_of(job.metadata, META_ASKS)
+    never = never_fits(asks, nodes) if nodes is not None else None
+    if never is not None:
+        return f"{never} (Ray fails it after its job start timeout unless a node that fits joins)"
+    return job.message or ""
+
+
+def observe(
+    job: JobDetails,
+    ref: str,
+    preempted: bool,
+    now_s: float,
+    nodes: list[NodeTotals] | None = None,
+    stop_asked: StopKind | None = None,
+) -> Observation:
+    """One Ray job's state as the contract's Observation (the table in the docs); `nodes`,
+    the cluster's live nodes where known, say why a PENDING job waits; `stop_asked`, a stop
+    this backend asked for (RunMarks), ends a run Ray still holds PENDING."""
     status, message = job.status, job.message or ""
+    if status is JobStatus.PENDING and stop_asked is not None:
+        term = int(signals.SIGTERM)
+        reason = stop_asked.exit_reason
+        record = ExitRecord(128 + term, term, reason, now_s, now_s, STOPPED_WAITING)
+        return Observation(RunState.EXITED, exit=record, ref=ref)
     if status is JobStatus.PENDING:
-        return Observation(RunState.QUEUED, ref=ref, detail=message)
+        return Observation(RunState.QUEUED, ref=ref, detail=waiting_detail(job, nodes))
     if status is JobStatus.RUNNING:
         return Observation(RunState.RUNNING, ref=ref)
     start = _seconds(job.start_time, now_s)
@@ -212,14 +247,36 @@ class RayBackend(RemoteExecutor):
             }
         by_id = {job.submission_id: job for job in jobs if job.submission_id is not None}
         now_s = time.time()
+        pending = any(
+            (job := by_id.get(sid)) is not None and job.status is JobStatus.PENDING
+            for sid in names.values()
+        )
+        nodes = self._live_nodes() if pending else None
         out: dict[Handle, Observation] = {}
         for handle, sid in names.items():
             job = by_id.get(sid)
             if job is not None:
-                out[handle] = observe(job, self.ref(sid), handle in self._preempting, now_s)
+                preempted = handle in self._preempting
+                asked = self._stop_asked(sid) if job.status is JobStatus.PENDING else None
+                out[handle] = observe(job, self.ref(sid), preempted, now_s, nodes, asked)
             else:
                 out[handle] = self._absent(sid, now_s)
         return out
+
+    def _stop_asked(self, submission_id: str) -> StopKind | None:
+        """The stop this backend asked for the run, from its mark (`signal`)."""
+        asked = (self.marks.read(submission_id) or {}).get("stop")
+        return StopKind(asked) if isinstance(asked, str) and asked in set(StopKind) else None
+
+    def _live_nodes(self) -> list[NodeTotals] | None:
+        """The cluster's live nodes and their totals (one state API call), None when the
+        head does not answer it: then nothing is claimed about a waiting job."""
+        try:
+            answer = self._connect()._do_request("GET", NODES_ENDPOINT)
+            answer.raise_for_status()
+            return live_nodes(answer.json())
+        except (*_HEAD_ERRORS, AttributeError):
+            return None
 
     def _absent(self, submission_id: str, now_s: float) -> Observation:
         """A run the head does not list: never launched, refused, or lost with the head."""
@@ -244,6 +301,12 @@ class RayBackend(RemoteExecutor):
             self._preempting.add(handle)
         elif stopped:
             self._preempting.discard(handle)  # a cancel wins over a preemption under way
+        if stopped:
+            # Read back by a poll that finds the run still PENDING (STOPPED_WAITING); a
+            # cancel wins over a preemption, as above.
+            before = self.marks.read(sid) or {"submitted": True}
+            if before.get("stop") != StopKind.CANCEL.value:
+                self.marks.write(sid, {**before, "stop": kind.value})
         return stopped
 
     def release(self, handle: Handle) -> bool:

@@ -14,7 +14,8 @@ twice (backend.py). Two shapes (docs/backends.md, "Ray"):
 
 Either way the job's environment (`BackendRequest.job_env` over the settings' `env_vars`)
 is the runtime_env's `env_vars`, and the metadata names the pool, job, attempt and project
-(and the time limit, by which a run ended by it is told apart: backend.py).
+(and the time limit, by which a run ended by it is told apart: backend.py; and a single
+process's entrypoint resources, by which a poll says why it waits: capacity.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpupool.backends.ray.capacity import entrypoint_asks
 from gpupool.backends.ray.gang import GANG_ENV, GangSpec
 from gpupool.backends.ray.settings import RaySettings, WorkdirPolicy
 from gpupool.core.backends import run_name
@@ -39,6 +41,9 @@ META_ATTEMPT = "gpupool_attempt"
 META_PROJECT = "gpupool_project"
 META_NAME = "gpupool_name"
 META_TIME_LIMIT = "gpupool_time_limit_s"
+# The entrypoint's resources by Ray's names (JSON): Ray's job list does not return them, and
+# a poll compares them with the live nodes to say why a run waits (capacity.py).
+META_ASKS = "gpupool_entrypoint_asks"
 
 
 @dataclass(frozen=True)
@@ -117,12 +122,16 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
             metadata=metadata,
             gang=spec,
         )
+    gpus = float(backend.gpus_per_node) if backend.gpus_per_node else None
+    cpus = float(backend.cpus_per_node) if backend.cpus_per_node else None
+    memory = backend.mem_bytes_per_node or None
+    metadata[META_ASKS] = json.dumps(entrypoint_asks(gpus, cpus, memory, None), sort_keys=True)
     return RaySubmission(
         submission_id=submission_id,
         entrypoint=single_entrypoint(request, settings),
         runtime_env={"env_vars": env},
         metadata=metadata,
-        entrypoint_num_gpus=float(backend.gpus_per_node) if backend.gpus_per_node else None,
-        entrypoint_num_cpus=float(backend.cpus_per_node) if backend.cpus_per_node else None,
-        entrypoint_memory=backend.mem_bytes_per_node or None,
+        entrypoint_num_gpus=gpus,
+        entrypoint_num_cpus=cpus,
+        entrypoint_memory=memory,
     )
