@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-READY_DEADLINE_S = 300.0  # a head or worker on a slow, busy machine: a minute or two
+READY_DEADLINE_S = 480.0  # a head (or worker) on a slow, busy machine: minutes, a few tries
 STOP_DEADLINE_S = 30.0
 
 # Ray's settings for a slow, busy 2-core machine (issue 38). A Ray worker process (every job's
@@ -99,6 +99,24 @@ def agent_ports() -> list[str]:
     ]
 
 
+# How much ahead of the suite's other processes a Ray node runs (`nice`, inherited by its
+# raylet, agents and workers): on a slow, busy machine Ray 2.60's raylet aborts when its
+# dashboard agent has not written its listen port within 15 s (fixed; that port is not
+# passed to the raylet, so `agent_ports` cannot spare that wait). Measured in CI beside a
+# CPU hog, the agent missed it in three tries in a row even with heads started one at a
+# time; a Ray node on a machine of its own would not share its cores with a test suite.
+NODE_NICENESS = -10
+
+
+def ahead_of_the_suite() -> list[str]:
+    """`nice -n NODE_NICENESS` where this process may raise priority (root), else nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))
+    except OSError:
+        return []
+    return ["nice", "-n", str(NODE_NICENESS)] if os.geteuid() == 0 else []
+
+
 def wait_for(what: str, check: Callable[[], bool], deadline_s: float) -> None:
     deadline = time.monotonic() + deadline_s
     while not check():
@@ -117,7 +135,7 @@ class RayNode:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                self.args,
+                [*ahead_of_the_suite(), *self.args],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
