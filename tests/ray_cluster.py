@@ -90,7 +90,8 @@ def agent_ports() -> list[str]:
     raylet not told its agents' ports waits for each agent to write it to a file, 15 s at
     most, fixed in Ray 2.60, then aborts: on a slow, busy machine the dashboard agent's
     imports took longer and `ray start` failed ("the current node timed out during
-    startup"). Given, the raylet reads no file and waits for nothing (issue 38)."""
+    startup"). Given, the raylet reads no file for them, except the listen port's, which
+    `ray start` does not pass on to it (NODE_NICENESS, LEAN_IMPORTS) (issue 38)."""
     return [
         f"--dashboard-agent-listen-port={free_port()}",
         f"--dashboard-agent-grpc-port={free_port()}",
@@ -116,10 +117,6 @@ NODE_NICENESS = -10
 
 def ahead_of_the_suite() -> list[str]:
     """`nice -n NODE_NICENESS` where this process may raise priority (root), else nothing."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))
-    except OSError:
-        return []
     return ["nice", "-n", str(NODE_NICENESS)] if os.geteuid() == 0 else []
 
 

@@ -50,9 +50,6 @@ from gpupool.core.execution import (
 
 TIMEOUT_EXIT = 124  # the single-process entrypoint's `timeout`, the gang driver's limit
 HEAD_LOST = "the Ray head no longer knows this run (it restarted, losing its jobs): the run is gone"
-# What a call to the head can raise when it is down, slow or answers an error (the client
-# turns HTTP errors into RuntimeError, a refused connection into ConnectionError, a head
-# that wants a token into ray's AuthenticationError, a RayError).
 # A run stopped while Ray held it PENDING: Ray's stop_job only queues a call to the job's
 # supervisor actor, which runs when that actor starts, so Ray keeps the job PENDING until
 # then (or until its start timeout fails it). The pool takes the stop as done at once.
@@ -62,6 +59,9 @@ STOPPED_WAITING = (
 )
 # The state API's node list: one call per poll, made only while one of its runs is PENDING.
 NODES_ENDPOINT = "/api/v0/nodes?limit=10000&detail=false"
+# What a call to the head can raise when it is down, slow or answers an error (the client
+# turns HTTP errors into RuntimeError, a refused connection into ConnectionError, a head
+# that wants a token into ray's AuthenticationError, a RayError).
 _HEAD_ERRORS = (requests.RequestException, OSError, RuntimeError, ValueError, RayError)
 
 

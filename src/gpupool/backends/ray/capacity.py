@@ -82,8 +82,7 @@ def asks_of(metadata: Mapping[str, str] | None, key: str) -> dict[str, float]:
 def _figure(name: str, value: float) -> str:
     if name == MEMORY:
         return f"{value / 2**30:.3g} GiB of memory"
-    amount = f"{value:g}"
-    return f"{amount} {_UNITS.get(name, name)}"
+    return f"{value:g} {_UNITS.get(name, name)}"
 
 
 def never_fits(asks: Mapping[str, float], nodes: Iterable[NodeTotals]) -> str | None:
