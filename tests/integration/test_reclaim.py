@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from integration.backends import Databases
 from integration.pool_harness import FOREVER, Pool, wait_for
 
 GRACE_S = 2
@@ -72,3 +73,32 @@ def test_project_under_quota_reclaims_borrowed_gpus(pool: Pool, tmp_path: Path) 
         what="the victims to start again with GPUPOOL_RESTART_COUNT=1",
     )
     pool.cli("cancel", "--mine", check=True)
+
+
+def test_a_job_half_over_quota_is_reclaimed_whole(tmp_path: Path, databases: Databases) -> None:
+    """Issue 30, item 1, as it was found: teama and teamb have 4 GPUs each of 8; teamb runs
+    one 8-GPU preemptible job (4 within its quota, 4 borrowed); teama's 4-GPU job waited
+    `Resources` for a day, since no victim could put teamb under its quota. Now teamb's job is
+    preempted whole, and teama's job starts within the grace period and a pass."""
+    pool = Pool(tmp_path / "pool", gpus="8xA100-80GB", database_url=databases.new_url()).start()
+    try:
+        for name in ("teama", "teamb"):
+            pool.cli("project", "create", name, "--quota", "4", check=True)
+        script, log = tmp_path / "job.py", tmp_path / "events.log"
+        script.write_text(JOB)
+        big = pool.submit(
+            "--project", "teamb", "--gpus", "8", "--preemptible", "--grace", f"{GRACE_S}s",
+            "--", sys.executable, str(script), str(log),
+        )  # fmt: skip
+        pool.wait_state(big, "RUNNING")
+        wait_for(lambda: len(_logged(log, "START")) == 1, what="teamb's job to start")
+        claim = pool.submit("--project", "teama", "--gpus", "4", "--", *FOREVER)
+        started = pool.wait_state(claim, "RUNNING")
+        assert started.start_time - started.submit_time < GRACE_S + 10, started
+        assert _logged(log, "TERM") == [(big, 0)]
+        victim = pool.client.job(big)
+        assert victim.state == "PENDING" and victim.restart_count == 1
+        assert any("preempted" in e.cause for e in victim.events)
+        pool.cli("cancel", "--mine", check=True)
+    finally:
+        pool.cleanup()

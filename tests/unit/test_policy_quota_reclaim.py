@@ -127,7 +127,35 @@ CASES = [
         reserved=1,
     ),
     Case(
-        "a victim's project is never taken below its quota",
+        # Issue 30, item 1: the rule was "no victim that would put its project under its
+        # quota", which skipped every job only partly borrowed, and teama waited a day.
+        "a job half over its project's quota is preempted whole (Kueue, KAI, Run:ai)",
+        projects(Project("teama", quota=4), Project("teamb", quota=4)),
+        (node("box", 8),),
+        running=(run(11, "box", list(range(8)), "teamb"),),  # 4 within quota, 4 borrowed
+        pending=(job(1, 4, "teama"),),
+        waits={1: wait(Code.RECLAIM, "waiting for job 11 to stop")},
+        preempted={11: 1},
+        reasons=(
+            "reclaimed for project teama (quota 4, in use 0): job 11 borrowed above project "
+            "teamb's quota (4, in use 8)",
+        ),
+    ),
+    Case(
+        "whole borrowers still lose the least work: two young one-GPU jobs, not the old gang",
+        projects(Project("teama", quota=2), Project("teamb", quota=2), Project("teamc")),
+        (node("box", 8),),
+        running=(
+            run(11, "box", [0, 1, 2, 3, 4, 5], "teamb", start=0.0),  # 2 within quota, 4 borrowed
+            run(21, "box", [6], "teamc", start=990.0),
+            run(22, "box", [7], "teamc", start=995.0),
+        ),
+        pending=(job(1, 2, "teama"),),
+        waits={1: wait(Code.RECLAIM, "waiting for jobs 21, 22 to stop")},
+        preempted={21: 1, 22: 1},
+    ),
+    Case(
+        "a victim is taken only while its project is above its quota",
         projects(Project("nlp", quota=2), Project("vision", quota=3)),
         BOX,
         running=tuple(full("box", "vision", 10, 4)),  # one GPU above quota: not two

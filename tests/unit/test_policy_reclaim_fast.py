@@ -46,6 +46,26 @@ class Plain(ReclaimPlanner):
             return None
         share = {name: self._share(name) for name in self.book.in_use}
         best = None
+        for whole in (False, True):  # jobs borrowing in part only where nothing else does
+            if best is None:
+                best = self._plain_best(job, frees, shadow, share, whole)
+        if best is None:
+            self.failed.add(key)
+            return None
+        _, view, victims, free = best
+        placement = place([view], res)
+        assert placement is not None
+        return hold(res, placement, victims, free)
+
+    def _plain_best(
+        self,
+        job: PendingJob,
+        frees: list[NodeFree],
+        shadow: Shadow | None,
+        share: dict[str, float],
+        whole: bool,
+    ) -> tuple[tuple[int, float, int, int, str], NodeFree, tuple[RunningJob, ...], NodeFree] | None:
+        best = None
         for free in frees:
             mine = sorted(
                 (
@@ -60,7 +80,7 @@ class Plain(ReclaimPlanner):
                 ),
                 key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id),
             )
-            found = self._on_node(job, free, shadow, mine) if mine else None
+            found = self._on_node(job, free, shadow, mine, whole) if mine else None
             if found is not None:
                 victims = found[1]
                 rank = (
@@ -72,13 +92,7 @@ class Plain(ReclaimPlanner):
                 )
                 if best is None or rank < best[0]:
                     best = (rank, found[0], victims, free)
-        if best is None:
-            self.failed.add(key)
-            return None
-        _, view, victims, free = best
-        placement = place([view], res)
-        assert placement is not None
-        return hold(res, placement, victims, free)
+        return best
 
 
 def both(snap: Snapshot) -> None:

@@ -288,9 +288,10 @@ def test_the_reserved_job_is_never_delayed_when_limits_are_exact(snap: Snapshot)
 
 
 def test_reclaim_counts_all_of_a_spread_victims_gpus_against_its_quota() -> None:
-    """Stopping a spread job frees all its GPUs: a project holding 16 with quota 8 may not
-    lose a 16-GPU job to a reclaim (it would fall to 0, under its quota), though each of
-    the job's entries holds only 8."""
+    """Stopping a spread job frees all its GPUs: a project holding 16 with quota 8 loses
+    its 16-GPU job only as a job borrowing in part, preempted whole once no victim leaves it
+    at its quota (issue 30), though each of the job's entries holds only 8; and the claim,
+    within its quota, gets the GPUs it needs in one grace period."""
     spread = tuple(
         replace(r, project="b")
         for r in spread_running(7, {"a": [*range(8)], "b": [*range(8)]}, 1e4)
@@ -298,5 +299,7 @@ def test_reclaim_counts_all_of_a_spread_victims_gpus_against_its_quota() -> None
     quotas = {"a": Project("a", quota=8.0), "b": Project("b", quota=8.0)}
     claim = (replace(job(1, 8), project="a"),)
     d = decide(Snapshot(nodes("a", "b"), claim, spread, config=SPREAD, projects=quotas), 0.0)
-    assert d.preemptions == ()
-    assert d.pending[1].code is Code.RESOURCES
+    (preempted,) = d.preemptions
+    assert (preempted.job_id, preempted.for_job_id) == (7, 1)
+    assert preempted.cause.victim_in_use == 16.0  # both entries: the whole job
+    assert d.pending[1].code is Code.RECLAIM

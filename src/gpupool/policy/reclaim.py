@@ -4,8 +4,14 @@ A pending job is *guaranteed* (`policy/quota.py`) when its project is under its 
 job keeps it within: `in use + its GPUs <= quota`. A guaranteed job that does not fit in the
 free GPUs may take victims among the running jobs of OTHER projects that are borrowing:
 
-- only preemptible jobs, and only while the victim's project stays at or above its quota once
-  this plan's victims are gone: a project within its quota is never preempted by another;
+- only preemptible jobs, and only of a project still above its quota once this plan's
+  victims taken before are gone: a project within its quota is never preempted by another.
+  Plans whose victims all leave their projects at or above quota are looked for first, on
+  every node; only when there is none is a job that borrows in part preempted whole, even
+  though that puts its project under its quota (as Kueue's reclaim within a cohort, KAI and
+  Run:ai do): sparing jobs only partly borrowed let one job half over quota keep a
+  guaranteed project waiting for a day (issue 30). So a project keeps its own guarantee
+  whenever another plan exists, and a guaranteed job never waits for a borrower's shape;
 - victims are tried lowest priority first, then the project most above its fair share
   (`(in use - quota) / weight` largest), then the youngest (latest start, then highest id);
 - the job must then fit on ONE node: on each node the victims there are taken in that order
@@ -60,20 +66,23 @@ _SEARCH = 32  # sets of candidates tried per node before a reclaim gives up on i
 
 
 class _QuotaFloor:
-    """Reclaim's guard on victims (policy/victims.py): none whose project would go under its
-    quota once it and the victims taken before it are gone; the projects it kept a victim
-    back for (`floored`)."""
+    """Reclaim's guard on victims (policy/victims.py): only jobs of a project above its quota
+    once the victims taken before are gone; with `whole`, a job that borrows in part may be
+    taken (its project then goes under its quota), else only one that leaves its project at
+    or above its quota. The projects it kept a victim back for (`floored`)."""
 
-    def __init__(self, planner: ReclaimPlanner) -> None:
+    def __init__(self, planner: ReclaimPlanner, whole: bool) -> None:
         self.planner = planner
+        self.whole = whole
         self.gone: dict[str, float] = {}
         self.floored: set[str] = set()
 
     def allows(self, r: RunningJob) -> bool:
         planner = self.planner
-        left = planner.left(r.project) - self.gone.get(r.project, 0.0) - planner.held(r)
-        if left < planner.book.project(r.project).quota - EPS:
-            self.floored.add(r.project)  # its project would go under its quota
+        left = planner.left(r.project) - self.gone.get(r.project, 0.0)
+        quota = planner.book.project(r.project).quota
+        if left - (0.0 if self.whole else planner.held(r)) < quota + (EPS if self.whole else -EPS):
+            self.floored.add(r.project)  # it would take its project under its quota
             return False
         return True
 
@@ -166,16 +175,40 @@ class ReclaimPlanner:
             return None
         share = {name: self._share(name) for name in self.book.in_use}
         lenders = {p for p, s in share.items() if s > 0 and p != job.project}
+        # Victims that leave their projects at or above quota first; jobs borrowing in part,
+        # whole, only where no such plan exists on any node (module docstring).
+        best = self._best(job, frees, shadow, share, lenders, whole=False)
+        if best is None:
+            best = self._best(job, frees, shadow, share, lenders, whole=True)
+        if best is None:
+            self.failed.add(key)
+            return None
+        _, view, victims, free = best
+        placement = place([view], res)
+        assert placement is not None  # it fits, by _on_node
+        return hold(res, placement, victims, free)
+
+    def _best(
+        self,
+        job: PendingJob,
+        frees: list[NodeFree],
+        shadow: Shadow | None,
+        share: dict[str, float],
+        lenders: set[str],
+        whole: bool,
+    ) -> tuple[_Key, NodeFree, tuple[RunningJob, ...], NodeFree] | None:
+        """The best plan over the nodes (its rank, the node as its victims leave it, the
+        victims, the node's free view now), under `_QuotaFloor(whole)`; None: none."""
         # Branch and bound: nodes come lowest bound on their plan's rank first (`_nodes`),
         # and once a bound is worse than the best plan found no later node can win. The
         # winner is the same as trying every node: ranks end in the node name, so there are
         # no ties. On a big cluster a reclaim tries a handful of nodes.
         now, best = self.now, None
-        for bound, free, mine in self._nodes(res, lenders, frees):
+        for bound, free, mine in self._nodes(job.resources, lenders, frees):
             if best is not None and bound > best[0]:
                 break
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
-            found = self._on_node(job, free, shadow, mine)
+            found = self._on_node(job, free, shadow, mine, whole)
             if found is not None:
                 # Least work thrown away first (GPU-seconds the victims have run: a
                 # requeued job starts over unless it checkpoints), then the fewest victims.
@@ -184,13 +217,7 @@ class ReclaimPlanner:
                         sum(len(v.gpus) for v in found[1]), free.node.name)  # fmt: skip
                 if best is None or rank < best[0]:
                     best = (rank, found[0], found[1], free)
-        if best is None:
-            self.failed.add(key)
-            return None
-        _, view, victims, free = best
-        placement = place([view], res)
-        assert placement is not None  # it fits, by _on_node
-        return hold(res, placement, victims, free)
+        return best
 
     def _nodes(
         self, res: Resources, lenders: set[str], frees: list[NodeFree]
@@ -248,7 +275,12 @@ class ReclaimPlanner:
         return floors
 
     def _on_node(
-        self, job: PendingJob, free: NodeFree, shadow: Shadow | None, mine: list[RunningJob]
+        self,
+        job: PendingJob,
+        free: NodeFree,
+        shadow: Shadow | None,
+        mine: list[RunningJob],
+        whole: bool,
     ) -> tuple[NodeFree, tuple[RunningJob, ...]] | None:
         """The victims on this node (module docstring), and the node as they would leave it."""
         res = job.resources
@@ -256,9 +288,9 @@ class ReclaimPlanner:
         base = free
         if shadow is not None and shadow.node == free.node.name:
             reserved, base = frozenset(shadow.reservation.gpus), shadow.spare(free)
-        # Greedy in the candidates' order, skipping a victim that would put its project under
-        # its quota. A victim taken early may use up its project's room above quota that a
-        # later, sufficient set needed: then try again without one of the victims taken from
+        # Greedy in the candidates' order, skipping a victim whose project no longer borrows
+        # once the victims before it are gone. A victim taken early may use up its project's
+        # room above quota that a later, sufficient set needed: then try again without one of the victims taken from
         # such a project, the first first (depth first, so that where dropping the first
         # finds a plan, that is the plan), up to `_SEARCH` tries per node.
         stack: list[list[RunningJob]] = [list(mine)]
@@ -272,7 +304,7 @@ class ReclaimPlanner:
             seen.add(ids)
             tries += 1
             fit = NodeFit(base, res, reserved)
-            floor = _QuotaFloor(self)
+            floor = _QuotaFloor(self, whole)
             taken, fits = take_until_fit(left, fit, floor)
             if fits:
                 taken = fill_back(taken, fit)

@@ -3,7 +3,7 @@ preemption (policy/order_preemption.py) share. As in Kueue's preemption, victims
 on the snapshot; stopping them is the engine's job.
 
 Each caller orders its candidates (lowest priority or rank first) and says which may be taken
-(reclaim: none that would put its project under its quota; order preemption: only those that
+(reclaim: only while its project is above its quota; order preemption: only those that
 rank behind the job). Then, on a `Fit` (what the job would have once the victims are gone):
 
 1. `take_until_fit`: candidates in order, skipping those that give the job nothing it lacks,
