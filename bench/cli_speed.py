@@ -12,7 +12,9 @@ e.g. a copy of the baseline's src made with `git archive REV src | tar -x -C DIR
 Measured, per tree and command: wall time (p50, min, max in ms), the size of stdout, the
 SHA-256 of stdout (equal across trees: the same bytes), and the modules `gpupool queue`
 imports (sys.modules after it ran) that not every tree imports, plus whether it imports any
-of pandas, matplotlib, rich, numpy or the simulator (it must not). Prints one JSON object. Usage:
+of pandas, matplotlib, rich, numpy or the simulator (it must not); and `help_over_queue`,
+`gpupool --help`'s time over `gpupool queue`'s (p50 and min: at most 1, help being the
+quickest command). Prints one JSON object. Usage:
     python bench/cli_speed.py [--tree DIR]... [--pending 10000] [--runs 7]
 """
 
@@ -116,6 +118,11 @@ def main() -> None:
                 "stdout_bytes": len(out),
                 "stdout_sha256": hashlib.sha256(out).hexdigest()[:16],
             }
+        # Help must be the quickest command (issue 30, item 16): at most `queue`'s time.
+        entry["help_over_queue"] = {
+            stat: round(entry["help"][stat] / entry["queue"][stat], 2)
+            for stat in ("p50_ms", "min_ms")
+        }
         entry["queue_imports"] = {
             "modules": len(modules[tree]),
             "not_in_every_tree": sorted(modules[tree] - shared),

@@ -16,6 +16,7 @@ import sys
 
 import gpupool
 from gpupool import Client
+from gpupool.sdk import RemoteTraceback
 
 GPUS = int(os.environ.get("EXAMPLE_GPUS", "0"))
 
@@ -53,7 +54,10 @@ def main() -> int:
         pool.submit_fn(check, -4.0, gpus=GPUS).result(timeout=300)
     except ValueError as exc:  # the function's own exception, raised here
         print(f"check(-4.0) raised {exc!r}; the job's traceback is its __cause__:")
-        print("  " + str(exc.__cause__).strip().splitlines()[-1])
+        remote = exc.__cause__
+        assert isinstance(remote, RemoteTraceback)  # .text: "in job N:", the job's traceback
+        for line in remote.text.strip().splitlines()[-3:]:  # check's file and line, the error
+            print("  " + line)
     return 0
 
 

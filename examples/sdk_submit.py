@@ -14,16 +14,22 @@ from gpupool import Client, Job
 
 GPUS = int(os.environ.get("EXAMPLE_GPUS", "0"))
 
+# What the job runs: the pool sets CUDA_VISIBLE_DEVICES to the job's GPUs, empty for none.
+JOB_SCRIPT = """\
+import os
+for i in range(3):
+    print('step', i)
+gpus = os.environ.get('CUDA_VISIBLE_DEVICES')
+if gpus is None:
+    gpus = 'unknown (CUDA_VISIBLE_DEVICES is not set)'
+print('on GPUs', gpus or 'none (the job asked for no GPU)')
+"""
+
 
 def main() -> int:
     pool = Client()  # the local daemon: $GPUPOOL_STATE_DIR's socket, or $GPUPOOL_URL
     job = Job(
-        [
-            sys.executable,
-            "-c",
-            "import os\nfor i in range(3): print('step', i)\n"
-            "print('on GPUs', os.environ.get('CUDA_VISIBLE_DEVICES', '-'))",
-        ],
+        [sys.executable, "-c", JOB_SCRIPT],
         gpus=GPUS,
         time="5m",
         name="sdk-example",

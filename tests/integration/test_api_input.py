@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -103,3 +104,49 @@ def test_jobs_are_listed_by_their_ids_finished_or_not(api_pool: Pool) -> None:
     active = api_pool.client.job_page(ids=[1, held])
     assert [j.id for j in active.jobs] == [held]
     api_pool.cancel(held)
+
+
+# Every route that reads a JSON body (issue 30, item 7): the plain submission answered below
+# FastAPI's routing (api/quick_submit.py), and the routes FastAPI parses for.
+JSON_BODY_ROUTES = [
+    ("POST", "/v1/jobs"),
+    ("POST", "/v1/jobs/batch"),
+    ("PATCH", "/v1/jobs/1"),
+    ("POST", "/v1/jobs/1/signal"),
+    ("POST", "/v1/projects"),
+    ("PATCH", "/v1/projects/nosuch"),
+    ("PUT", "/v1/projects/defaults/nobody"),
+    ("POST", "/v1/tokens"),
+    ("POST", "/v1/benchmarks"),
+]
+DEPTH = 1000
+NESTED_BODIES = {
+    "unclosed": b"[" * DEPTH,
+    "closed": b"[" * DEPTH + b"]" * DEPTH,
+    "in-a-field": b'{"spec": {"command": ' + b"[" * DEPTH + b"]" * DEPTH + b"}}",
+}
+
+
+def _raw_json(pool: Pool, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    """`body` sent as it is, as JSON, on the pool's Unix socket."""
+    from gpupool.client.transport import exchange
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(pool.state_dir / "gpupool.sock"))
+        return exchange(sock, method, path, body, "localhost")
+
+
+@pytest.mark.parametrize("nesting", sorted(NESTED_BODIES))
+@pytest.mark.parametrize(("method", "path"), JSON_BODY_ROUTES)
+def test_json_nested_too_deep_is_400_naming_the_nesting(
+    api_pool: Pool, method: str, path: str, nesting: str
+) -> None:
+    """1,000 nested arrays are refused with the API's error naming the nesting, never a
+    500 (RecursionError in the JSON decoder) nor FastAPI's anonymous "error parsing"."""
+    status, headers, data = _raw_json(api_pool, method, path, NESTED_BODIES[nesting])
+    assert status == 400, (status, data[:300])
+    answer = json.loads(data)
+    assert answer["error"] == "invalid_request", answer
+    assert "nest" in answer["message"], answer
+    assert headers["x-gpupool-version"]

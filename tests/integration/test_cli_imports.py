@@ -139,3 +139,32 @@ def test_topo_imports_its_own_module_and_the_inventory_only(pool: Pool, tmp_path
         assert "gpupool.cli.topo" in modules and "gpupool.inventory.topology" in modules, args
         assert _heavy(modules) == [], args
         assert _other_nouns(modules, "topo") == [], args
+
+
+# What a verb's module brings and `gpupool --help` must not pay for (issue 30, item 16): the
+# spec's checks, the client's views, the benchmarks, the planner, PyYAML.
+NOT_FOR_HELP = (
+    "gpupool.spec",
+    "gpupool.client.views",
+    "gpupool.hwbench",
+    "yaml",
+    "dataclasses",
+)
+
+
+def _of(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in packages))
+
+
+def test_top_help_imports_no_verb_module_and_no_more_than_queue(pool: Pool, tmp_path: Path) -> None:
+    # The top help lists every verb from the table (cli/verb_help.py), importing none of
+    # their modules: help is the quickest command (issue 30, item 16). So are the answers
+    # that list the verbs without running one: no verb, a typo.
+    pool.submit("--name", "q", "--gpus", "1", "--", "true")
+    queue = _imports(pool, tmp_path, "queue")
+    for args in (["--help"], ["-h"], ["--state-dir", "/s", "--help"], [], ["qeueu"]):
+        modules = _imports(pool, tmp_path, *args)
+        assert _other_nouns(modules, "") == [], args
+        assert _heavy(modules) == [], args
+        assert _of(modules, NOT_FOR_HELP) == [], args
+        assert len(modules) <= len(queue), (args, sorted(modules - queue))

@@ -40,7 +40,7 @@ def test_wait_on_a_job_cancelled_before_it_started_says_so(pool: Pool) -> None:
     job_id = pool.submit("--begin", "now+1h", "--", "true")
     pool.cli("cancel", str(job_id), check=True)
     proc = pool.cli("wait", str(job_id))
-    assert proc.returncode == 1
+    assert proc.returncode == 202  # CANCELLED (docs/jobs.md, "What `wait` exits with")
     assert proc.stderr.strip() == f"job {job_id} CANCELLED before it started"
     done = pool.submit("--", "true")
     assert pool.cli("wait", str(done)).stderr.strip() == f"job {done} SUCCEEDED (exit 0)"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from integration.browser import artifacts_dir, chromium
-from integration.pool_harness import Pool, free_port
+from integration.pool_harness import FOREVER, Pool, free_port
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route
@@ -341,3 +341,92 @@ def test_a_browser_asked_for_a_token_uses_it_and_a_job_of_another_hides_its_log(
         pool.wait(job)
     finally:
         pool.cleanup()
+
+
+# -- a missing job, an array, a narrow window (issue 30, item 19) --------------------------------
+
+
+def test_a_job_that_does_not_exist_gets_a_not_found_page(page: Page, web_pool: Pool) -> None:
+    """Not an error strip over an empty record and an empty log: one page that says there
+    is no such job, and where to look instead."""
+    from playwright.sync_api import expect
+
+    missing = 987654
+    open_page(page, web_pool, f"jobs/{missing}", "jobs")
+    found = page.locator(".not-found")
+    expect(found).to_be_visible()
+    expect(found).to_contain_text(f"No job {missing}")
+    expect(found.locator('a[href="#/queue"]')).to_have_count(1)
+    expect(page.locator("#banner")).to_be_hidden()
+    expect(page.locator(".record, .log-panel, .story")).to_have_count(0)
+    assert page.title().startswith(f"No job {missing}"), page.title()
+    shoot(page, "job-not-found")
+
+
+def test_an_array_is_folded_as_the_cli_folds_it_with_its_task_names(
+    page: Page, web_pool: Pool
+) -> None:
+    """20 tasks, 2 at a time: the running tasks are `A_0` and `A_1`, the 18 waiting ones one
+    row `A_[2-19%2]`, as `gpupool queue` prints them (cli/array_rows.py)."""
+    from playwright.sync_api import expect
+
+    first = web_pool.submit(
+        "--array", "0-19%2", "--gpus", "0", "--name", "dash-array", "--", *FOREVER
+    )
+    try:
+        open_page(page, web_pool, "queue", "queue")
+        rows = page.locator("tr.job-row", has_text="dash-array")
+        folded = f"{first}_[2-19%2]"
+        expect(rows).to_have_count(3, timeout=10_000)
+        ids = [rows.nth(i).locator("td.id") for i in range(3)]
+        expect(ids[0]).to_have_text(f"{first}_0")
+        expect(ids[1]).to_have_text(f"{first}_1")
+        expect(ids[2]).to_have_text(folded)
+        expect(rows.nth(2)).to_contain_text("18 tasks")
+        cli = web_pool.cli("queue", check=True).stdout
+        for label in (f"{first}_0", f"{first}_1", folded):
+            assert any(line.split()[:1] == [label] for line in cli.splitlines()), cli
+        shoot(page, "queue-array")
+        open_page(page, web_pool, f"jobs/{first + 19}", "jobs")  # a task's page names its task
+        expect(page.locator(".job-head")).to_contain_text(f"task {first}_19")
+        expect(page.locator(".job-head")).not_to_contain_text("null")
+    finally:
+        web_pool.cancel(*range(first, first + 20))
+
+
+@pytest.mark.parametrize("route", ["gpus", "queue", "jobs/ID"])
+def test_nothing_in_the_header_overflows_a_420px_window(
+    browser: Browser, web_pool: Pool, route: str
+) -> None:
+    """At 420 px (a phone) the top bar wraps or shrinks: no element in it reaches past its
+    edges, nothing in it is clipped, and the page does not scroll sideways."""
+    from playwright.sync_api import expect
+
+    job = web_pool.submit("--begin", "now+1h", "--name", "a-long-job-name-on-a-phone", "--", "true")
+    context = browser.new_context(viewport={"width": 420, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(url(web_pool, f"#/{route.replace('ID', str(job))}"))
+        expect(page.locator("body[data-ready]")).to_have_count(1, timeout=LOAD_S * 1000)
+        expect(page.locator("#identity")).to_contain_text(ME)
+        overflow = page.evaluate(
+            """() => {
+              const bar = document.querySelector("header.topbar");
+              const box = bar.getBoundingClientRect();
+              const out = [];
+              if (bar.scrollWidth > bar.clientWidth) out.push(`header ${bar.scrollWidth} > ${bar.clientWidth}`);
+              if (document.documentElement.scrollWidth > innerWidth) out.push(`page ${document.documentElement.scrollWidth} > ${innerWidth}`);
+              for (const el of bar.querySelectorAll("*")) {
+                const r = el.getBoundingClientRect();
+                if (!r.width) continue;
+                if (r.left < box.left - 0.5 || r.right > box.right + 0.5) out.push(`${el.className || el.tagName} ${r.left}-${r.right}`);
+                if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible") out.push(`${el.className || el.tagName} clipped`);
+              }
+              return out;
+            }"""
+        )
+        assert overflow == [], overflow
+        shoot(page, f"narrow-{route.replace('/ID', '')}")
+    finally:
+        context.close()
+        web_pool.cancel(job)

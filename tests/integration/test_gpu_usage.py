@@ -4,6 +4,8 @@ its own): SQLite only, as the rule in conftest.py says."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from integration.pool_harness import Pool, wait_for
@@ -62,6 +64,46 @@ def test_a_declared_utilization_that_is_not_one_is_refused_at_submit(tmp_path: P
         assert refused.returncode == 2, refused
         assert "GPUPOOL_SIMULATED_UTIL='half'" in refused.stderr
         assert pool.client.job_page(limit=1).total == 0
+    finally:
+        pool.cleanup()
+
+
+def test_an_exported_declared_use_is_honoured_as_an_env_one(tmp_path: Path) -> None:
+    """GPUPOOL_SIMULATED_UTIL exported in the submitter's shell is the job's declaration, as
+    with --env (issue 30, item 13: it was dropped with the client's GPUPOOL_* settings); a
+    bad one is refused at submit, naming it and where it came from. docs/monitoring.md."""
+    pool = Pool(tmp_path / "pool", args=("--sample-interval", "0.2s")).start()
+    try:
+        go = tmp_path / "go"
+        env = {**pool.env, "GPUPOOL_SIMULATED_UTIL": "35"}
+        submit = [sys.executable, "-m", "gpupool", "submit", "--parsable", "--gpus", "1", "--"]
+        hold = ["sh", "-c", f"echo declared=$GPUPOOL_SIMULATED_UTIL; while [ ! -e {go} ]; "
+                "do sleep 0.05; done"]  # fmt: skip
+        done = subprocess.run(submit + hold, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        job = int(done.stdout)
+        running = pool.wait_state(job, "RUNNING")
+
+        def declared_on_its_gpu() -> bool:
+            gpus = pool.client.gpus().nodes[0].gpus
+            return all(
+                g.usage is not None and g.usage.utilization_pct == 35.0
+                for g in gpus
+                if g.index in running.gpus
+            )
+
+        wait_for(declared_on_its_gpu, 30, "35% on the job's GPU")
+        wait_for(lambda: "declared=35" in pool.log(job), 30, "the job's own view of it")
+        go.touch()
+        pool.wait(job)
+        bad = {**pool.env, "GPUPOOL_SIMULATED_UTIL": "half"}
+        refused = subprocess.run(
+            submit + ["true"], env=bad, capture_output=True, text=True, timeout=60
+        )
+        assert refused.returncode == 2, refused
+        assert "GPUPOOL_SIMULATED_UTIL='half'" in refused.stderr, refused.stderr
+        assert "exported" in refused.stderr, refused.stderr
+        assert pool.client.job_page(include_finished=True, limit=1).total == 1
     finally:
         pool.cleanup()
 

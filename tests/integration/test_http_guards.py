@@ -227,6 +227,37 @@ def test_tls_serves_https_to_a_client_given_the_ca(tmp_path: Path) -> None:
         pool.cleanup()
 
 
+def test_plain_http_to_a_tls_listener_is_told_to_use_https(tmp_path: Path) -> None:
+    """`--url http://...` pointed at a listener that serves TLS: the daemon's TLS handshake
+    refuses the plain request and the connection closes with no HTTP answer. The client tells
+    the user to use https://, not only that the connection was dropped (issue 30, item 15)."""
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    pool = Pool(
+        tmp_path / "pool",
+        listen=f"127.0.0.1:{port}",
+        args=("--tls-cert", str(cert), "--tls-key", str(key)),
+    ).start()
+    try:
+        env = {**pool.env, "GPUPOOL_URL": f"http://127.0.0.1:{port}"}
+        env["GPUPOOL_TOKEN"] = pool.token()
+        for args in (["queue"], ["submit", "--", "true"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "gpupool", *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 1, (args, done.stderr)
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1, done.stderr
+            assert f"use https://127.0.0.1:{port}" in lines[0], lines[0]
+        assert pool.client.job_page(include_finished=True, limit=1).total == 0
+    finally:
+        pool.cleanup()
+
+
 def test_a_tls_key_that_does_not_load_is_refused_at_start(tmp_path: Path) -> None:
     cert, _ = _self_signed(tmp_path)
     bad = tmp_path / "bad.pem"

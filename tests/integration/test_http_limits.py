@@ -130,6 +130,30 @@ def test_a_flood_of_half_sent_tcp_requests_leaves_the_unix_socket_answering(
     assert len(log) < 8000, log[:3000]
 
 
+def test_a_body_that_stops_halfway_is_answered_408_at_the_deadline(
+    tcp_pool: LimitedPool,
+) -> None:
+    """The head came whole, the body stops after its first byte: at the read deadline the
+    client is told so (408 in the API's error shape), not just hung up on (issue 30,
+    item 9). The connection is closed after it."""
+    half_sent = (
+        b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    )
+    log_before = len(tcp_pool.daemon_log())
+    started = time.monotonic()
+    status, answer = _raw(tcp_pool, half_sent, timeout=READ_TIMEOUT_S * 10)
+    took = time.monotonic() - started
+    assert status == 408, answer
+    assert answer["error"] == "request_timeout", answer
+    assert f"within {READ_TIMEOUT_S} s" in str(answer["message"]), answer
+    assert READ_TIMEOUT_S - 0.5 <= took < READ_TIMEOUT_S * 5, took
+    # Nothing logged for it: no traceback, no 500 for an answer the app never started.
+    wait_for(lambda: tcp_pool.client.request("GET", "/healthz"), 10, "the daemon answering")
+    assert "Traceback" not in tcp_pool.daemon_log()[log_before:]
+    assert "without starting response" not in tcp_pool.daemon_log()[log_before:]
+
+
 def test_a_10_mb_body_is_refused_unread_and_costs_no_memory(tcp_pool: LimitedPool) -> None:
     assert tcp_pool.proc is not None
     pid = tcp_pool.proc.pid

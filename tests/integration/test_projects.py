@@ -161,3 +161,35 @@ def test_a_bad_gpupool_toml_refuses_to_start(tmp_path: Path) -> None:
     )
     assert "Traceback" not in proc.stderr
     assert not (state / "gpupool.sock").exists()
+
+
+def test_a_quota_above_the_pool_is_told_to_the_admin_who_set_it(pool: Pool) -> None:
+    """The pool has 4 GPUs: a quota of 100 can never be met. The warning the daemon logs
+    comes back as data in the answer, and the CLI prints it to whoever typed the command."""
+    made = pool.cli("project", "create", "huge", "--quota", "100", check=True)
+    assert "Created project huge: quota 100" in made.stdout
+    assert made.stderr.splitlines() == [
+        "gpupool: warning: project huge's quota of 100 GPUs exceeds the pool's 4 GPUs: "
+        "it can never be met in full"
+    ]
+    status, _, body = pool.client.request_raw("PATCH", "/v1/projects/huge", {"quota": 6})
+    assert status == 200, body
+    assert json.loads(body)["warnings"] == [
+        {
+            "code": "project_quota_above_pool",
+            "projects": ["huge"],
+            "quota_gpus": 6,
+            "pool_gpus": 4,
+            "message": "project huge's quota of 6 GPUs exceeds the pool's 4 GPUs: "
+            "it can never be met in full",
+        }
+    ]
+    fits = pool.cli("project", "set", "huge", "--quota", "2", check=True)
+    assert fits.stderr == ""
+    two = pool.cli("project", "create", "also", "--quota", "3", check=True)
+    assert two.stderr.splitlines() == [
+        "gpupool: warning: the projects' quotas add up to 5 GPUs, more than the pool's 4 GPUs: "
+        "not all of them can be met at once (also 3, huge 2)"
+    ]
+    for name in ("also", "huge"):
+        pool.cli("project", "delete", name, check=True)

@@ -228,12 +228,24 @@ def test_the_examples_run_as_they_are(pool: Pool, tmp_path: Path, name: str) -> 
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
     if name == "sdk_submit.py":
         assert "  | step 2\n" in done.stdout and "SUCCEEDED, exit code 0" in done.stdout
+        # No GPU asked for: the job says so, never an empty `on GPUs ` (issue 30, item 20).
+        assert "  | on GPUs none (the job asked for no GPU)" in lines, done.stdout
     else:
         assert "sweep: [0.9048, 0.366, 0.0]" in done.stdout, done.stdout
         assert "on no GPU" in done.stdout
         assert "check(-4.0) raised ValueError('negative input: -4.0')" in done.stdout
+        # The job's traceback as the example prints it: the function's own file, line and
+        # source, then the error line; nothing that is only the text's quotes.
+        source = (EXAMPLES / name).read_text().splitlines()
+        line = 1 + next(i for i, text in enumerate(source) if "raise ValueError" in text)
+        frame = f'File "{EXAMPLES / name}", line {line}, in check'
+        assert any(text.strip() == frame for text in lines), done.stdout
+        assert any(text.strip().startswith("raise ValueError(") for text in lines), done.stdout
+        assert "  ValueError: negative input: -4.0" in lines, done.stdout
+        assert not [text for text in lines if text.strip() == '"""'], done.stdout
 
 
 def test_a_handle_holds_releases_updates_and_signals(client: Client, tmp_path: Path) -> None:

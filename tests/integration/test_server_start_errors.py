@@ -236,3 +236,51 @@ def test_a_bad_gpupool_toml_names_every_problem_and_writes_nothing(tmp_path: Pat
         "(projects: default, nlp, vision)",
     ]
     assert tree(tmp_path) == before  # no state.db, no lock, no socket
+
+
+def test_a_backend_whose_packages_are_missing_names_the_extra_and_applies_nothing(
+    tmp_path: Path,
+) -> None:
+    """`kind = "ray"` where Ray is not installed (a shim hides it): the one message names the
+    extra to install, no "applied" line comes before it, and nothing is written."""
+    shim = tmp_path / "shim" / "ray"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('this test hides ray')\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpupool.toml").write_text('[backends.x]\nkind = "ray"\naddress = "http://h:8265"\n')
+    before = tree(tmp_path)
+    env = {"HOME": str(tmp_path), "PYTHONPATH": str(tmp_path / "shim")}
+    proc = run_server(["--state-dir", str(state)], env, tmp_path)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "gpupool: bad config file, not starting:", proc.stderr
+    assert len(lines) == 2, proc.stderr
+    assert lines[1].startswith(
+        f"{state / 'gpupool.toml'}: backends.x.kind: the ray backend needs packages that are "
+        "not installed here: pip install 'gpupool[backends]'"
+    ), lines[1]
+    assert tree(tmp_path) == before  # no state.db, no lock, no socket
+
+
+def test_backend_settings_and_references_are_named_together_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gpupool.toml").write_text(
+        '[projects.nlp]\ndepartment = "research"\n'
+        '[backends.hpc]\nkind = "slurm"\ngpu_flag = "gpus"\n'
+    )
+    before = tree(tmp_path)
+    proc = run_server(["--state-dir", str(state)], {"HOME": str(tmp_path)}, tmp_path)
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    where = f"{state / 'gpupool.toml'}: "
+    assert proc.stderr.splitlines()[1:] == [
+        where + "projects.nlp.department: no department named 'research' "
+        "(declare it as [departments.research])",
+        where + 'backends.hpc.gpu_flag: must be "gpus-per-node" or "gres"',
+    ], proc.stderr
+    assert tree(tmp_path) == before

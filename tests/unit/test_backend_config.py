@@ -11,6 +11,7 @@ import pytest
 
 from gpupool.cli.backends import backends_table
 from gpupool.client.pool_views import read_backends
+from gpupool.client.wire_json import JsonObject
 from gpupool.core.backends import Backend, BackendHealth, BackendKind
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.execution import (
@@ -200,3 +201,18 @@ def test_the_backends_table() -> None:
         ("local", "local", "yes", "containers", 3, "1 node(s), 4 GPUs (declared)"),
         ("hpc", "slurm", "NO", "multi_node,preemption_signal", 0, "slurmctld does not answer"),
     ]
+
+
+def test_a_multi_line_summary_is_one_line_of_the_table() -> None:
+    """An engine's error of several lines (sinfo's, when slurmctld is down) is shown whole,
+    its lines joined, never as escaped newlines."""
+    row: JsonObject = {
+        "name": "hpc",
+        "kind": "slurm",
+        "reachable": False,
+        "capabilities": [],
+        "jobs": 0,
+        "summary": "sinfo: error: cannot stat file\n\nsinfo: fatal: Unable to process\n",
+    }
+    _, rows = backends_table(read_backends({"backends": [row]}))
+    assert rows[0][-1] == "sinfo: error: cannot stat file; sinfo: fatal: Unable to process"

@@ -117,3 +117,41 @@ def test_display_width_counts_wide_and_combining_characters() -> None:
     assert width("🚀") == 2
     assert width("e\u0301") == 1
     assert width("👍\ufe0f") == 2
+
+
+# Emoji sequences and marks as a terminal draws them (issue 30, item 18): a symbol made an
+# emoji by VS16 (U+FE0F) takes 2 columns, a skin tone or a ZWJ-joined emoji none of its
+# own, a keycap's enclosing mark and a Thai vowel sign (Mn, not "combining" by class) none.
+DRAWN = {
+    "❤️love": 6,
+    "👍🏽ok": 4,
+    "👩\u200d🔬lab": 5,
+    "1️⃣x": 3,
+    "🇫🇷fr": 4,
+    "ก\u0e31น": 2,
+    "ﾊﾝｶｸ": 4,
+    "训练": 4,
+}
+
+
+def test_emoji_sequences_and_marks_take_the_columns_a_terminal_draws() -> None:
+    assert {name: width(name) for name in DRAWN} == DRAWN
+
+
+def test_emoji_sequences_keep_the_columns_aligned(capsys: pytest.CaptureFixture[str]) -> None:
+    names = list(DRAWN)
+    print_table(("ID", "NAME", "STATE"), [(i, n, "RUNNING") for i, n in enumerate(names, 1)])
+    lines = capsys.readouterr().out.splitlines()[1:]
+    column = max(DRAWN.values()) + 2  # the widest name, then the two spaces between columns
+    for name, line in zip(names, lines, strict=True):
+        after = line[line.index(name) + len(name) : line.index("RUNNING")]
+        assert after.strip() == "" and DRAWN[name] + len(after) == column, (name, line)
+
+
+def test_a_cut_name_keeps_each_emoji_whole() -> None:
+    # An ellipsis never separates an emoji from its skin tone, VS16 or ZWJ partner.
+    from gpupool.cli.render import fit
+
+    assert fit("ab👍🏽cd", 4) == "ab…"
+    assert fit("ab❤️cd", 5) == "ab❤️…"
+    assert fit("a👩\u200d🔬bc", 4) == "a👩\u200d🔬…"

@@ -12,7 +12,8 @@ import pytest
 
 from gpupool.cli.argv import CliParser
 from gpupool.cli.commands import NOUNS, VERBS, noun_of
-from gpupool.cli.main import _parser
+from gpupool.cli.main import _parser, _verb_list_parser
+from gpupool.cli.verb_help import VERB_HELP
 
 
 def _verbs(parser: CliParser) -> dict[str, argparse.ArgumentParser]:
@@ -28,6 +29,15 @@ def _help(parser: CliParser, argv: list[str]) -> str:
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         parser.parse_args(argv)
     return out.getvalue()
+
+
+def _answer(parser: CliParser, argv: list[str]) -> tuple[str, str, object]:
+    """What the parser prints on stdout and stderr for `argv`, and the code it exits with."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args(argv)
+    return out.getvalue(), err.getvalue(), exited.value.code
 
 
 def test_the_table_names_every_verb_by_the_module_that_registers_it() -> None:
@@ -69,6 +79,32 @@ def test_noun_of_finds_the_verb_the_parser_reads(argv: list[str], noun: str | No
     if noun is not None:  # (--version prints and exits before the verb is read)
         args, _ = _parser().parse_known_args([a for a in argv if a != "--version"])
         assert VERBS[args.verb] == noun
+
+
+def test_the_verb_list_is_the_whole_parsers_verbs_in_its_order() -> None:
+    listed = [
+        (action.dest, action.metavar, action.help)
+        for parser in (_parser(),)
+        for sub in parser._actions
+        if isinstance(sub, argparse._SubParsersAction)
+        for action in sub._choices_actions
+    ]
+    rows = [
+        (verb, f"{verb} ({', '.join(aliases)})" if aliases else verb, line)
+        for verb, aliases, line in VERB_HELP
+    ]
+    assert rows == listed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["-h"], ["--he"], ["--url", "http://h:1", "--help"], [], ["qeueu"], ["--", "queue"],
+     ["--version"]],
+)  # fmt: skip
+def test_the_top_help_and_its_errors_read_as_the_whole_parsers(argv: list[str]) -> None:
+    # `gpupool --help`, no verb, a typo: answered from cli/verb_help.py, no verb's module
+    # imported (issue 30, item 16), and printed byte for byte as the whole parser prints them.
+    assert _answer(_verb_list_parser(), argv) == _answer(_parser(), argv)
 
 
 def test_adding_an_argument_still_checks_its_metavar_against_nargs() -> None:

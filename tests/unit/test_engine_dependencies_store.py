@@ -80,3 +80,34 @@ def test_a_dependency_that_ended_before_a_restart_is_read_from_the_store(
         assert decision.pending[on_any.id].code.value == "BeginTime"  # past its dependency
     finally:
         store.close()
+
+
+def test_an_array_dependency_that_ended_before_a_restart_reads_every_task(
+    store_url: str, executor: LocalExecutor
+) -> None:
+    """--after on an array's id: every task, as the store has them (issue 30, item 3)."""
+    store = Store.open(store_url)
+    try:
+        new = NewJob(spec(array=ArrayRequest((0, 1, 2))), "alice", 1.0)
+        tasks = store.submit_array(array_tasks(new))
+        first = tasks[0].id
+        for task in tasks:  # task 1 failed; the first task, the array's id, succeeded
+            store.commit_starts([(task.id, "box", (0,))], store.allocation_version(), 1.5)
+            failed = task.id == first + 1
+            state = JobState.FAILED if failed else JobState.SUCCEEDED
+            store.finish(task.id, state, 1 if failed else 0, 2.0, "ended")
+        on_ok = store.submit(spec(after=(Dependency(first, AfterKind.OK),)), "alice", 3.0)
+        far = time.time() + 86400.0
+        on_any = store.submit(
+            spec(after=(Dependency(first, AfterKind.ANY),), begin_time=far), "alice", 3.0
+        )
+        engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"))
+        engine.recover()
+        decision = engine.run_pass()
+        cancelled = store.get(on_ok.id)
+        assert cancelled.state is JobState.CANCELLED, cancelled
+        words = f"job {first + 1} ({first}_1) of array {first} ended FAILED, not SUCCEEDED"
+        assert any(words in e.cause for e in cancelled.events), cancelled.events
+        assert decision.pending[on_any.id].code.value == "BeginTime"
+    finally:
+        store.close()

@@ -99,6 +99,77 @@ def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) 
             os.close(dirfd)
 
 
+# A job that writes a line every 20 ms until GO exists, counting in COUNT (outside the
+# tmpfs) the writes a full disk refused.
+WRITES_UNTIL = """
+import os, sys, time
+refused = 0
+while not os.path.exists(sys.argv[1]):
+    try:
+        os.write(1, b"a line of output\\n")
+    except OSError:
+        refused += 1
+        with open(sys.argv[2], "w") as f:
+            f.write(str(refused))
+    time.sleep(0.02)
+"""
+
+
+def test_output_lost_to_a_full_disk_is_said_in_the_log_and_the_exit_record(
+    tmp_path: Path,
+) -> None:
+    jobdir, go, staged = tmp_path / "job", tmp_path / "go", tmp_path / "launch.json"
+    refused = tmp_path / "refused"
+    jobdir.mkdir()
+    spec = {
+        "job_id": 1,
+        "command": [PY, "-c", WRITES_UNTIL, str(go), str(refused)],
+        "env": ENV,
+        "workdir": "/",
+        "time_limit_s": None,
+        "grace_s": 1.0,
+        "notify_socket": None,
+        "user": None,
+        "umask": None,
+    }
+    staged.write_text(json.dumps(spec))
+    command = ["sh", "-c", COPY_THEN_SUPERVISE, str(staged), str(jobdir), PY, str(SUPERVISOR)]
+    sup = subprocess.Popen(on_tmpfs(jobdir, 1 << 20, command), stdin=subprocess.DEVNULL)
+    dirfd = -1
+    child: dict[str, int] = {}
+    try:
+        inside = view(sup.pid, jobdir)
+        child = wait_for(lambda: read_json(inside / "child.json"), 30, "the job's start")
+        dirfd = os.open(inside, os.O_RDONLY | os.O_DIRECTORY)
+        log = Path(_in_dir(dirfd, "output.log"))
+        wait_for(lambda: log.stat().st_size > 0, 30, "the job's first output")
+        full_from = time.time()
+        filler = fill(inside)
+        wait_for(lambda: refused.exists() and int(refused.read_text() or 0) >= 3, 30, "refusals")
+        go.touch()  # the job ends while the disk is still full
+        wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), 30, "job's end")
+        tried = write_syscalls(sup.pid)
+        wait_for(lambda: write_syscalls(sup.pid) >= tried + 2, 30, "the exit record's retries")
+        filler.unlink()
+        rec = wait_for(lambda: read_json(Path(_in_dir(dirfd, "exit.json"))), 30, "exit.json")
+        assert sup.wait(30) == 0
+        ((start, end),) = rec["output_lost"]
+        assert full_from <= start <= end <= rec["end_time"]
+        lines = log.read_text().splitlines()
+        lost = [line for line in lines if line.startswith("gpupool: output lost")]
+        assert len(lost) == 1, lines[-5:]
+        assert "the disk of this log was full" in lost[0]
+        assert lost[0].endswith("what the job wrote then is not in this log"), lost[0]
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+            sup.wait()
+        if child and process_alive(child["pid"], child["start_ticks"]):
+            os.killpg(child["pgid"], signal.SIGKILL)
+        if dirfd >= 0:
+            os.close(dirfd)
+
+
 # -- the daemon's own writes: nothing half-written is left when a write fails -------------
 
 

@@ -21,15 +21,15 @@ GiB = 1 << 30
 
 # (id, spec fields, expected Resources)
 GOOD = [
-    ("gpu-memory", {"gpu_memory": "20GB"}, Resources(gpus=1, gpu_memory_bytes=20 * GiB)),
+    ("gpu-memory", {"gpu_memory": "20GiB"}, Resources(gpus=1, gpu_memory_bytes=20 * GiB)),
     (
         "gpu-memory-with-gpus-1",
-        {"gpus": 1, "gpu_memory": "512MB"},
+        {"gpus": 1, "gpu_memory": "512MiB"},
         Resources(gpus=1, gpu_memory_bytes=512 << 20),
     ),
     (
         "gpu-memory-with-type",
-        {"gpu_type": "A100", "gpu_memory": "20GB"},
+        {"gpu_type": "A100", "gpu_memory": "20GiB"},
         Resources(gpus=1, gpu_type="A100", gpu_memory_bytes=20 * GiB),
     ),
     ("half", {"gpus": 0.5}, Resources(gpus=1, gpu_fraction=0.5)),
@@ -151,7 +151,7 @@ def test_declared_unmanaged_memory() -> None:
         "nodes:\n"
         "  - name: box\n"
         "    gpus:\n"
-        "      - {model: A100-80GB, unmanaged_memory: 4GB}\n"
+        "      - {model: A100-80GB, unmanaged_memory: 4GiB}\n"
         "      - {model: A100-80GB}\n",
         "inv.yaml",
     )

@@ -22,7 +22,7 @@ from gpupool.policy.words import node_words
         ("nvidia a100 sxm4 80gb", "A100-80GB"),
         ("NVIDIA H100 80GB HBM3", "H100-SXM"),
         ("h100", "H100"),
-        ("rtx a6000", "RTXA6000"),
+        ("rtx a6000", "RTX A6000"),
         ("tesla v100_32gb", "V100-32GB"),
         ("mygpu 5", "MYGPU-5"),  # not in the catalog: its words, as the catalog writes names
     ],

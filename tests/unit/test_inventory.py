@@ -48,14 +48,14 @@ def test_shorthand_four_a100() -> None:
     ("text", "count", "model", "gib"),
     [
         ("8xH100", 8, "H100", 80),
-        ("2xRTX4090", 2, "RTX4090", 24),
+        ("2xRTX4090", 2, "RTX 4090", 24),
         ("1xA10", 1, "A10", 24),
         ("4x A100-80GB", 4, "A100-80GB", 80),
         ("4X a100-80gb", 4, "A100-80GB", 80),
-        (" 2 x rtx 4090 ", 2, "RTX4090", 24),
+        (" 2 x rtx 4090 ", 2, "RTX 4090", 24),
         ("3xA100-40GB", 3, "A100-40GB", 40),
         ("1xH100-SXM", 1, "H100-SXM", 80),
-        ("1xh100-pcie", 1, "H100-PCIE", 80),
+        ("1xh100-pcie", 1, "H100-PCIe", 80),
         ("1xH200", 1, "H200", 141),
         ("1xB200", 1, "B200", 192),
         ("1xV100-16GB", 1, "V100-16GB", 16),
@@ -64,9 +64,9 @@ def test_shorthand_four_a100() -> None:
         ("1xL40S", 1, "L40S", 48),
         ("1xL4", 1, "L4", 24),
         ("1xA40", 1, "A40", 48),
-        ("1xRTX3090", 1, "RTX3090", 24),
-        ("1xRTX2080TI", 1, "RTX2080TI", 11),
-        ("1xGTX1080Ti", 1, "GTX1080TI", 11),
+        ("1xRTX3090", 1, "RTX 3090", 24),
+        ("1xRTX2080TI", 1, "RTX 2080 Ti", 11),
+        ("1xGTX1080Ti", 1, "GTX 1080 Ti", 11),
         ("1xMI300X", 1, "MI300X", 192),
     ],
 )
@@ -187,9 +187,9 @@ FULL = """\
 nodes:
   - name: box1
     cpus: 64
-    memory: 512GB
+    memory: 512GB           # decimal: 512 x 10^9 bytes
     gpus:
-      - {index: 0, model: A100-80GB, memory: 80GB, numa: 0, pci_bus_id: "0000:07:00.0", uuid: U0}
+      - {index: 0, model: A100-80GB, memory: 80GiB, numa: 0, pci_bus_id: "0000:07:00.0", uuid: U0}
       - {index: 1, model: A100-80GB}
       - {index: 4, model: MYGPU, memory: 20GiB}
       - {index: 5, model: A100-80GB}
@@ -215,7 +215,7 @@ def test_load_full_file(tmp_path: Path) -> None:
     inv = load_inventory_file(write(tmp_path, FULL), node_name="ignored")
     assert inv.source == "declared" and inv.note == ""
     box1, box2 = inv.nodes
-    assert (box1.name, box1.cpus, box1.memory_bytes) == ("box1", 64, 512 * GiB)
+    assert (box1.name, box1.cpus, box1.memory_bytes) == ("box1", 64, 512 * 10**9)
     assert box1.gpus[0] == Gpu(0, "A100-80GB", 80 * GiB, "U0", "0000:07:00.0", 0)
     assert box1.gpus[1] == Gpu(1, "A100-80GB", 80 * GiB, "GPU-declared-box1-1", "", 0)
     assert box1.gpus[2] == Gpu(4, "MYGPU", 20 * GiB, "GPU-declared-box1-4", "", 1)

@@ -3,12 +3,14 @@ Project/Department rules underneath, and applying a config to a store."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from gpupool.core.project import Department, InvalidProject, Project
 from gpupool.engine.projects import (
+    BackendTable,
     Config,
     ConfigError,
     apply,
@@ -329,6 +331,36 @@ def test_check_config_names_value_and_reference_problems_together() -> None:
         "(declare it as [departments.research])",
         "/etc/gpupool.toml: users.alice.default_project: no project named 'visoin' "
         "(projects: default, nlp, vision)",
+    ]
+
+
+def test_an_invalid_projects_unknown_department_is_named_in_the_same_message() -> None:
+    """A project with a bad value still has its department checked: fixing the value must
+    not reveal a second problem at the next start."""
+    text = '[projects.nlp]\nquota = -1\ndepartment = "research"\n'
+    with pytest.raises(ConfigError) as info:
+        check_config(text, [Project("default")], [])
+    assert info.value.problems == [
+        "projects.nlp.quota: must be between 0 and 1e+06, got -1",
+        "projects.nlp.department: no department named 'research' "
+        "(declare it as [departments.research])",
+    ]
+
+
+def test_backend_settings_are_checked_with_the_rest_of_the_file() -> None:
+    """The daemon's check of the backends' settings (api/backends.py) joins the file's own
+    problems, in one message, before anything is written."""
+    text = '[projects.nlp]\ndepartment = "research"\n[backends.hpc]\nkind = "slurm"\n'
+
+    def settings(tables: Sequence[BackendTable]) -> list[str]:
+        return [f"backends.{t.name}.partition: must be a Slurm name" for t in tables]
+
+    with pytest.raises(ConfigError) as info:
+        check_config(text, [Project("default")], [], check_backends=settings)
+    assert info.value.problems == [
+        "projects.nlp.department: no department named 'research' "
+        "(declare it as [departments.research])",
+        "backends.hpc.partition: must be a Slurm name",
     ]
 
 

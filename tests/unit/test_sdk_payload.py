@@ -19,6 +19,7 @@ from gpupool.sdk.job_spec import BACKEND_FIELDS, CONTAINER_FIELDS
 from gpupool.sdk.payload import (
     CALL_FILE,
     OUTCOME_FILE,
+    Call,
     PayloadError,
     Raised,
     Returned,
@@ -82,6 +83,23 @@ def test_a_raised_exception_keeps_type_message_and_traceback(tmp_path: Path) -> 
     assert "in job 7" in str(exc.__cause__) and "in broken" in str(exc.__cause__)
 
 
+def test_a_function_sent_by_value_names_its_own_file_and_line_in_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """cloudpickle sends a function's code as `<dynamic-code>`; the SDK sends it with the
+    file it was defined in, so the job's traceback names that file, the line and its source."""
+
+    def broken(x: float) -> None:
+        raise ValueError(f"negative input: {x}")  # the line the traceback must show
+
+    line = broken.__code__.co_firstlineno + 1
+    outcome = run_call(read_back(tmp_path, lambda: broken(-4.0)))
+    assert isinstance(outcome, Raised)
+    assert f'File "{__file__}", line {line}, in broken' in outcome.traceback, outcome.traceback
+    assert 'raise ValueError(f"negative input: {x}")' in outcome.traceback
+    assert "<dynamic-code>" not in outcome.traceback
+
+
 def test_an_exception_that_does_not_pickle_is_a_remote_error(tmp_path: Path) -> None:
     class Locked(Exception):
         def __init__(self) -> None:
@@ -107,7 +125,7 @@ def test_a_return_value_that_cannot_travel_is_an_error(tmp_path: Path) -> None:
     assert "returned a lock, which cannot be pickled" in outcome.message
 
 
-def read_back(tmp_path: Path, fn: object) -> object:
+def read_back(tmp_path: Path, fn: object) -> Call:
     assert callable(fn)
     write_call(tmp_path / CALL_FILE, fn, (), {})
     return read_call(tmp_path / CALL_FILE)

@@ -166,3 +166,31 @@ def test_without_out_nothing_is_written(
     else:
         assert "40 jobs on 8 GPUs" in printed
         assert "no files written: --out DIR writes metrics.json and the plots" in printed
+
+
+def test_the_report_says_what_load_and_util_measure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "load 0.80" beside "util 8.6%" read as a contradiction (issue 30, item 23): the report
+    # says what each is, with the figures the load was computed from, which give it back.
+    import re
+
+    from gpupool.core.units import parse_duration
+
+    trace = _csv_trace(tmp_path / "trace.csv")
+    code = main(["sim", "--trace", str(trace), "--format", "csv", "--cluster", "2x8",
+                 "--load", "0.9", "--policy", "fifo"])  # fmt: skip
+    assert code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # a terminal may wrap the lines
+    said = re.search(
+        r"load 0\.90 = ([\d.,]+) GPU-hours asked / \((\d+) GPUs x (\S+) from the first "
+        r"submission to the last\)",
+        printed,
+    )
+    assert said is not None, printed
+    hours, gpus, span = float(said[1].replace(",", "")), int(said[2]), said[3]
+    assert hours / (gpus * parse_duration(span) / 3600) == pytest.approx(0.9, rel=0.02)
+    assert (
+        "util = GPU-hours held / (GPUs x the time from the first submission to the last end)"
+        in printed
+    )

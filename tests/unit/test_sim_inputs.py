@@ -136,7 +136,7 @@ def test_csv_format(tmp_path: Path) -> None:
     )
     trace = load_trace(write(tmp_path, "t.csv", text), "csv")
     assert trace.jobs == (
-        TraceJob(5, 0.0, 30.0, 1, "bo", "default", 3600.0, 20 << 30),
+        TraceJob(5, 0.0, 30.0, 1, "bo", "default", 3600.0, 20 * 10**9),
         TraceJob(7, 10.0, 60.0, 2, "ann", "vision", 7200.0, None),
         TraceJob(9, 10.0, 5.0, 1, "cy", "nlp", None, None),
     )

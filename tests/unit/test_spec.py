@@ -64,7 +64,7 @@ VALID = [
     ("cpus-int", {"cpus": 8}, lambda s: s.resources.cpus, 8),
     ("cpus-text", {"cpus": "16"}, lambda s: s.resources.cpus, 16),
     ("cpus-absent", {}, lambda s: s.resources.cpus, None),
-    ("mem-GB", {"mem": "32GB"}, lambda s: s.resources.mem_bytes, 32 * GiB),
+    ("mem-GB", {"mem": "32GB"}, lambda s: s.resources.mem_bytes, 32 * 10**9),
     ("mem-MiB", {"mem": "512MiB"}, lambda s: s.resources.mem_bytes, 512 << 20),
     ("mem-fraction", {"mem": "1.5T"}, lambda s: s.resources.mem_bytes, int(1.5 * (1 << 40))),
     ("mem-absent", {}, lambda s: s.resources.mem_bytes, None),
@@ -366,7 +366,7 @@ def test_full_spec_from_the_documented_example(tmp_path: Path) -> None:
     assert spec == JobSpec(
         command=("python", "train.py", "--lr", "3e-4"),
         resources=spec.resources.__class__(
-            gpus=2, gpu_type="A100-80GB", cpus=8, mem_bytes=32 * GiB
+            gpus=2, gpu_type="A100-80GB", cpus=8, mem_bytes=32 * 10**9
         ),
         name="train-resnet",
         project="vision",

@@ -16,8 +16,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from gpupool import __version__
-from gpupool.api.backends import add_backend_routes
-from gpupool.api.checks import MAX_INT64, IdentifyAsGpupool, JobId, field_errors, invalid_field
+from gpupool.api.backends import RecentHealth, add_backend_routes, submit_warnings
+from gpupool.api.checks import (
+    MAX_INT64,
+    IdentifyAsGpupool,
+    JobId,
+    caused_by_nesting,
+    field_errors,
+    invalid_field,
+    nested_too_deeply,
+)
 from gpupool.api.dashboard import add_dashboard
 from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
@@ -75,6 +83,7 @@ def create_app(
     `metrics`: what `/metrics` serves (the daemon's observes its engine; default: the pool's
     gauges alone)."""
     clock: Clock = access.clock
+    health = RecentHealth(service)  # the backends' health as last asked (api/backends.py)
     exported = metrics if metrics is not None else PoolMetrics(service)
     app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.state.access = access
@@ -82,6 +91,7 @@ def create_app(
 
     from gpupool.api.batch import add_batch_routes
     from gpupool.api.benchmarks import add_benchmark_routes
+    from gpupool.api.bulk_cancel import add_bulk_cancel_route
     from gpupool.api.projects import add_routes
     from gpupool.api.steering import add_steering_routes
     from gpupool.api.tokens import add_token_routes
@@ -111,6 +121,22 @@ def create_app(
         errors = field_errors(exc.errors())
         message = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return _error(422, "invalid_request", message or "invalid request", errors=errors)
+
+    from fastapi.exception_handlers import http_exception_handler
+    from starlette.exceptions import HTTPException
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Response:
+        # FastAPI's "error parsing the body" raised from the JSON decoder's RecursionError:
+        # the nesting, named (issue 30, item 7). Any other: FastAPI's own answer.
+        if caused_by_nesting(exc):
+            return nested_too_deeply()
+        return await http_exception_handler(request, exc)
+
+    @app.exception_handler(RecursionError)
+    def _nested(_: Request, exc: RecursionError) -> JSONResponse:
+        # A route that followed a body's nesting too far (the decoder, a repr): never a 500.
+        return nested_too_deeply()
 
     @app.exception_handler(UnknownJob)
     @app.exception_handler(UnknownProject)
@@ -211,6 +237,9 @@ def create_app(
             spec_from_wire(spec), caller.name, clock.now(), token, project_given=given
         )
         answer = wire(job, caller)
+        if job.spec.backend is not None:  # told when its backend cannot be reached now
+            found = await asyncio.to_thread(submit_warnings, health, job.id, job.spec.backend)
+            answer["warnings"] = found
         if job.array_id is not None:  # an array (--array): every task's id, in index order
             answer["array_tasks"] = await asyncio.to_thread(service.array_task_ids, job.array_id)
         return answer
@@ -226,6 +255,7 @@ def create_app(
         return await submit_answer(caller, spec, token)
 
     add_batch_routes(api, service, access, MAX_TOKEN)
+    add_bulk_cancel_route(api, service, access)
 
     @api.get("/v1/jobs")
     def list_jobs(
@@ -239,18 +269,20 @@ def create_app(
         order: Order = Order.ID,
         since: float | None = Query(None, ge=0, le=1e12, description="submitted since (epoch s)"),
         id: str | None = Query(None, description="only these jobs, comma-separated: 12,15"),
+        array: int | None = Query(None, ge=1, le=MAX_INT64, description="only its tasks"),
     ) -> Response:
         """Jobs, active ones by default (`all`: finished ones too; `state`: those states),
         a page of them with `limit` and `offset`; `order` queue: running, then pending as
         the last pass ranked them; `id`: only the jobs named (at most 1,000; squeue -j),
-        ids of no job left out. `total` and `counts` (by state) count every match."""
+        ids of no job left out; `array`: only the tasks of that array (`wait`, `show`).
+        `total` and `counts` (by state) count every match."""
         states = _states(state)
         if isinstance(states, JSONResponse):
             return states
         ids = _ids(id)
         if isinstance(ids, JSONResponse):
             return ids
-        query = JobQuery(states, all, user, project, limit, offset, order, since, ids)
+        query = JobQuery(states, all, user, project, limit, offset, order, since, ids, array)
         found = service.list_jobs(query)
         decision = service.engine.view(fresh=False).decision
         rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
@@ -311,7 +343,7 @@ def create_app(
     add_token_routes(api, access)
     add_usage_routes(api, service, clock)
     add_benchmark_routes(api, service.store, access)
-    add_backend_routes(api, service)
+    add_backend_routes(api, service, health)
     add_steering_routes(api, service, access, wire)
 
     @api.post("/v1/internal/wake")

@@ -9,25 +9,46 @@ opened backends as a mapping of name -> Backend and never imports gpupool.backen
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fastapi import APIRouter
 
-from gpupool.core.backends import Backend, BackendConfigError, BackendContext, BackendHealth
+from gpupool.core.backends import (
+    Backend,
+    BackendConfigError,
+    BackendContext,
+    BackendHealth,
+    summary_line,
+)
 from gpupool.core.execution import Capabilities
+from gpupool.core.json_types import JsonObject
 from gpupool.engine import PoolService
 from gpupool.engine.projects import BackendTable, ConfigError, key_path
 
 # How long `GET /v1/backends` waits for all the backends' health together.
 HEALTH_DEADLINE_S = 5.0
+# A submission to a backend is told when the backend cannot be reached now: its health as
+# last asked (by `gpupool backends` or a submission) within SUBMIT_HEALTH_FRESH_S, else asked
+# then, waiting at most SUBMIT_HEALTH_DEADLINE_S (a burst of submissions asks once).
+SUBMIT_HEALTH_FRESH_S = 30.0
+SUBMIT_HEALTH_DEADLINE_S = 2.0
 
 
-def open_backends(
-    tables: Sequence[BackendTable], pool_id: str, state_dir: Path, source: str
-) -> dict[str, Backend]:
-    """Every configured backend, opened (settings checked, nothing contacted); ConfigError
-    naming each bad setting as `backends.NAME.KEY: problem`."""
+# The extra that installs what the Ray and Kubernetes backends import (pyproject.toml).
+BACKENDS_EXTRA = "pip install 'gpupool[backends]'"
+# The pool id of backends opened only to check their settings (`backend_problems`).
+_CHECK_POOL_ID = "check"
+
+
+def _open_each(
+    tables: Sequence[BackendTable], pool_id: str, state_dir: Path
+) -> tuple[dict[str, Backend], list[str]]:
+    """Every backend that opens, and the problems of those that do not, each named
+    `backends.NAME.KEY: problem`."""
     from gpupool.backends.registry import open_backend
 
     opened: dict[str, Backend] = {}
@@ -43,11 +64,33 @@ def open_backends(
         except ImportError as exc:  # its package, or what it needs (ray, kubernetes), is absent
             problems.append(
                 f"{key_path('backends', table.name, 'kind')}: the {table.kind.value} backend "
-                f"cannot be loaded here: {exc}"
+                f"needs packages that are not installed here: {BACKENDS_EXTRA} ({exc})"
             )
+    return opened, problems
+
+
+def open_backends(
+    tables: Sequence[BackendTable], pool_id: str, state_dir: Path, source: str
+) -> dict[str, Backend]:
+    """Every configured backend, opened (settings checked, nothing contacted); ConfigError
+    naming each bad setting as `backends.NAME.KEY: problem`."""
+    opened, problems = _open_each(tables, pool_id, state_dir)
     if problems:
+        for backend in opened.values():
+            backend.close()
         raise ConfigError(source, problems)
     return opened
+
+
+def backend_problems(tables: Sequence[BackendTable]) -> list[str]:
+    """What `open_backends` would refuse in `tables`, found before the daemon writes
+    anything: each is opened (a backend may make its directories as it opens: in a scratch
+    directory here, removed after) and closed again."""
+    with tempfile.TemporaryDirectory(prefix="gpupool-backend-check-") as scratch:
+        opened, problems = _open_each(tables, _CHECK_POOL_ID, Path(scratch))
+        for backend in opened.values():
+            backend.close()
+    return problems
 
 
 def capability_names(caps: Capabilities) -> list[str]:
@@ -55,19 +98,21 @@ def capability_names(caps: Capabilities) -> list[str]:
     return [name for name, value in vars(caps).items() if value is True]
 
 
-def _health(backends: Mapping[str, Backend]) -> dict[str, BackendHealth]:
+def _health(
+    backends: Mapping[str, Backend], deadline_s: float = HEALTH_DEADLINE_S
+) -> dict[str, BackendHealth]:
     """Every backend's health at once, each in a thread of its own, waiting at most
-    HEALTH_DEADLINE_S in all: one that has not answered by then is shown unreachable."""
+    `deadline_s` in all: one that has not answered by then is shown unreachable."""
     if not backends:
         return {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(backends))
     try:
         futures = {name: pool.submit(b.health) for name, b in backends.items()}
-        concurrent.futures.wait(futures.values(), timeout=HEALTH_DEADLINE_S)
+        concurrent.futures.wait(futures.values(), timeout=deadline_s)
         out: dict[str, BackendHealth] = {}
         for name, future in futures.items():
             if not future.done():
-                out[name] = BackendHealth(False, f"no answer within {HEALTH_DEADLINE_S:g}s")
+                out[name] = BackendHealth(False, f"no answer within {deadline_s:g}s")
             elif future.exception() is not None:
                 out[name] = BackendHealth(False, f"health check failed: {future.exception()}")
             else:
@@ -77,9 +122,57 @@ def _health(backends: Mapping[str, Backend]) -> dict[str, BackendHealth]:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def backends_to_wire(service: PoolService) -> dict[str, object]:
+class RecentHealth:
+    """Each backend's health as last asked, and when (monotonic seconds): what a submission
+    to it is told (`submit_warnings`)."""
+
+    def __init__(self, service: PoolService, clock: Callable[[], float] = time.monotonic) -> None:
+        self.service = service
+        self.clock = clock
+        self._said: dict[str, tuple[BackendHealth, float]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, found: Mapping[str, BackendHealth]) -> None:
+        now = self.clock()
+        with self._lock:
+            self._said.update((name, (health, now)) for name, health in found.items())
+
+    def of(self, name: str) -> BackendHealth | None:
+        """Backend `name`'s health, as last asked if that is recent, else asked now (at most
+        SUBMIT_HEALTH_DEADLINE_S); None for a backend that is not configured."""
+        backend = self.service.backends.get(name)
+        if backend is None:
+            return None
+        with self._lock:
+            said = self._said.get(name)
+        if said is not None and self.clock() - said[1] < SUBMIT_HEALTH_FRESH_S:
+            return said[0]
+        found = _health({name: backend}, SUBMIT_HEALTH_DEADLINE_S)
+        self.record(found)
+        return found[name]
+
+
+def submit_warnings(recent: RecentHealth, job_id: int, backend: str) -> list[JsonObject]:
+    """What a submission of job `job_id` to `backend` is told besides its id: that the
+    backend cannot be reached now (the job is queued all the same), as data with its words."""
+    health = recent.of(backend)
+    if health is None or health.reachable:
+        return []
+    summary = summary_line(health.summary)
+    return [
+        {
+            "code": "backend_unreachable",
+            "backend": backend,
+            "summary": summary,
+            "message": f"job {job_id} is queued, but backend {backend} cannot be reached now "
+            f"({summary}); `gpupool backends` shows its health",
+        }
+    ]
+
+
+def backends_to_wire(service: PoolService, recent: RecentHealth | None = None) -> dict[str, object]:
     """The local pool first (kind local), then each backend: name, kind, reachable,
-    capabilities, its active jobs, and what its health says."""
+    capabilities, its active jobs, and what its health says (kept in `recent`)."""
     active: dict[str | None, int] = {}
     for job in service.engine.view(fresh=False).jobs.values():
         if not job.state.terminal:
@@ -97,6 +190,8 @@ def backends_to_wire(service: PoolService) -> dict[str, object]:
         }
     ]
     health = _health(service.backends)
+    if recent is not None:
+        recent.record(health)
     for name, backend in sorted(service.backends.items()):
         said = health[name]
         rows.append(
@@ -112,10 +207,10 @@ def backends_to_wire(service: PoolService) -> dict[str, object]:
     return {"backends": rows}
 
 
-def add_backend_routes(api: APIRouter, service: PoolService) -> None:
+def add_backend_routes(api: APIRouter, service: PoolService, recent: RecentHealth) -> None:
     @api.get("/v1/backends")
     def backends() -> dict[str, object]:
         """The pool's backends with their health (a sync route: run in a worker thread,
         never on the engine's; each health call has its own deadline). Everyone may list
         them: names, kinds and a summary, no job's command or environment."""
-        return backends_to_wire(service)
+        return backends_to_wire(service, recent)

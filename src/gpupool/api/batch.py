@@ -1,8 +1,10 @@
 """POST /v1/jobs/batch: many jobs in one submission (engine/batch_submit.py has the contract).
 
-Body: `{"specs": [spec, ...], "token": T, "base_env": {...}}` (each spec as `POST /v1/jobs`
-takes one; T, as there, makes it safe to send again; `base_env`, the environment submitted
-from, for each spec that has none: a sweep's jobs share it, ~2 KB that then travels once).
+Body: `{"specs": [spec, ...], "token": T, "base_env": {...}, "common": {...}}` (each spec
+as `POST /v1/jobs` takes one; T, as there, makes it safe to send again; `base_env`, the
+environment submitted from, for each spec that has none: a sweep's jobs share it, ~2 KB
+that then travels once; `common`, the fields and `env` variables every spec shares, sent
+once by the SDK (sdk/batch_shared.py): a spec's own fields and variables win).
 Answer 201: `{"ids": [...]}`, in the specs' order. A bad spec is a 400 naming it
 (`specs[2].gpus: ...`), a job that could never run a 422 (`specs[2]: ...`): nothing is
 queued then. The submit rate limit counts a batch's jobs
@@ -29,15 +31,33 @@ from gpupool.engine.batch_submit import BatchItem, submit_batch
 from gpupool.spec import FieldError, SpecError, spec_from_wire
 
 
-def batch_items(specs: list[Any], base_env: dict[str, str] | None = None) -> list[BatchItem]:
-    """Each wire spec read, with the batch's `base_env` where it has none of its own; or
-    SpecError naming every bad field as `specs[i].field`."""
+def with_common(spec: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with what the batch's specs share put back: its own fields win, and its own
+    `env` variables go over the shared ones."""
+    merged = {**common, **spec}
+    shared_env, own_env = common.get("env"), spec.get("env")
+    if isinstance(shared_env, dict) and (own_env is None or isinstance(own_env, dict)):
+        merged["env"] = {**shared_env, **(own_env or {})}
+    return merged
+
+
+def batch_items(
+    specs: list[Any],
+    base_env: dict[str, str] | None = None,
+    common: dict[str, Any] | None = None,
+) -> list[BatchItem]:
+    """Each wire spec read, with the batch's `common` fields and `base_env` where it has
+    none of its own; or SpecError naming every bad field as `specs[i].field`."""
     items: list[BatchItem] = []
     errors: list[FieldError] = []
+    if common is not None and "env" in common and not isinstance(common["env"], dict):
+        raise SpecError([FieldError("common.env", "an object of NAME: value variables")])
     for index, spec in enumerate(specs):
         if not isinstance(spec, dict):
             errors.append(FieldError(f"specs[{index}]", "a job spec is an object"))
             continue
+        if common:
+            spec = with_common(spec, common)
         if base_env is not None and spec.get("base_env") is None:
             spec = {**spec, "base_env": base_env}
         try:
@@ -61,14 +81,16 @@ def add_batch_routes(api: APIRouter, service: PoolService, access: Access, max_t
         specs: list[Any] = Body(..., max_length=MAX_BATCH),
         token: str | None = Body(None, max_length=max_token),
         base_env: dict[str, str] | None = Body(None),
+        common: dict[str, Any] | None = Body(None),
     ) -> dict[str, object] | JSONResponse:
         """Queue every job of `specs` as the caller, or none. `base_env`: the environment
         submitted from, for each spec without one (the SDK sends the one its jobs share
-        once, not once per job)."""
+        once, not once per job); `common`: the fields and `env` variables every spec
+        shares, sent once (a spec's own win)."""
         access.require(caller, Action.SUBMIT)
         if not specs:
             return invalid_field("specs", "specs: at least one job spec")
-        items = batch_items(specs, base_env)
+        items = batch_items(specs, base_env, common)
         charge = getattr(request.state, "submit_charge", None)
         if isinstance(charge, SubmitCharge):
             wait = charge.rest(len(items))  # the middleware took the first token

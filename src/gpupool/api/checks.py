@@ -28,6 +28,36 @@ def invalid_field(field: str, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=422)
 
 
+NESTED_TOO_DEEPLY = (
+    "body: the JSON nests arrays or objects too deeply to be read (hundreds of levels; "
+    "a request to gpupool nests a few)"
+)
+
+
+def nested_too_deeply() -> JSONResponse:
+    """400 in the API's error shape for a body whose JSON nests deeper than the decoder can
+    follow (its RecursionError): the same answer from every route (issue 30, item 7)."""
+    body = {
+        "error": "invalid_request",
+        "message": NESTED_TOO_DEEPLY,
+        "errors": [{"field": "body", "message": NESTED_TOO_DEEPLY}],
+    }
+    return JSONResponse(body, status_code=400)
+
+
+def caused_by_nesting(exc: BaseException) -> bool:
+    """Whether `exc` is, or was raised from, a RecursionError (FastAPI raises its 400
+    "error parsing the body" from the decoder's)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a cycle in it must not loop
+        if seen is None:
+            return False
+        if isinstance(seen, RecursionError):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 # Must match gpupool.client.errors.API_HEADER (the api layer does not import the client).
 API_HEADER = "x-gpupool-version"
 
@@ -81,7 +111,10 @@ def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
         message = str(e.get("msg", "invalid"))
         message = message[:1].lower() + message[1:]
         if e.get("type") != "missing" and "input" in e:
-            given = repr(e["input"])
+            try:
+                given = repr(e["input"])
+            except RecursionError:  # a value nested hundreds deep: too deep to show
+                given = "a value nested too deeply to show"
             message += f", got {given if len(given) <= 60 else given[:57] + '...'}"
         out.append({"field": field, "message": message})
     return out

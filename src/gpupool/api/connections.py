@@ -16,7 +16,8 @@ It also keeps what one client may cost the daemon within `HttpLimits` (api/limit
   it is accepted, so a flood of TCP connections can take neither every file descriptor nor
   the Unix socket's share of them (the caps are cut from the file limit);
 - a deadline for each request's head and body, from the connection (or the previous
-  answer on it): a half-sent request is dropped (408 when its head had not arrived);
+  answer on it): a half-sent request is answered 408 and dropped, whether its head or its
+  body stopped halfway (an app already answering it is only cut off);
 - the head's size: past it, 431 (uvicorn would say 400), counted exactly on a whole head,
   and on one still arriving from its second piece on (httptools keeps an unfinished header
   in memory: this bounds it);
@@ -351,9 +352,17 @@ class PoolProtocol(HttpToolsProtocol):
             return
         if self.transport.is_closing():
             return
-        if self.cycle is None or self.cycle is self.cycle_before:  # not even the head came
-            message = f"the request did not arrive whole within {self.limits.read_timeout_s:g} s"
-            self.transport.write(_error_answer(408, "request_timeout", message))
+        cycle = self.cycle
+        if cycle is not None and cycle is not self.cycle_before:  # the head came, not the body
+            if cycle.response_started:  # the app answers already: its bytes are not ours to mix
+                self.transport.close()
+                return
+            # The app waits for the rest of the body: it reads a disconnect, answers nothing.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        # Not even the head came, or the body stopped halfway: the client is told (408).
+        message = f"the request did not arrive whole within {self.limits.read_timeout_s:g} s"
+        self.transport.write(_error_answer(408, "request_timeout", message))
         self.transport.close()
 
 

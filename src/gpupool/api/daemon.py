@@ -24,7 +24,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,8 @@ from gpupool.core.paths import PRIVATE_UMASK, SOCKET_MODE, database_url, socket_
 from gpupool.core.units import format_duration, plural
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
+from gpupool.store.space import StorageFull, storage_full
+from gpupool.store.urls import sqlite_file
 
 if TYPE_CHECKING:
     from gpupool.api.loopback import SocketOwners
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from gpupool.core.backends import Backend
     from gpupool.engine import PoolService
     from gpupool.engine.gpu_monitor import GpuMonitor
-    from gpupool.engine.projects import Config
+    from gpupool.engine.projects import BackendTable, Config
     from gpupool.executor.local import LocalExecutor
     from gpupool.store import Store
 
@@ -227,7 +229,32 @@ def _mode_line(authority: Authority) -> str:
 
 def run_daemon(config: DaemonConfig) -> int:
     """Run the pool in the foreground until SIGINT/SIGTERM, or until another daemon takes its
-    database lease. Returns the exit status; DaemonError when it cannot start."""
+    database lease. Returns the exit status; DaemonError when it cannot start, or when a
+    full disk stops it (one line, in the words the running daemon logs a full disk with)."""
+    try:
+        return _run_daemon(config)
+    except Exception as exc:
+        full = _storage_full(exc, config)
+        if full is None:
+            raise
+        from gpupool.engine.log_lines import cannot_run_disk_full
+
+        raise DaemonError(cannot_run_disk_full(full)) from None
+
+
+def _storage_full(exc: BaseException, config: DaemonConfig) -> StorageFull | None:
+    """The figures when `exc` is a full disk under the database or the state directory."""
+    from gpupool.store.opening import StoreUnavailable
+
+    if isinstance(exc, StoreUnavailable):
+        return exc.full
+    url = checked_database_url(config.database_url or database_url(config.state_dir))
+    db_file = sqlite_file(url)
+    in_db = storage_full(exc, None if db_file is None else db_file.parent)
+    return in_db or storage_full(exc, config.state_dir)
+
+
+def _run_daemon(config: DaemonConfig) -> int:
     from gpupool.engine.projects import CONFIG_NAME, ConfigError, read_config_text
     from gpupool.store.opening import StoreUnavailable, open_existing, open_store
 
@@ -257,6 +284,8 @@ def run_daemon(config: DaemonConfig) -> int:
         try:
             store = open_existing(url)
         except StoreUnavailable as exc:
+            if exc.full is not None:
+                raise
             raise DaemonError(str(exc)) from None
         if store is not None:
             stack.callback(store.close)
@@ -275,12 +304,26 @@ def run_daemon(config: DaemonConfig) -> int:
             try:
                 store = open_store(url)
             except StoreUnavailable as exc:
+                if exc.full is not None:
+                    raise
                 raise DaemonError(str(exc)) from None
             stack.callback(store.close)
         try:
             lease = store.acquire_lease(holder, time.time(), config.lease_ttl_s)
         except LeaseHeld as exc:
             raise DaemonError(lease_refusal(exc, shown_url)) from None
+        backends: dict[str, Backend] = {}
+        if projects_config is not None and projects_config.backends:
+            from gpupool.api.backends import open_backends
+
+            try:  # settings checked (at step 1 too); nothing contacted (a backend that is
+                # down is no error); before gpupool.toml is applied, and said to be
+                backends = open_backends(
+                    projects_config.backends, store.pool_id(), state, str(config_path)
+                )
+            except ConfigError as exc:
+                store.release_lease(lease, time.time())
+                raise _bad_config(exc) from None
         if projects_config is not None:
             from gpupool.engine.projects import apply
 
@@ -288,17 +331,8 @@ def run_daemon(config: DaemonConfig) -> int:
                 log.info("%s", apply(store, projects_config, str(config_path)))
             except ConfigError as exc:  # the store changed since the check: as bad input
                 store.release_lease(lease, time.time())
-                raise _bad_config(exc) from None
-        backends: dict[str, Backend] = {}
-        if projects_config is not None and projects_config.backends:
-            from gpupool.api.backends import open_backends
-
-            try:  # settings checked; nothing contacted (a backend that is down is no error)
-                backends = open_backends(
-                    projects_config.backends, store.pool_id(), state, str(config_path)
-                )
-            except ConfigError as exc:
-                store.release_lease(lease, time.time())
+                for backend in backends.values():
+                    backend.close()
                 raise _bad_config(exc) from None
         return _serve(
             config, stack, store, lease, tcp, sock_path, shown_url, projects_config, backends
@@ -331,9 +365,17 @@ def _checked_config(text: str | None, store: Store | None, source: str) -> Confi
     projects = [Project(DEFAULT_PROJECT)] if store is None else store.projects()
     departments = [] if store is None else store.departments()
     try:
-        return check_config(text, projects, departments, source)
+        return check_config(text, projects, departments, source, check_backends=_backend_problems)
     except ConfigError as exc:
         raise _bad_config(exc) from None
+
+
+def _backend_problems(tables: Sequence[BackendTable]) -> list[str]:
+    """What opening the `[backends.NAME]` tables would refuse (api/backends.py, imported
+    only for a file that has some)."""
+    from gpupool.api.backends import backend_problems
+
+    return backend_problems(tables)
 
 
 def _serve(

@@ -18,6 +18,7 @@ from gpupool.core.audit import AuditAction
 from gpupool.core.project import InvalidProject, Project, ProjectEdit
 from gpupool.engine import PoolService, RequestRefused
 from gpupool.engine.log_lines import project_changes, project_fields
+from gpupool.engine.quota_warnings import quota_problems
 
 # Project fields a request may set; members also through add_members / remove_members.
 FIELDS = (
@@ -53,6 +54,16 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[s
         "pending_jobs": usage.get("pending_jobs", 0),
         "pending_gpus": usage.get("pending_gpus", 0),
     }
+
+
+def _with_warnings(service: PoolService, wire: dict[str, object]) -> dict[str, object]:
+    """A created or changed project's answer, with what is wrong with the quotas it is part
+    of (engine/quota_warnings.py), for the admin who made the change: the daemon's log is not
+    where they look."""
+    name = wire["name"]
+    found = quota_problems(service.projects_by_name().values(), service.inventory.total_gpus)
+    wire["warnings"] = [w.to_wire() for w in found if name in w.projects]
+    return wire
 
 
 def _fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -96,7 +107,7 @@ def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
         access.audit(
             caller, AuditAction.CREATE_PROJECT, f"project {project.name}", project_fields(project)
         )
-        return project_to_wire(project)
+        return _with_warnings(service, project_to_wire(project))
 
     @app.patch("/v1/projects/{name}")
     def set_project(
@@ -114,7 +125,7 @@ def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
             f"project {name}",
             project_changes(before, project),
         )
-        return project_to_wire(project, service.project_usage().get(name))
+        return _with_warnings(service, project_to_wire(project, service.project_usage().get(name)))
 
     @app.delete("/v1/projects/{name}")
     def delete_project(name: str, caller: CallerDep) -> dict[str, object]:

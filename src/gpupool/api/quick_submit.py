@@ -9,7 +9,8 @@ the rate limit all still apply) and answers a well-formed submission itself.
 
 Contract: the answer is the FastAPI route's (app.py, `submit`), because
 - a request that is not the plain shape goes on to FastAPI untouched, its body replayed:
-  not sent as `application/json`, not a JSON object, `spec` not an object, or `token` not
+  not sent as `application/json`, not JSON (nested too deeply to decode included: FastAPI's
+  decoder fails on it too, and the app's handler names the nesting, 400), not a JSON object, `spec` not an object, or `token` not
   absent, null or a string of at most `max_token` characters. Its validation errors stay
   FastAPI's (422 naming the field);
 - a plain one runs the route's own code (`SubmitAnswer`: who the caller is, may they submit,
@@ -110,8 +111,8 @@ class QuickSubmit:
         """The spec and token of a body of the plain shape, else None."""
         try:
             parsed = json.loads(body)
-        except ValueError:  # not JSON, or not UTF-8: FastAPI names what is wrong
-            return None
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deeply
+            return None  # for FastAPI to name what is wrong (app.py: nested_too_deeply)
         if not isinstance(parsed, dict):
             return None
         spec, token = parsed.get("spec"), parsed.get("token")

@@ -9,6 +9,7 @@ from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import Cell, print_json, print_table, printable
 from gpupool.client import Client
 from gpupool.client.pool_views import BackendsView
+from gpupool.core.backends import summary_line
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -40,7 +41,7 @@ def backends_table(view: BackendsView) -> tuple[tuple[str, ...], list[tuple[Cell
                 "yes" if b.reachable else "NO",
                 ",".join(b.capabilities) or "-",
                 b.jobs,
-                printable(b.summary),
+                printable(summary_line(b.summary)),
             )
         )
     return ("NAME", "KIND", "REACHABLE", "CAPABILITIES", "JOBS", "SUMMARY"), rows

@@ -11,8 +11,9 @@ root's) and, unless `--no-save`, sent to the pool (`POST /v1/benchmarks`); when 
 answers the file is all there is, and the command says so.
 
 Exit: 0 the benchmark ran and its checks held; 1 a check failed, or the job ended without a
-result, or no pool answered a `--gpus` run; 2 bad options, no PyTorch, or a benchmark that
-cannot run here. docs/hwbench.md.
+result, or no pool answered a `--gpus` run; 2 bad options, no PyTorch (checked before a
+`--gpus` job is queued: it would run this interpreter), or a benchmark that cannot run here.
+docs/hwbench.md.
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
     out: Path = args.out or default_out(bench.name)
     if args.gpus is not None:
+        if bench.needs_torch and not torch_importable():  # the job would fail without it
+            print(f"gpupool: {NO_TORCH}", file=sys.stderr)
+            return 2
         if not _make_parent(out):
             return 2
         result = _as_pool_job(bench, args, out)
@@ -126,6 +130,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return 2
         write_result(out, result.dumps())
     return _report(result, args, out)
+
+
+def torch_importable() -> bool:
+    """Whether `import torch` would find it, without importing it (~1 s): a `--gpus` job
+    runs this interpreter in this environment (cli/bench_job.py), so it would not either."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or half-removed installation
+        return False
 
 
 def _make_parent(out: Path) -> bool:

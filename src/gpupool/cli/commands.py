@@ -12,9 +12,10 @@ main.py turns exceptions into exit codes for both.
 
 `gpupool VERB ...` imports only the module that registers VERB (VERBS below): a command pays
 for its own module, not for every noun's (plan's alone cost ~20 ms). Anything else (no verb,
---help before it, a typo, a verb missing from VERBS) builds the whole parser, as before, so
-the output is the same either way; tests/unit/test_cli_verbs.py checks VERBS against what each
-module registers. A new noun: its module with `register`, a row in NOUNS, its verbs in VERBS.
+--help before it, a typo) only lists the verbs: that list is built from cli/verb_help.py,
+importing no noun module (issue 30, item 16), and prints what the whole parser would;
+tests/unit/test_cli_verbs.py checks VERBS and VERB_HELP against what each module registers.
+A new noun: its module with `register`, a row in NOUNS, its verbs in VERBS and VERB_HELP.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from gpupool.client import (
     DaemonTimeout,
     NotAGpupoolDaemon,
     PoolUnreachable,
+    SpeaksTls,
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
@@ -36,6 +37,11 @@ def _why(exc: PoolUnreachable) -> str:
         return (
             f"the daemon at {where} did not answer in {exc.seconds:g} s "
             "(wait longer with GPUPOOL_TIMEOUT=SECONDS)"
+        )
+    if isinstance(exc, SpeaksTls):
+        return (
+            f"the daemon at {where} serves TLS: use {exc.https_url} (--url or GPUPOOL_URL; "
+            "GPUPOOL_CA_CERT=FILE for a certificate of your own CA)"
         )
     if isinstance(exc, NotAGpupoolDaemon):
         if where.startswith("the state directory"):

@@ -280,13 +280,32 @@ def _gpu_use(client: Client, job_id: int) -> str:
 
 
 def cmd_show(client: Client, args: argparse.Namespace) -> int:
+    """A job's record and story; an array's id: every task's, in index order (Slurm's
+    `scontrol show job`), and with --json a list of them."""
     job = client.job(args.job_id)
+    tasks = [job]
+    if job.array_id == job.id:
+        from gpupool.client.arrays import array_page
+
+        tasks = list(array_page(client, job.id).jobs) or [job]
     if args.json:
-        print_json(job.wire)
+        if job.array_id == job.id:
+            print_json_list([t.wire for t in tasks])
+        else:
+            print_json(job.wire)
         return 0
+    for i, task in enumerate(tasks):
+        if i:
+            print()
+        _show(client, task)
+    return 0
+
+
+def _show(client: Client, job: JobView) -> None:
     res = job.resources
+    task = "" if job.array_id is None else f"{job.array_id}_{job.array_index}, "
     lines = [
-        ("Job", f"{job.id} ({job.name})"),
+        ("Job", f"{job.id} ({task}{job.name})"),
         ("State", state_cell(job)),
         ("Why", job.why or "-"),
         ("Binding", _binding(job)),
@@ -329,7 +348,6 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
     for e in job.events:
         frm = e.frm.value if e.frm else "(new)"
         print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {shown(e.cause)}")
-    return 0
 
 
 def _binding(job: JobView) -> str:
@@ -454,15 +472,17 @@ def wait_for(client: Client, job_id: int) -> JobView:
 
 
 def exit_status(job: JobView) -> int:
-    """The job's own exit code, as `srun` does; 1 if it ended without one (cancelled early)."""
-    if job.exit_code is not None:
-        return job.exit_code
-    return 0 if job.state is JobState.SUCCEEDED else 1
+    """What `wait` and `submit --wait` exit with: 0 only for SUCCEEDED, a failed job's own
+    code, gpupool's own code for every other end (cli/exit_codes.py)."""
+    from gpupool.cli.exit_codes import exit_code_of
+
+    return exit_code_of(job.state, job.exit_code, job.reason)
 
 
-def final_line(job: JobView) -> str:
-    """'job 3 SUCCEEDED (exit 0)'; 'job 4 CANCELLED before it started'; never 'exit None'."""
-    head = f"job {job.id} {job.state.value}"
+def final_line(job: JobView, task: str | None = None) -> str:
+    """'job 3 SUCCEEDED (exit 0)'; 'job 4 CANCELLED before it started'; never 'exit None'.
+    `task`: an array task's name, `job 5 (4_1) FAILED (exit 3)`."""
+    head = f"job {job.id}{'' if task is None else f' ({task})'} {job.state.value}"
     if job.exit_code is not None:
         return f"{head} (exit {job.exit_code})"
     if not job.start_time:

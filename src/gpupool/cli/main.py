@@ -22,9 +22,11 @@ from gpupool import __version__
 from gpupool.cli.argv import CliParser
 from gpupool.cli.commands import (
     NOUNS,
+    VERBS,
     OnPool,
     Parents,
     Register,
+    Subparsers,
     api_error_exit,
     command_of,
     noun_of,
@@ -62,9 +64,35 @@ def _registers(nouns: Sequence[str]) -> list[Register]:
 
 def _parser(nouns: Sequence[str] = NOUNS) -> CliParser:
     """The `gpupool` parser with the verbs of `nouns` (every noun's by default)."""
-    top = _common(None)
+    parser, sub = _top_parser()
+    parents = Parents(common=_common(argparse.SUPPRESS), listing=_listing_flags())
+    for register in _registers(nouns):
+        register(sub, parents)
+    return parser
+
+
+def _verb_list_parser() -> CliParser:
+    """The `gpupool` parser with every verb listed (cli/verb_help.py) and none built: what
+    the top help, a missing verb and a mistyped one print, byte for byte the whole parser's,
+    importing no verb's module. Each verb's placeholder takes any words and runs nothing:
+    `_main` rebuilds the verb's own parser should one be read."""
+    from gpupool.cli.verb_help import VERB_HELP
+
+    parser, sub = _top_parser()
+    for verb, aliases, help_line in VERB_HELP:
+        sub.add_parser(verb, aliases=aliases, help=help_line, add_help=False)
+    return parser
+
+
+def _listing_flags() -> CliParser:
     listing = CliParser(add_help=False)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
+    return listing
+
+
+def _top_parser() -> tuple[CliParser, Subparsers]:
+    """The top parser and its (empty) set of verbs."""
+    top = _common(None)
     parser = CliParser(
         prog="gpupool",
         description="A shared, scheduled pool of GPUs.",
@@ -79,10 +107,7 @@ def _parser(nouns: Sequence[str] = NOUNS) -> CliParser:
     # without a formatter, whose width would cost shutil's import (cli/argv.py CliParser).
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND", prog=parser.prog)
     sub.required = True
-    parents = Parents(common=_common(argparse.SUPPRESS), listing=listing)
-    for register in _registers(nouns):
-        register(sub, parents)
-    return parser
+    return parser, sub
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,11 +124,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from gpupool.client import ApiError, BadClientSetting, Client, PoolUnreachable
-
     words = sys.argv[1:] if argv is None else argv
     noun = noun_of(words)
-    args = _parser(NOUNS if noun is None else (noun,)).parse_args(argv)
+    if noun is None:
+        # --help before a verb, no verb, a typo: argparse prints the list of verbs and exits,
+        # here without importing any verb's module (cli/verb_help.py). Should it read a verb
+        # after all, that verb's own parser reads the words again below.
+        listed, _ = _verb_list_parser().parse_known_args(argv)
+        noun = VERBS[listed.verb]
+    args = _parser((noun,)).parse_args(argv)
+    from gpupool.client import ApiError, BadClientSetting, Client, PoolUnreachable
+
     args.argv = list(words)  # the words as given (`bench --gpus` passes its own on to the job)
     command = command_of(args)
     try:

@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.cli.session_advice import add_preemptible_flag, said_refusal
 
 if TYPE_CHECKING:
     from gpupool.client import Client
@@ -53,6 +54,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="stop after this long without kernel or server activity (default 1h)",
     )
     p.add_argument("--workdir", help="the notebooks' directory (default: here)")
+    add_preemptible_flag(p, "Jupyter is stopped and requeued, and starts again when GPUs free up")
     p.set_defaults(handler=OnPool(cmd_notebook))
 
 
@@ -110,6 +112,7 @@ def cmd_notebook(client: Client, args: argparse.Namespace) -> int:
     spec = argparse.Namespace(
         gpus=args.gpus, gpu_type=args.gpu_type, gpu_memory=args.gpu_memory, time=args.time,
         project=args.project, name=args.name, priority="interactive", workdir=root,
+        preemptible=args.preemptible,
         command=jupyter_command(free_port(), idle_s, root), spec_file=None,
         env=[f"JUPYTER_TOKEN={token}"],
     )  # fmt: skip
@@ -120,7 +123,14 @@ def cmd_notebook(client: Client, args: argparse.Namespace) -> int:
         return 2
     import uuid
 
-    job = client.submit(wire, token=uuid.uuid4().hex)
+    from gpupool.client.errors import ApiError
+
+    try:
+        job = client.submit(wire, token=uuid.uuid4().hex)
+    except ApiError as exc:
+        if said_refusal(exc, "notebook"):
+            return 2
+        raise
     print(f"gpupool: job {job.id} queued: Jupyter with {args.gpus} GPU(s)", file=sys.stderr)
     try:
         url = _server_url(client, job.id)

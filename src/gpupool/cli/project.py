@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, PoolHandler, Subparsers
-from gpupool.cli.render import print_json, print_table
+from gpupool.cli.render import print_json, print_table, printable
 from gpupool.client import ApiError, Client, JsonObject, JsonValue
 
 if TYPE_CHECKING:
@@ -229,9 +229,16 @@ def _command(run: PoolHandler) -> OnPool:
     return OnPool(guarded)
 
 
+def _print_warnings(p: ProjectView) -> None:
+    """The daemon's warnings about the quotas the change touched, to the admin who made it."""
+    for warning in p.warnings:
+        print(f"gpupool: warning: {printable(warning.message)}", file=sys.stderr)
+
+
 def cmd_create(client: Client, args: argparse.Namespace) -> int:
     p = client.create_project(args.name, _changes(args))
     print(f"Created project {p.name}: {describe(p)}")
+    _print_warnings(p)
     return 0
 
 
@@ -275,6 +282,7 @@ def cmd_set(client: Client, args: argparse.Namespace) -> int:
         return 2
     p = client.update_project(args.name, changes)
     print(f"Updated project {p.name}: {describe(p)}")
+    _print_warnings(p)
     if not p.members and ("remove_members" in changes or "members" in changes):
         print(f"note: project {p.name} has no members now: it is open to every user")
     return 0

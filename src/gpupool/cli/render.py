@@ -65,22 +65,56 @@ def print_table(
 
 
 def width(text: str) -> int:
-    """Terminal columns `text` takes: wide (W/F) characters 2, combining marks and
-    zero-width joiners and variation selectors 0, the rest 1 (what wcwidth computes for
-    the characters a job name may hold, without the dependency)."""
+    """Terminal columns `text` takes, as a terminal draws it: each character cluster
+    (`_clusters`) takes its base's columns, wide (W/F) 2, the rest 1; marks and joiners
+    none; VS16 makes its base an emoji, 2 columns. What wcwidth computes for the
+    characters a job name may hold, without the dependency."""
     if text.isascii():  # every ASCII character takes one column: most cells, at once
         return len(text)
-    total = 0
-    for ch in text:
-        if unicodedata.combining(ch) or ch in _ZERO_WIDTH:
-            continue
-        total += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return total
+    return sum(columns for _, columns in _clusters(text))
 
 
-_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff") | frozenset(
-    chr(c) for c in range(0xFE00, 0xFE10)
+# Drawn with no column of its own: zero-width space, non-joiner, word joiner, BOM, VS1-VS15.
+_ZERO_WIDTH = frozenset("\u200b\u200c\u2060\ufeff") | frozenset(
+    chr(c) for c in range(0xFE00, 0xFE0F)
 )
+_ZWJ, _VS16 = "\u200d", "\ufe0f"  # joins two emoji into one; asks for emoji presentation
+_SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))  # Fitzpatrick modifiers
+_REGIONAL = range(0x1F1E6, 0x1F200)  # two of them are a flag
+
+
+def _own_columns(ch: str) -> int:
+    """Columns of one character drawn alone: 0 for marks (Mn, Me), format characters (Cf,
+    but the soft hyphen) and Hangul's medial and final jamo; 2 for wide; else 1."""
+    if ch in _ZERO_WIDTH or "\u1160" <= ch <= "\u11ff":
+        return 0
+    if unicodedata.combining(ch) or (
+        unicodedata.category(ch) in ("Mn", "Me", "Cf") and ch != "\u00ad"
+    ):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _clusters(text: str) -> list[tuple[str, int]]:
+    """`text` as the units a terminal draws, each with its columns: a base character with
+    the marks, variation selectors and skin tone after it, emoji joined by ZWJ, a flag's
+    two regional indicators. Never cut inside one (`fit`)."""
+    out: list[tuple[str, int]] = []
+    for ch in text:
+        if out:
+            last, columns = out[-1]
+            joined = last.endswith(_ZWJ) and columns == 2  # an emoji, then ZWJ
+            if ch == _VS16:  # an emoji now, whatever its base: 2 columns
+                out[-1] = (last + ch, max(columns, 2))
+                continue
+            if joined or (ch in _SKIN_TONES and columns == 2) or _own_columns(ch) == 0:
+                out[-1] = (last + ch, columns)
+                continue
+            if ord(ch) in _REGIONAL and len(last) == 1 and ord(last) in _REGIONAL:
+                out[-1] = (last + ch, 2)
+                continue
+        out.append((ch, _own_columns(ch)))
+    return out
 
 
 def pad(text: str, columns: int) -> str:
@@ -88,15 +122,15 @@ def pad(text: str, columns: int) -> str:
 
 
 def fit(text: str, columns: int) -> str:
-    """`text` cut to at most `columns` display columns, ending in an ellipsis if cut."""
+    """`text` cut to at most `columns` display columns, ending in an ellipsis if cut; an
+    emoji with its skin tone, VS16 or ZWJ partners is kept whole or left out whole."""
     if width(text) <= columns:
         return text
     out, used = [], 0
-    for ch in text:
-        w = width(ch)
+    for cluster, w in _clusters(text):
         if used + w > columns - 1:
             break
-        out.append(ch)
+        out.append(cluster)
         used += w
     return "".join(out) + "…"
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
+from gpupool.cli.session_advice import add_preemptible_flag, said_refusal
 
 if TYPE_CHECKING:
     from gpupool.client import Client, JobView
@@ -50,7 +51,9 @@ def register(sub: Subparsers, parents: Parents) -> None:
     )
     p.add_argument("--gpus", default="1", help="GPUs (default 1; 0.5 shares one by memory)")
     p.add_argument("--gpu-type", help="GPU model, e.g. A100-80GB")
-    p.add_argument("--gpu-memory", help="share one GPU: this much of its memory, e.g. 20GB")
+    p.add_argument(
+        "--gpu-memory", help="share one GPU: this much of its memory, e.g. 20GiB or 20GB (10^9 B)"
+    )
     p.add_argument("--cpus", help="CPU cores")
     p.add_argument("--mem", help="host memory, e.g. 32GB")
     p.add_argument("--time", help="time limit, e.g. 4h (default: the pool's)")
@@ -59,12 +62,14 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.add_argument(
         "--priority", default="interactive", help="priority class (default: interactive)"
     )
+    add_preemptible_flag(p, "the shell is closed and its job ends")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS (default: $SHELL)")
     p.set_defaults(handler=OnPool(cmd_shell))
 
 
 def cmd_shell(client: Client, args: argparse.Namespace) -> int:
     from gpupool.cli.submit import build_wire_spec, spec_error_text
+    from gpupool.client.errors import ApiError
     from gpupool.spec import SpecError
 
     command = list(args.command)
@@ -80,7 +85,7 @@ def cmd_shell(client: Client, args: argparse.Namespace) -> int:
         )
         spec_args.command = ["sh", "-c", HOLDER, "gpupool-shell", str(env_file), str(fifo)]
         spec_args.spec_file, spec_args.env, spec_args.workdir = None, [], None
-        for absent in ("begin", "grace", "preemptible"):
+        for absent in ("begin", "grace"):
             setattr(spec_args, absent, None)
         try:
             wire = build_wire_spec(spec_args)
@@ -94,7 +99,12 @@ def cmd_shell(client: Client, args: argparse.Namespace) -> int:
         # and Python then raises no KeyboardInterrupt).
         if sys.stdin.isatty():
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        job = client.submit(wire, token=uuid.uuid4().hex)
+        try:
+            job = client.submit(wire, token=uuid.uuid4().hex)
+        except ApiError as exc:
+            if said_refusal(exc, "shell"):
+                return 2
+            raise
         print(f"gpupool: job {job.id} queued for an interactive shell", file=sys.stderr)
         return _session(client, job.id, env_file, fifo, shell)
     finally:
@@ -124,31 +134,38 @@ def _session(client: Client, job_id: int, env_file: Path, fifo: Path, shell: lis
             "give them back",
             file=sys.stderr,
         )
-        return _run_shell(client, job_id, shell, job_env)
+        return _run_shell(client, job_id, shell, job_env, job.restart_count)
     finally:
         os.close(fd)  # the holder reads end-of-file: the job ends
 
 
 def _wait_running(client: Client, job_id: int) -> JobView | None:
     """The job once RUNNING, saying meanwhile where it stands in the queue and why; None
-    (after saying so) if it ended first."""
+    (after saying so) if it ended first.
+
+    On a terminal the status is one line, rewritten in place (carriage return, the line,
+    erase to its end), with the cursor left at its end: a Ctrl-C's `^C` echoes after it,
+    and whatever is printed next (the job running or ended, or cancelled: `_session`)
+    starts on a new line below it (issue 30, item 22). Elsewhere, a line per change."""
     from gpupool.cli.jobs import final_line
 
     said = ""
     tty = sys.stderr.isatty()
     while True:
         job = client.job(job_id)
-        if job.state.value == "RUNNING":
+        if job.state.value == "RUNNING" or job.state.terminal:
             if said and tty:
-                print(file=sys.stderr)
-            return job
-        if job.state.terminal:
+                print(file=sys.stderr)  # below the status line, which stays as it was
+            if job.state.value == "RUNNING":
+                return job
             print(f"gpupool: {final_line(job)}", file=sys.stderr)
             return None
         line = _waiting_line(client, job)
         if line != said:
-            end = "\r" if tty else "\n"
-            print(f"gpupool: {line}".ljust(len(said) + 9), end=end, file=sys.stderr, flush=True)
+            if tty:
+                print(f"\rgpupool: {line}\033[K", end="", file=sys.stderr, flush=True)
+            else:
+                print(f"gpupool: {line}", file=sys.stderr, flush=True)
             said = line
         time.sleep(POLL_S)
 
@@ -192,9 +209,14 @@ def _read_env(path: Path) -> dict[str, str]:
     return found
 
 
-def _run_shell(client: Client, job_id: int, shell: list[str], job_env: dict[str, str]) -> int:
+def _run_shell(
+    client: Client, job_id: int, shell: list[str], job_env: dict[str, str], restarts: int
+) -> int:
     """Run the shell in the foreground with the job's variables; SIGHUP to it if the pool
-    ends the job first. Its exit code is this command's."""
+    ends the job first, or preempts it (a `--preemptible` session whose GPUs their owner took
+    back: `restarts` was its restart count when it started). A preempted session's job is
+    cancelled, not left requeued: nobody would hold it when it ran again. Its exit code is
+    this command's."""
     env = {**os.environ, **job_env, "GPUPOOL_SHELL_JOB": str(job_id)}
     try:
         child = subprocess.Popen(shell, env=env)
@@ -216,6 +238,18 @@ def _run_shell(client: Client, job_id: int, shell: list[str], job_env: dict[str,
                     file=sys.stderr,
                 )
                 child.send_signal(signal.SIGHUP)
+                return
+            if job.state.value != "RUNNING" or job.restart_count != restarts:
+                print(
+                    f"\ngpupool: job {job_id} was preempted: its owner took the borrowed "
+                    "GPUs back; closing the shell (the job is cancelled, not requeued)",
+                    file=sys.stderr,
+                )
+                child.send_signal(signal.SIGHUP)
+                try:
+                    client.cancel(job_id)
+                except Exception:  # noqa: BLE001  (said; the job is not ours to run again)
+                    pass
                 return
 
     watcher = threading.Thread(target=watch, daemon=True)

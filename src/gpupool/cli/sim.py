@@ -298,6 +298,7 @@ def _report(
         + (f"; not replayed: {skipped}" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
+    console.print(load_and_util_words(plan.trace, first.capacity_gpus, first.load))
     print_whole(comparison_table(metrics), console)
     print_whole(size_table(metrics), console)
     if out is None:
@@ -306,3 +307,27 @@ def _report(
     console.print(f"metrics: {out / 'metrics.json'}")
     for path in plots:
         console.print(f"plot: {path}")
+
+
+def load_and_util_words(trace: Any, capacity_gpus: float, load: float) -> str:
+    """What the report's load and the table's util measure, with the figures the load was
+    computed from (sim/load.py: GPU-seconds asked, a fractional job as one GPU, over
+    capacity x the submission span; sim/metrics.py: GPU-seconds held over capacity x the
+    makespan). Util can be far below load: work still running after the last submission
+    stretches its window and not load's (issue 30, item 23)."""
+    from gpupool.core.units import format_duration
+    from gpupool.sim.load import gpu_seconds, submit_span
+
+    span = submit_span(trace)
+    hours = gpu_seconds(trace) / 3600
+    asked = f"{hours:,.0f}" if hours >= 100 else f"{hours:.3g}"
+    what = (
+        f"load {load:.2f} = {asked} GPU-hours asked / ({capacity_gpus:,g} GPUs x "
+        f"{format_duration(span)} from the first submission to the last)"
+        if span > 0
+        else "load: not defined (every job submitted at the same instant)"
+    )
+    return (
+        f"{what}; util = GPU-hours held / (GPUs x the time from the first submission to the "
+        "last end): work still running after the last submission lowers util, not load"
+    )

@@ -5,22 +5,25 @@ Each command acts on every job it names and says, one line per job, what became 
 job it could not act on gets its own `gpupool: ...` line and the command goes on with the
 next. Exit code: 0 when every job was acted on; 2 when any was refused (not allowed, not in
 a state it applies to, a bad value); else 1 when some job does not exist or the daemon could
-not do it (a full disk), as for every command (cli/commands.py, `api_error_exit`). `cancel` with filters that select nothing says so and exits 0, as scancel does.
+not do it (a full disk), as for every command (cli/commands.py, `api_error_exit`).
+`cancel` with filters that select nothing says so and exits 0, as scancel does; many jobs
+are cancelled in one request (cli/cancel.py). `wait` exits with the code for how the job
+ended (cli/exit_codes.py; an array's id: every task, cli/wait.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Sequence
 
 from gpupool.cli.argv import job_id
 from gpupool.cli.commands import OnPool, Parents, Subparsers, api_error_exit
-from gpupool.client import ApiError, Client, JobView
+from gpupool.cli.exit_codes import EXIT_CODE_HELP, EXIT_CODES, Ending
+from gpupool.client import ApiError, Client
 from gpupool.core.job_enums import JobState
 
-TIMED_OUT = 124  # `wait --timeout`: the job had not ended (as timeout(1) exits)
+TIMED_OUT = EXIT_CODES[Ending.WAIT_RAN_OUT]  # `wait --timeout`: the job had not ended
 CANCEL_STATES = {"pending": JobState.PENDING, "running": JobState.RUNNING}
 
 
@@ -66,8 +69,17 @@ def register(sub: Subparsers, parents: Parents) -> None:
     )
     p.add_argument("-n", "--name", help="only jobs of this name")
     p.add_argument("-t", "--state", choices=sorted(CANCEL_STATES), help="only jobs in this state")
-    p.add_argument("-u", "--user", help="only this user's jobs (default with filters: yours)")
-    p = sub.add_parser("wait", parents=[common], help="wait for a job; exit with its exit code")
+    p.add_argument(
+        "-u", "--user", help="only this user's jobs; `me`: yours (the default with filters)"
+    )
+    p.add_argument("-p", "--project", help="only jobs of this project")
+    p = sub.add_parser(
+        "wait",
+        parents=[common],
+        help="wait for a job; exit with its exit code",
+        epilog=EXIT_CODE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(handler=OnPool(cmd_wait))
     p.add_argument("job_id", type=job_id, metavar="ID")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -152,102 +164,14 @@ def cmd_update(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    """Cancel (or signal) the jobs named and/or selected; an array's id cancels every task
-    of it (module docstring for the exit code)."""
-    ids = list(args.job_ids)
-    filtered = args.mine or args.name is not None or args.state or args.user is not None
-    if filtered:
-        selected = _select(client, args)
-        if args.job_ids:  # ids and filters: the named jobs the filters keep, as scancel
-            keep = {j.id for j in selected}
-            ids = [i for i in ids if i in keep]
-        else:
-            ids = [j.id for j in selected]
-        if not ids:
-            print(f"nothing to {'signal' if args.signal else 'cancel'}: "
-                  f"no active job matches {_filters(args)}", file=sys.stderr)  # fmt: skip
-            return 0
-    if not ids:
-        print("gpupool: nothing to cancel: give job ids or filters (--mine, --name, --state, "
-              "--user)", file=sys.stderr)  # fmt: skip
-        return 2
-    if args.signal is not None:
-        from gpupool.client.steering import send_signal
+    """cli/cancel.py: by ids and/or filters, many jobs in one request."""
+    from gpupool.cli.cancel import cmd_cancel as cancel
 
-        def signal_one(one: int) -> None:
-            send_signal(client, one, args.signal)
-            print(f"job {one}: sent {args.signal.upper().removeprefix('SIG')}")
-
-        return Outcomes().each(ids, signal_one)
-
-    def cancel_one(one: int) -> None:
-        job = client.cancel(one)
-        verb = "cancelling" if job.state is JobState.RUNNING else job.state.value.lower()
-        print(f"job {one}: {verb}")
-
-    return Outcomes().each(ids, cancel_one)
-
-
-def _select(client: Client, args: argparse.Namespace) -> list[JobView]:
-    """The active jobs the filters select, by id: of --user (else yours), of --name, in
-    --state (with --signal, running ones only: a pending job has no processes)."""
-    user = args.user if args.user is not None and not args.mine else client.whoami().user
-    states = [CANCEL_STATES[args.state].value] if args.state else None
-    if args.signal is not None:
-        states = [JobState.RUNNING.value]
-    jobs = client.job_page(user=user, states=states).jobs
-    return [j for j in jobs if args.name is None or j.name == args.name]
-
-
-def _filters(args: argparse.Namespace) -> str:
-    said = [f"--user {args.user}" if args.user and not args.mine else "yours"]
-    if args.name is not None:
-        said.append(f"--name {args.name}")
-    if args.state:
-        said.append(f"--state {args.state}")
-    if args.signal is not None:
-        said.append("running (--signal)")
-    return ", ".join(said)
+    return cancel(client, args)
 
 
 def cmd_wait(client: Client, args: argparse.Namespace) -> int:
-    from gpupool.cli.jobs import detach_note, exit_status, final_line
+    """cli/wait.py: an array's id waits for every task."""
+    from gpupool.cli.wait import cmd_wait as wait
 
-    deadline = None
-    if args.timeout is not None:
-        from gpupool.cli.when import parse_timeout
-
-        try:
-            deadline = time.monotonic() + parse_timeout(args.timeout)
-        except ValueError as exc:
-            print(f"gpupool: {exc}", file=sys.stderr)
-            return 2
-    try:
-        job = wait_until(client, args.job_id, deadline)
-    except KeyboardInterrupt:
-        print(f"\n{detach_note(client, args.job_id, 'stopped waiting')}", file=sys.stderr)
-        return 130
-    if not job.state.terminal:
-        print(
-            f"gpupool: job {job.id} has not ended after {args.timeout} (it is "
-            f"{job.state.value}; left as it is)",
-            file=sys.stderr,
-        )
-        return TIMED_OUT
-    if not args.quiet:
-        print(final_line(job), file=sys.stderr)
-    return exit_status(job)
-
-
-def wait_until(client: Client, job: int, deadline: float | None) -> JobView:
-    """The job once it has ended, or as it is at `deadline` (monotonic; None: no end)."""
-    delay = 0.05
-    while True:
-        found = client.job(job)
-        if found.state.terminal:
-            return found
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return found
-        time.sleep(delay if left is None else min(delay, left))
-        delay = min(delay * 2, 1.0)
+    return wait(client, args)

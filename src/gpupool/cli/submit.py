@@ -51,6 +51,7 @@ SUBMIT_REFUSALS = frozenset(
         "not_a_member",
         "not_supported",
         "no_container_engine",
+        "bad_command",
     }
 )
 
@@ -78,7 +79,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-type", help="GPU model, e.g. A100 or A100-80GB")
     p.add_argument(
         "--gpu-memory",
-        help="share one GPU: this much of its memory, e.g. 20GB (or --gpus 0.5 for half of it)",
+        help="share one GPU: this much of its memory, e.g. 20GiB or 20GB (10^9 bytes; "
+        "or --gpus 0.5 for half of it)",
     )
     p.add_argument(
         "--preemptible",
@@ -318,12 +320,33 @@ def _check_args(args: argparse.Namespace) -> None:
         raise BadSubmitArgs(f"--token: must not contain spaces, got {token!r}")
 
 
+def _check_command(wire: JsonObject) -> None:
+    """BadSubmitArgs when the job's command names a file that can never start, as this
+    process sees it: it runs as the submitter, who the job runs as (spec/command_path.py).
+    Not for a job in a container (its own filesystem) or sent to a backend (another
+    machine's): those are found out where they run."""
+    command, workdir = wire.get("command"), wire.get("workdir")
+    if wire.get("image") is not None or wire.get("backend") is not None:
+        return
+    if not (isinstance(command, list) and command and isinstance(command[0], str)):
+        return
+    if not isinstance(workdir, str):
+        return
+    from gpupool.spec.command_path import unstartable
+
+    waits = bool(wire.get("after"))
+    problem = unstartable(command[0], workdir, waits_for_another=waits, as_submitter=True)
+    if problem is not None:
+        raise BadSubmitArgs(problem)
+
+
 def cmd_submit(client: Client, args: argparse.Namespace) -> int:
     from gpupool.spec import SpecError
 
     try:
         _check_args(args)
         wire = build_wire_spec(args)
+        _check_command(wire)
     except BadSubmitArgs as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
         return 2
@@ -338,6 +361,8 @@ def cmd_submit(client: Client, args: argparse.Namespace) -> int:
     else:
         print(f"Submitted job {job_id} to project {job.project}")
     sys.stdout.flush()
+    for warning in job.warnings:  # queued all the same (its backend cannot be reached now)
+        print(f"gpupool: warning: {warning}", file=sys.stderr)
     if not args.wait:
         return 0
     from gpupool.cli.jobs import detach_note, exit_status, final_line, stream_log, wait_for

@@ -13,6 +13,7 @@ from gpupool.client.errors import (
     DaemonTimeout,
     NotAGpupoolDaemon,
     PoolUnreachable,
+    SpeaksTls,
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "DaemonTimeout",
     "NotAGpupoolDaemon",
     "PoolUnreachable",
+    "SpeaksTls",
     "SubmitUnconfirmed",
     "UnexpectedAnswer",
     "JobEvent",

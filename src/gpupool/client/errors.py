@@ -56,6 +56,15 @@ class ConnectionLost(PoolUnreachable):
     """The connection was reset or closed before a whole answer came back."""
 
 
+class SpeaksTls(PoolUnreachable):
+    """An http:// URL whose listener serves TLS: it closed the plain request unanswered,
+    and a TLS handshake with it succeeds. `https_url` is the URL to use instead."""
+
+    def __init__(self, where: str, https_url: str) -> None:
+        super().__init__(where, f"it serves TLS: use {https_url}")
+        self.https_url = https_url
+
+
 class NotAGpupoolDaemon(PoolUnreachable):
     """Something answered, but not a gpupool daemon (no API header, or not HTTP at all)."""
 

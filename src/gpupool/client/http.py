@@ -34,6 +34,7 @@ from gpupool.client.transport import (
     tcp_address,
     timeout_from_env,
     tls_context,
+    tls_instead,
 )
 from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
 from gpupool.core.paths import socket_path, state_dir
@@ -148,8 +149,9 @@ class Client:
             status, headers, data = exchange(sock, method, path, payload, host, self.token)
         except TimeoutError:
             raise DaemonTimeout(self.where(), self.timeout) from None
-        except (NotAGpupoolDaemon, ConnectionLost) as exc:
-            raise type(exc)(self.where(), exc.problem) from None
+        except (NotAGpupoolDaemon, ConnectionLost) as exc:  # SpeaksTls if it is TLS's doing
+            lost: PoolUnreachable = type(exc)(self.where(), exc.problem)
+            raise tls_instead(lost, self.url, self.address, self.tls is None) from None
         except OSError as exc:  # reset, broken pipe
             raise ConnectionLost(self.where(), exc.strerror or type(exc).__name__) from None
         finally:
@@ -217,13 +219,17 @@ class Client:
         token: str | None = None,
         retry: bool = True,
         base_env: Mapping[str, str] | None = None,
+        common: JsonObject | None = None,
     ) -> list[int]:
         """Queue every job of `specs` or none (POST /v1/jobs/batch, at most 1,000), with
-        `base_env` for each spec without one; their ids, in order. Tried again with the
-        batch's token as `submit` is."""
+        `base_env` for each spec without one and `common`, what every spec shares
+        (sdk/batch_shared.py); their ids, in order. Tried again with the batch's token as
+        `submit` is."""
         body: JsonObject = {"specs": list(specs), "token": token}
         if base_env is not None:
             body["base_env"] = dict(base_env)
+        if common is not None:
+            body["common"] = common
         return self._read(read_batch_ids, self._submit(body, token, retry, "/v1/jobs/batch"))
 
     def _submit(
@@ -466,21 +472,24 @@ class Client:
 
 
 class SubmitReceipt:
-    """What `gpupool submit` prints of the job it queued: its `id` (an array's first task)
-    and its `project`. A plain slotted class: the views (client/views.py) are frozen
+    """What `gpupool submit` prints of the job it queued: its `id` (an array's first task),
+    its `project`, and the daemon's `warnings` (their messages: the backend it goes to
+    cannot be reached now). A plain slotted class: the views (client/views.py) are frozen
     dataclasses, whose module costs a submission ~10 ms to import (dataclasses, inspect)."""
 
-    __slots__ = ("id", "project")
+    __slots__ = ("id", "project", "warnings")
 
-    def __init__(self, id: int, project: str) -> None:
+    def __init__(self, id: int, project: str, warnings: tuple[str, ...] = ()) -> None:
         self.id = id
         self.project = project
+        self.warnings = warnings
 
 
 def read_receipt(value: JsonValue) -> SubmitReceipt:
     """The receipt in a job's answer, checked as views.JobView.read checks those fields."""
     f = Fields(value)
-    return SubmitReceipt(f.whole("id"), f.text("project"))
+    warnings = tuple(Fields(w, at).text("message") for at, w in f.items("warnings", []))
+    return SubmitReceipt(f.whole("id"), f.text("project"), warnings)
 
 
 def read_batch_ids(value: JsonValue) -> list[int]:

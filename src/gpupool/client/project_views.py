@@ -8,6 +8,16 @@ from gpupool.client.wire_json import Fields, JsonObject, JsonValue
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaWarningView:
+    """What is wrong with the quotas a created or changed project is part of
+    (engine/quota_warnings.py): `code`, the projects, and the daemon's words."""
+
+    code: str
+    projects: tuple[str, ...]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProjectView:
     """A project: its GPU quota, limit (None: none) and weight, members (empty: open to
     every user), and what its jobs hold and ask for now."""
@@ -27,6 +37,8 @@ class ProjectView:
     running_jobs: int
     pending_jobs: int
     pending_gpus: float
+    # Only in the answer to a create or a change (none from an older daemon).
+    warnings: tuple[QuotaWarningView, ...] = ()
 
     @classmethod
     def read(cls, f: Fields) -> ProjectView:
@@ -49,6 +61,10 @@ class ProjectView:
             running_jobs=f.whole("running_jobs"),
             pending_jobs=f.whole("pending_jobs"),
             pending_gpus=f.number("pending_gpus"),
+            warnings=tuple(
+                QuotaWarningView(w.text("code"), w.texts("projects"), w.text("message"))
+                for w in (Fields(v, at) for at, v in f.items("warnings", []))
+            ),
         )
 
 

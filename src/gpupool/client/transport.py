@@ -13,7 +13,14 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from gpupool.client.errors import ApiError, BadClientSetting, ConnectionLost, NotAGpupoolDaemon
+from gpupool.client.errors import (
+    ApiError,
+    BadClientSetting,
+    ConnectionLost,
+    NotAGpupoolDaemon,
+    PoolUnreachable,
+    SpeaksTls,
+)
 from gpupool.client.wire_json import JsonValue
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
@@ -22,6 +29,14 @@ if TYPE_CHECKING:
     import ssl
 
 DEFAULT_TIMEOUT_S = 30.0
+# The first byte of a TLS record that a TLS listener may send a plain request: an alert or
+# a handshake message (then the version's major byte, 3).
+TLS_RECORDS = (b"\x15", b"\x16")
+
+
+class ClosedUnanswered(ConnectionLost):
+    """The connection closed with no HTTP answer at all (not a byte of one): what a TLS
+    listener does to a plain request, and what `tls_instead` looks into."""
 
 
 def exchange(
@@ -64,8 +79,8 @@ def exchange(
         raw = read_answer(sock)
     header_blob, sep, payload = raw.partition(b"\r\n\r\n")
     if not sep:
-        if not raw:
-            raise ConnectionLost("", "the connection was closed before an answer")
+        if not raw or raw[:1] in TLS_RECORDS and raw[1:2] == b"\x03":  # nothing, or TLS's alert
+            raise ClosedUnanswered("", "the connection was closed before an answer")
         raise ConnectionLost("", "the answer was cut short")
     lines = header_blob.decode("latin-1").split("\r\n")
     parts = lines[0].split()
@@ -154,6 +169,39 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         raise BadClientSetting("GPUPOOL_CA_CERT", f"cannot load {ca_file}: {why}") from None
+
+
+TLS_PROBE_TIMEOUT_S = 5.0
+
+
+def tls_instead(
+    lost: PoolUnreachable, url: str | None, address: tuple[str, int] | None, plain: bool
+) -> PoolUnreachable:
+    """`lost`, or SpeaksTls when `lost` is a plain http:// request closed with no HTTP
+    answer (ClosedUnanswered: what a daemon started with --tls-cert does to one) and the
+    listener at `address` serves TLS. Found by a TLS handshake of its own (certificate not
+    checked, nothing sent: it only tells which protocol answers), so only on that failing
+    path: a reset or an answer cut short (a fault, not TLS) costs no second connection."""
+    if not plain or not isinstance(lost, ClosedUnanswered):
+        return lost
+    if address is None or url is None or not _handshakes(address):
+        return lost
+    return SpeaksTls(lost.where, "https://" + url.split("://", 1)[1].rstrip("/"))
+
+
+def _handshakes(address: tuple[str, int]) -> bool:
+    """Whether a TLS handshake with `address` completes."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(address, timeout=TLS_PROBE_TIMEOUT_S) as raw:
+            with context.wrap_socket(raw, server_hostname=address[0]):
+                return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError: not TLS, or gone
+        return False
 
 
 def decode(data: bytes) -> JsonValue:

@@ -55,6 +55,12 @@ class BackendHealth:
     summary: str
 
 
+def summary_line(text: str) -> str:
+    """A health summary in one line: an engine's error of several lines (sinfo's, when
+    slurmctld is down) with its lines joined by '; ', blank ones left out."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What the daemon gives every backend it opens.

@@ -97,6 +97,9 @@ class ExitRecord:
     start_time: float
     end_time: float
     message: str
+    # Stretches (from, to; wall-clock) in which the disk under the run's log was full, so
+    # that what it wrote then is not in its log (executor/log_space.py); told in its story.
+    output_lost: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

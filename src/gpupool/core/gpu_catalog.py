@@ -3,7 +3,13 @@
 The catalog lets people declare GPUs by model name alone ("8xH100") and lets the
 scheduler compare a requested type (--gpu-type A100-80GB) with whatever model string
 a node reports: a declared one ("A100-80GB") or NVML's ("NVIDIA A100-SXM4-80GB").
-Sizes are binary (80GB = 80 GiB), as everywhere in gpupool (see core.units).
+
+Names (docs/jobs.md "Sizes and GPU names"): each model has one spelling, `GpuModel.name`,
+the vendor's ("H100-PCIe", "RTX 4090"), the same as plan/data/catalog.yaml's; the inventory,
+the pool's messages and `plan` print it, and any spelling that differs only in case, spaces,
+dashes or brand words ("rtx4090", "GeForce RTX 4090") is read as it. A size in a model name
+is the vendor's label for its memory in GiB ("A100-80GB" has 80 GiB, as NVML reports it;
+"MYGPU-48GB" declares 48 GiB), not a size as `--gpu-memory` reads one (core.units).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ _GIB = 1 << 30
 
 @dataclass(frozen=True)
 class GpuModel:
-    name: str  # the canonical name gpupool writes in Gpu.model for a declared GPU
+    name: str  # the one spelling gpupool prints, and writes in Gpu.model for a declared GPU
     memory_gib: float
     aliases: tuple[str, ...] = ()  # other spellings, e.g. the name NVML reports
 
@@ -28,7 +34,7 @@ CATALOG: tuple[GpuModel, ...] = (
     GpuModel("A100-80GB", 80, ("A100-SXM4-80GB", "A100 80GB PCIe")),
     GpuModel("H100", 80),
     GpuModel("H100-SXM", 80, ("H100 80GB HBM3", "H100-SXM5-80GB")),
-    GpuModel("H100-PCIE", 80),
+    GpuModel("H100-PCIe", 80),
     GpuModel("H100-NVL", 94),
     GpuModel("H200", 141),
     GpuModel("B200", 192),
@@ -43,11 +49,11 @@ CATALOG: tuple[GpuModel, ...] = (
     GpuModel("A30", 24),
     GpuModel("A40", 48),
     GpuModel("T4", 16),
-    GpuModel("RTXA6000", 48, ("RTX A6000", "A6000")),
-    GpuModel("RTX4090", 24),
-    GpuModel("RTX3090", 24),
-    GpuModel("RTX2080TI", 11),
-    GpuModel("GTX1080TI", 11),
+    GpuModel("RTX A6000", 48, ("A6000",)),
+    GpuModel("RTX 4090", 24),
+    GpuModel("RTX 3090", 24),
+    GpuModel("RTX 2080 Ti", 11),
+    GpuModel("GTX 1080 Ti", 11),
     GpuModel("MI300X", 192),
 )
 
@@ -105,7 +111,8 @@ def ambiguity_hint(model: str) -> str:
 
 
 def memory_from_name(model: str) -> int | None:
-    """Bytes from an explicit "-<N>GB" suffix, e.g. "MYGPU-48GB" -> 48 GiB; None without one."""
+    """Bytes from an explicit "-<N>GB" suffix, e.g. "MYGPU-48GB" -> 48 GiB (a name's size is
+    the vendor's label, in GiB: module docstring); None without one."""
     m = _SIZE_SUFFIX_RE.match(model.strip())
     if not m:
         return None

@@ -5,20 +5,23 @@ from __future__ import annotations
 import math
 import re
 
+# One convention with `plan` (docs/jobs.md "Sizes and GPU names"): KB/MB/GB/TB are decimal
+# (SI, as vendors and `plan` write them), KiB/MiB/GiB/TiB binary, each as written; a bare
+# K/M/G/T is binary, as Slurm's --mem=32G. Until issue 30 (item 17) GB meant GiB here.
 _SIZE_UNITS = {
     "": 1,
     "B": 1,
     "K": 1 << 10,
-    "KB": 1 << 10,
+    "KB": 10**3,
     "KIB": 1 << 10,
     "M": 1 << 20,
-    "MB": 1 << 20,
+    "MB": 10**6,
     "MIB": 1 << 20,
     "G": 1 << 30,
-    "GB": 1 << 30,
+    "GB": 10**9,
     "GIB": 1 << 30,
     "T": 1 << 40,
-    "TB": 1 << 40,
+    "TB": 10**12,
     "TIB": 1 << 40,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
@@ -27,7 +30,8 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 def parse_size(text: str | int | float) -> int:
     """Bytes from '80GB', '20GiB', '512M', '1.5T' or a plain number of bytes.
 
-    Units are binary (1 GB = 2**30 bytes), as Slurm's --mem and GPU memory sizes are read.
+    GB is 10**9 bytes and GiB 2**30 (MB, KB, TB alike), case aside; a bare G (M, K, T) is
+    2**30, as Slurm reads --mem=32G.
     """
     if isinstance(text, bool):
         raise ValueError(f"not a size: {text!r}")
@@ -45,7 +49,8 @@ def parse_size(text: str | int | float) -> int:
 
 
 def format_size(n: int) -> str:
-    """'80GiB', '512MiB', '1.5TiB': the shortest exact-enough binary form."""
+    """'80GiB', '512MiB', '1.5TiB': the shortest exact-enough binary form (the one way the
+    pool prints a size; `20GB` asked prints as 18.6GiB, the same bytes)."""
     for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= factor:
             value = n / factor

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from gpupool.core.batch import MAX_BATCH
 from gpupool.core.job import Job, JobSpec
-from gpupool.engine.service import PoolService, RequestRefused, log
+from gpupool.engine.refusal import RequestRefused
+from gpupool.engine.service import PoolService, log
 
 
 @dataclass(frozen=True)

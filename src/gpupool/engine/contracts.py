@@ -36,6 +36,19 @@ class EngineStore(Protocol):
 
     def get(self, job_id: int) -> Job: ...
 
+    def list_jobs(
+        self,
+        *,
+        include_finished: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        states: Iterable[JobState] | None = None,
+        project: str | None = None,
+        since: float | None = None,
+        ids: Iterable[int] | None = None,
+        array_id: int | None = None,
+    ) -> list[Job]: ...
+
     def projects(self) -> list[Project]: ...
 
     def allocation_version(self) -> int: ...
@@ -148,18 +161,6 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
 
     def array_task_ids(self, array_id: int) -> list[int]: ...
 
-    def list_jobs(
-        self,
-        *,
-        include_finished: bool = False,
-        user: str | None = None,
-        limit: int | None = None,
-        states: Iterable[JobState] | None = None,
-        project: str | None = None,
-        since: float | None = None,
-        ids: Iterable[int] | None = None,
-    ) -> list[Job]: ...
-
     def edit_spec(
         self,
         job_id: int,
@@ -172,6 +173,8 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
     def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None: ...
 
     def request_cancel(self, job_id: int, now: float, cause: str) -> Job: ...
+
+    def cancel_many(self, job_ids: Iterable[int], now: float, cause: str) -> list[Job]: ...
 
     def project(self, name: str) -> Project: ...
 

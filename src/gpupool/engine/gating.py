@@ -18,34 +18,113 @@ restart), from the store (`unknown`: the loop looks them up before the pass).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from gpupool.core.job import Hold, Job, JobState
-from gpupool.core.job_control import AfterKind
+from gpupool.core.job_control import AfterKind, Dependency
 from gpupool.policy import Code, Decision, Status
 from gpupool.policy.status import Rule
 
 # Ended jobs whose final state is remembered; a miss is read from the store again.
 _ENDED_KEPT = 65536
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """A task of an array that ended other than SUCCEEDED: what `:ok` on the array cannot
+    get past, in words."""
+
+    job_id: int
+    array_id: int
+    index: int | None
+    state: JobState
+
+    def __str__(self) -> str:
+        task = "" if self.index is None else f" ({self.array_id}_{self.index})"
+        return f"job {self.job_id}{task} of array {self.array_id} ended {self.state.value}"
+
+
+def first_failure(tasks: Iterable[Job]) -> TaskEnd | None:
+    """The first task (by id) of an array's `tasks` that ended other than SUCCEEDED."""
+    for task in sorted(tasks, key=lambda j: j.id):
+        if task.state.terminal and task.state is not JobState.SUCCEEDED:
+            assert task.array_id is not None
+            index = None if task.spec.array_task is None else task.spec.array_task.index
+            return TaskEnd(task.id, task.array_id, index, task.state)
+    return None
+
+
+def never_met(dep: Dependency, named: Job, tasks_of: Callable[[int], Iterable[Job]]) -> str | None:
+    """Why `dep` can never be met, in words, now that the job its id names is `named` (as
+    stored); None while it still can. An array's id: its tasks (`tasks_of(array id)`), any
+    of which ended other than SUCCEEDED fails `:ok`."""
+    if dep.kind is AfterKind.ANY:
+        return None
+    if named.array_id == named.id:
+        failed = first_failure(tasks_of(named.id))
+        return None if failed is None else str(failed)
+    if named.state.terminal and not dep.met_by(named.state):
+        return f"job {named.id} ended {named.state.value}"
+    return None
 
 
 class EndedJobs:
-    """The final state of jobs that ended, most recent kept (a bounded cache)."""
+    """The final state of jobs that ended, most recent kept (a bounded cache).
+
+    An array's id names the whole array (Slurm's rule): its first task's own end is not
+    kept under it. The array's outcome is kept there once every task has ended, as the
+    store has them (`record_array`: memory may have missed tasks that ended before a
+    restart); the first task seen failing is kept meanwhile (`failure_in`), which is
+    enough for `:ok` to know it can never be met."""
 
     def __init__(self, kept: int = _ENDED_KEPT) -> None:
         self._states: OrderedDict[int, JobState] = OrderedDict()
+        self._failures: OrderedDict[int, TaskEnd] = OrderedDict()
         self._kept = kept
 
     def record(self, job_id: int, state: JobState) -> None:
         assert state.terminal, state
-        self._states[job_id] = state
-        self._states.move_to_end(job_id)
-        if len(self._states) > self._kept:
-            self._states.popitem(last=False)
+        _keep(self._states, job_id, state, self._kept)
+
+    def record_job(self, job: Job) -> None:
+        """`job`, which has ended: a plain job or a task (module docstring)."""
+        array_id = job.array_id
+        if array_id is None:
+            self.record(job.id, job.state)
+            return
+        if job.id != array_id:  # a task named by its own id is that task alone
+            self.record(job.id, job.state)
+        if job.state is not JobState.SUCCEEDED and array_id not in self._failures:
+            task = job.spec.array_task
+            end = TaskEnd(job.id, array_id, None if task is None else task.index, job.state)
+            _keep(self._failures, array_id, end, self._kept)
+
+    def record_array(self, array_id: int, tasks: Iterable[Job]) -> None:
+        """Every task of the array `array_id`, all ended, as the store has them."""
+        for task in sorted(tasks, key=lambda j: j.id):
+            self.record_job(task)
+        failed = self._failures.get(array_id)
+        self.record(array_id, JobState.SUCCEEDED if failed is None else failed.state)
 
     def get(self, job_id: int) -> JobState | None:
+        """A job's final state; an array's outcome (SUCCEEDED when every task did) once
+        recorded; None when not known."""
         return self._states.get(job_id)
+
+    def failure_in(self, array_id: int) -> TaskEnd | None:
+        """The first task of the array seen ending other than SUCCEEDED, if any."""
+        return self._failures.get(array_id)
+
+
+def _keep(kept: OrderedDict[int, T], key: int, value: T, most: int) -> None:
+    kept[key] = value
+    kept.move_to_end(key)
+    if len(kept) > most:
+        kept.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -78,12 +157,25 @@ _HELD = {
 
 
 def _dependency_status(
-    job: Job, active: Mapping[int, Job], ended: EndedJobs, unknown: set[int]
+    job: Job,
+    active: Mapping[int, Job],
+    tasks: Mapping[int, AbstractSet[int]],
+    ended: EndedJobs,
+    unknown: set[int],
 ) -> Status | str | None:
     """Why `job` cannot start yet (a Status), or never will (the cause), or None (its
-    dependencies are met)."""
+    dependencies are met). A dependency on an array's id waits for every task of it
+    (`tasks`: the active tasks of each array) and, as `:ok`, fails with any of them."""
     waiting: list[int] = []
     for dep in job.spec.after:
+        running = tasks.get(dep.job_id)
+        if dep.kind is AfterKind.OK:
+            failed = ended.failure_in(dep.job_id)
+            if failed is not None:
+                return f"{failed}, not SUCCEEDED (--after {dep})"
+        if running:
+            waiting.extend(running)
+            continue
         if dep.job_id in active:
             waiting.append(dep.job_id)
             continue
@@ -104,10 +196,11 @@ def gate(
     active: Mapping[int, Job],
     running: Iterable[Job],
     ended: EndedJobs,
+    array_tasks: Mapping[int, AbstractSet[int]] | None = None,
 ) -> Gating:
     """The gating of a pass. `controlled`: the waiting jobs with dependencies or a throttled
     array (the others are never held); `active`: every job in the engine's view by id;
-    `running`: those of them RUNNING."""
+    `running`: those of them RUNNING; `array_tasks`: each array's active tasks, by its id."""
     held: dict[int, Status] = {}
     doomed: dict[int, str] = {}
     unknown: set[int] = set()
@@ -117,7 +210,7 @@ def gate(
             held[job.id] = _HELD[job.spec.hold]
             continue
         if job.spec.after:
-            said = _dependency_status(job, active, ended, unknown)
+            said = _dependency_status(job, active, array_tasks or {}, ended, unknown)
             if isinstance(said, str):
                 doomed[job.id] = said
                 continue

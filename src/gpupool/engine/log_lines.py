@@ -113,13 +113,23 @@ def jobs_left_running(count: int) -> str:
     return f"stopping: {plural(count, 'job')} keep running under their supervisors"
 
 
+def disk_full_words(full: StorageFull) -> str:
+    """'the state disk is full (0B free in /var/lib/gpupool, 1MiB needed)', or 'the database
+    server has no space left': what the daemon says of a full disk, running or starting."""
+    if full.path is None:
+        return "the database server has no space left"
+    free = "?" if full.available_bytes is None else format_size(full.available_bytes)
+    needed = format_size(full.needed_bytes)
+    return f"the state disk is full ({free} free in {full.path}, {needed} needed)"
+
+
 def not_done_disk_full(what: str, full: StorageFull) -> str:
     """'engine: could not store the pending jobs' reasons: the state disk is full (0B free
     in /var/lib/gpupool, 1MiB needed); done again once space is freed'."""
-    if full.path is None:
-        where = "the database server has no space left"
-    else:
-        free = "?" if full.available_bytes is None else format_size(full.available_bytes)
-        where = f"the state disk is full ({free} free in {full.path}, "
-        where += f"{format_size(full.needed_bytes)} needed)"
-    return f"{what}: {where}; done again once space is freed"
+    return f"{what}: {disk_full_words(full)}; done again once space is freed"
+
+
+def cannot_run_disk_full(full: StorageFull) -> str:
+    """'the state disk is full (0B free in /var/lib/gpupool, 1MiB needed): the daemon cannot
+    run; free some space, then start it again' (it cannot write its database, at start)."""
+    return f"{disk_full_words(full)}: the daemon cannot run; free some space, then start it again"

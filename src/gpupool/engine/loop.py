@@ -496,7 +496,8 @@ class Engine:
     def _gating(self) -> Gating:
         """The pass's gating (engine/gating.py), once the final states of dependencies
         that ended out of the engine's sight (before a restart) are read from the store: a
-        dependency the store does not have counts as ended FAILED (never met by `:ok`)."""
+        dependency the store does not have counts as ended FAILED (never met by `:ok`); an
+        array's id, the outcome of every task once all have ended."""
         gating = self.state.gating()
         if not gating.unknown:
             return gating
@@ -504,11 +505,16 @@ class Engine:
 
         for job_id in sorted(gating.unknown):
             try:
-                state = self.store.get(job_id).state
+                job = self.store.get(job_id)
             except UnknownJob:
-                state = JobState.FAILED
-            if state.terminal:
-                self.state.ended.record(job_id, state)
+                self.state.ended.record(job_id, JobState.FAILED)
+                continue
+            if job.array_id == job_id:  # an array's id: every task of it (engine/gating.py)
+                tasks = self.store.list_jobs(include_finished=True, array_id=job_id)
+                if all(task.state.terminal for task in tasks):
+                    self.state.ended.record_array(job_id, tasks)
+            elif job.state.terminal:
+                self.state.ended.record(job_id, job.state)
         return self.state.gating()
 
     def _tell_observer(

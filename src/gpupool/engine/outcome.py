@@ -51,6 +51,23 @@ def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
     return Outcome(JobState.FAILED, code, EndReason.NON_ZERO_EXIT, f"exited with code {code}")
 
 
+def output_lost_words(record: ExitRecord) -> str | None:
+    """The story's words when the disk under the run's log was full while it ran (None when
+    it never was): 'output lost: its log's disk was full for 1m00s, from 2m10s after the
+    start; what the job wrote then is not in its log'."""
+    gaps = record.output_lost
+    if not gaps:
+        return None
+    first = format_duration(max(gaps[0][0] - record.start_time, 0.0))
+    if len(gaps) == 1:
+        ((start, end),) = gaps
+        when = f"for {format_duration(end - start)}, from {first} after the start"
+    else:
+        total = format_duration(sum(end - start for start, end in gaps))
+        when = f"{len(gaps)} times, {total} in all, the first {first} after the start"
+    return f"output lost: its log's disk was full {when}; what the job wrote then is not in its log"
+
+
 # Failures a retry is for: the command's own (an exit code, or a signal such as the OOM
 # killer's SIGKILL, 137). A time limit, a cancel, or a command that cannot start is not.
 _RETRIED = frozenset({EndReason.NON_ZERO_EXIT, EndReason.SIGNAL})

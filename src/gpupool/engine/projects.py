@@ -16,12 +16,14 @@ import difflib
 import json
 import re
 import tomllib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpupool.core.backends import BACKEND_NAME_RE, LOCAL_BACKEND, BackendKind
 from gpupool.core.project import (
     DEFAULT_IDLE_THRESHOLD_PCT,
+    NAME_RE,
     USER_RE,
     Department,
     InvalidProject,
@@ -167,6 +169,9 @@ class _Parsed:
     problems: tuple[str, ...]
     declared_projects: frozenset[str]
     declared_departments: frozenset[str]
+    # (project, department) of every project that names one, in the file's order, those
+    # left out of `config` for a bad value too: fixing the value reveals no new problem.
+    department_refs: tuple[tuple[str, str], ...] = ()
 
 
 def parse_config(text: str, source: str = CONFIG_NAME) -> Config:
@@ -182,10 +187,13 @@ def check_config(
     projects: list[Project],
     departments: list[Department],
     source: str = CONFIG_NAME,
+    *,
+    check_backends: Callable[[Sequence[BackendTable]], list[str]] | None = None,
 ) -> Config:
     """parse_config and check_references in one: ConfigError naming every problem of the
-    file at once, those of its values and those of its references to the store's (or its
-    own) projects and departments."""
+    file at once, those of its values, those of its references to the store's (or its
+    own) projects and departments, and those `check_backends` finds in the settings of its
+    `[backends.NAME]` tables (the daemon's: it opens them, api/backends.py)."""
     parsed = _parse(text, source)
     problems = list(parsed.problems) + reference_problems(
         parsed.config,
@@ -193,7 +201,10 @@ def check_config(
         departments,
         declared_projects=parsed.declared_projects,
         declared_departments=parsed.declared_departments,
+        department_refs=parsed.department_refs,
     )
+    if check_backends is not None and parsed.config.backends:
+        problems += check_backends(parsed.config.backends)
     if problems:
         raise ConfigError(source, problems)
     return parsed.config
@@ -235,6 +246,7 @@ def _parse(text: str, source: str) -> _Parsed:
     project_backends = []
 
     projects = []
+    department_refs = []
     project_tables = _tables(data, "projects", problems)
     for name, body in project_tables.items():
         path = ("projects", name)
@@ -251,6 +263,9 @@ def _parse(text: str, source: str) -> _Parsed:
             except ValueError as exc:
                 problems.append(f"{key_path(*path, 'idle_timeout')}: {exc}")
         members = body.get("members", [])
+        department = body.get("department")
+        if isinstance(department, str) and NAME_RE.fullmatch(department):  # else: said below
+            department_refs.append((name, department))
         if "admins" in body:
             project_admins.append((name, _user_list(body, (*path, "admins"), problems)))
         if "backend" in body:
@@ -315,6 +330,7 @@ def _parse(text: str, source: str) -> _Parsed:
         tuple(problems),
         frozenset(project_tables),
         frozenset(department_tables),
+        tuple(department_refs),
     )
 
 
@@ -378,20 +394,25 @@ def reference_problems(
     *,
     declared_projects: frozenset[str] = frozenset(),
     declared_departments: frozenset[str] = frozenset(),
+    department_refs: tuple[tuple[str, str], ...] | None = None,
 ) -> list[str]:
     """Every department or project the file names that neither it nor the store has, and
     every user's default that is a project they may not submit to. Names in `declared_*`
-    are in the file but invalid: their own problems say so."""
+    are in the file but invalid: their own problems say so. `department_refs`: (project,
+    department) as the file names them, invalid projects' included; by default, those of
+    `config`'s projects."""
     known_departments = (
         {d.name for d in departments} | {d.name for d in config.departments} | declared_departments
     )
     by_name = {p.name: p for p in projects} | {p.name: p for p in config.projects}
     problems = []
-    for p in config.projects:
-        if p.department is not None and p.department not in known_departments:
+    if department_refs is None:
+        department_refs = tuple((p.name, p.department) for p in config.projects if p.department)
+    for referrer, department in department_refs:
+        if department not in known_departments:
             problems.append(
-                f"{key_path('projects', p.name, 'department')}: no department named "
-                f"{p.department!r} (declare it as [departments.{p.department}])"
+                f"{key_path('projects', referrer, 'department')}: no department named "
+                f"{department!r} (declare it as [departments.{department}])"
             )
     for user, name in config.user_defaults:
         where = key_path("users", user, "default_project")
@@ -421,25 +442,11 @@ def check_references(
 
 
 def quota_warnings(projects: list[Project], pool_gpus: float) -> list[str]:
-    """What the daemon log should warn about the quotas on a pool of `pool_gpus` GPUs: a
-    project whose quota exceeds the pool (it can never be met in full), and quotas that add
-    up to more than the pool (not all can be met at once). Empty when all is well."""
-    pool = plural(pool_gpus, "GPU")
-    warnings = [
-        f"project {p.name}'s quota of {plural(p.quota, 'GPU')} exceeds the pool's {pool}: "
-        "it can never be met in full"
-        for p in projects
-        if p.quota > pool_gpus
-    ]
-    with_quota = [p for p in projects if p.quota > 0]
-    total = sum(p.quota for p in with_quota)
-    if len(with_quota) > 1 and total > pool_gpus:  # one project: said above already
-        shares = ", ".join(f"{p.name} {p.quota:g}" for p in with_quota)
-        warnings.append(
-            f"the projects' quotas add up to {plural(total, 'GPU')}, more than the pool's "
-            f"{pool}: not all of them can be met at once ({shares})"
-        )
-    return warnings
+    """What the daemon log should warn about the quotas on a pool of `pool_gpus` GPUs, in
+    words (engine/quota_warnings.py has them as data). Empty when all is well."""
+    from gpupool.engine.quota_warnings import quota_problems
+
+    return [w.words() for w in quota_problems(projects, pool_gpus)]
 
 
 def apply(store: Store, config: Config, source: str = CONFIG_NAME) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from gpupool.core.execution import ExitReason, Observation, RunState, StopKind
+from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState, StopKind
 from gpupool.core.job import EndReason, HeldReason, Job, JobState
 from gpupool.core.units import format_duration
 from gpupool.engine import backend_react, log_lines
@@ -63,7 +63,7 @@ from gpupool.engine.faults import (
     outside_cause,
 )
 from gpupool.engine.gating import Gating
-from gpupool.engine.outcome import outcome_of, retry_of
+from gpupool.engine.outcome import outcome_of, output_lost_words, retry_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked, handle_of
 from gpupool.policy import Code, Decision
@@ -197,33 +197,10 @@ def _observed(
     job = tracked.job
     match obs.state:
         case RunState.EXITED if obs.exit is not None:
-            record = obs.exit
-            if record.reason is ExitReason.PREEMPTED:
-                return [Release(handle_of(job), now)]  # then requeued (`_released`)
-            result = outcome_of(record, state.limit_of(job).seconds)
-            if job.spec.backend is not None and record.message and result.state is JobState.FAILED:
-                # A backend's words about a failure (Ray: "the head no longer knows this
-                # run") go into the story: only it knows what happened there.
-                said_there = f"{result.cause}; backend {job.spec.backend}: {record.message}"
-                result = dataclasses.replace(result, cause=said_there)
-            retry = None if job.cancel_requested else retry_of(job, result)
-            if retry is not None:  # archived, then requeued with the same id (`_released`)
-                tracked.retry_cause = retry
-                return [Release(handle_of(job), now)]
-            end = end_time_of(record, job, now)
-            said = Said(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
-            return [
-                Finish(
-                    job.id,
-                    result.state,
-                    result.exit_code,
-                    result.cause,
-                    result.reason,
-                    now,
-                    end_time=end,
-                    said=said,
-                )
-            ]
+            lost = output_lost_words(obs.exit)  # told first, whatever comes of the run
+            said = Said(f"job {job.id}: {lost}", _WARN)
+            told: list[Instruction] = [] if lost is None else [Note(job.id, lost, now, said=said)]
+            return told + _exited(state, tracked, obs.exit, now)
         case RunState.LOST:
             # Its processes may still run on its GPUs: killed before they are freed.
             wait_s = 0.0 if tracked.held_told else FIRST_KILL_WAIT_S
@@ -235,6 +212,40 @@ def _observed(
         case RunState.RUNNING:
             return _deliver_cancel(tracked)
     return []  # UNKNOWN: ask again at the next poll
+
+
+def _exited(
+    state: EngineState, tracked: Tracked, record: ExitRecord, now: float
+) -> list[Instruction]:
+    """A RUNNING job whose run ended as `record` says: released (preempted, or retried) or
+    finished."""
+    job = tracked.job
+    if record.reason is ExitReason.PREEMPTED:
+        return [Release(handle_of(job), now)]  # then requeued (`_released`)
+    result = outcome_of(record, state.limit_of(job).seconds)
+    if job.spec.backend is not None and record.message and result.state is JobState.FAILED:
+        # A backend's words about a failure (Ray: "the head no longer knows this
+        # run") go into the story: only it knows what happened there.
+        said_there = f"{result.cause}; backend {job.spec.backend}: {record.message}"
+        result = dataclasses.replace(result, cause=said_there)
+    retry = None if job.cancel_requested else retry_of(job, result)
+    if retry is not None:  # archived, then requeued with the same id (`_released`)
+        tracked.retry_cause = retry
+        return [Release(handle_of(job), now)]
+    end = end_time_of(record, job, now)
+    said = Said(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
+    return [
+        Finish(
+            job.id,
+            result.state,
+            result.exit_code,
+            result.cause,
+            result.reason,
+            now,
+            end_time=end,
+            said=said,
+        )
+    ]
 
 
 def _recovered(state: EngineState, event: Recovered) -> list[Instruction]:

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from gpupool.core.backends import Backend
 from gpupool.core.containers import EngineRefused, choose_engine
-from gpupool.core.execution import Executor, Handle
+from gpupool.core.execution import Executor
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
 from gpupool.core.monitoring import GpuSample
@@ -34,39 +34,24 @@ from gpupool.engine.figures import (
     project_figures,
     running_job_figures,
 )
+from gpupool.engine.gating import never_met
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.gpu_monitor import GpuMonitor
 from gpupool.engine.group_commit import GroupCommit
 from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_words, project_changes, project_fields
-from gpupool.engine.log_tail import tail_offset
+from gpupool.engine.log_reading import MAX_LOG_CHUNK, LogChunk, read_job_log
 from gpupool.engine.projects import quota_warnings
+from gpupool.engine.refusal import RequestRefused
 from gpupool.engine.view import JobPage, JobQuery, JobsView, page
 from gpupool.policy import Decision, Status, check_quota, check_satisfiable
 from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, Reservation
+from gpupool.spec.command_path import unstartable_on_pool
 from gpupool.store import UnknownJob
 from gpupool.store.submissions import NewJob
 
-MAX_LOG_CHUNK = 1 << 20
 log = logging.getLogger("gpupool.projects")
 _TERMINAL = frozenset(s for s in JobState if s.terminal)
-
-
-class RequestRefused(ValueError):
-    """A request that can never succeed (refused at submit, exit code 2 in the CLI)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    data: bytes
-    offset: int  # where the next read starts
-    state: JobState
-    size: int | None = None  # the log's length when read: where a tail starts from
 
 
 @dataclass(frozen=True)
@@ -226,6 +211,8 @@ class PoolService:
                 "bad_workdir",
                 f"working directory {spec.workdir} does not exist on the pool's machine",
             )
+        if (cannot := unstartable_on_pool(spec)) is not None:  # a directory, a missing path
+            raise RequestRefused("bad_command", cannot)
         return self._new_job(spec, user, now, token, projects, project)
 
     def _new_job(
@@ -264,17 +251,21 @@ class PoolService:
             if dep.job_id in active:
                 continue
             try:
-                ended = self.store.get(dep.job_id).state
+                found = self.store.get(dep.job_id)
             except UnknownJob:
                 raise RequestRefused(
                     "unknown_dependency", f"after: no job {dep.job_id} in this pool"
                 ) from None
-            if ended.terminal and not dep.met_by(ended):
+            never = never_met(dep, found, self._tasks_of)
+            if never is not None:
                 raise RequestRefused(
                     "dependency_never_satisfied",
-                    f"after: job {dep.job_id} ended {ended.value}, so --after {dep} can "
-                    f"never be met (--after {dep.job_id}:any runs after any end)",
+                    f"after: {never}, so --after {dep} can never be met (--after "
+                    f"{dep.job_id}:any runs after any end)",
                 )
+
+    def _tasks_of(self, array_id: int) -> list[Job]:
+        return self.store.list_jobs(include_finished=True, array_id=array_id)
 
     def submitted(self, job: Job, user: str) -> Job:
         """After `user`'s submission was stored as `job`: tell the engine, say it in the log.
@@ -348,6 +339,7 @@ class PoolService:
                 project=query.project,
                 since=query.since,
                 ids=query.ids,
+                array_id=query.array_id,
             )
         return page(query, active, finished)
 
@@ -401,39 +393,9 @@ class PoolService:
         tail: int | None = None,
         stderr: bool = False,
     ) -> LogChunk:
-        """The job's combined output, or with `rank` that rank's alone (RequestRefused
-        "no_such_rank" unless the job is distributed with that rank), or with `stderr` its
-        stderr (RequestRefused "no_separate_stderr" unless it was submitted with
-        --separate-stderr); with `tail`, from where its last `tail` lines start
-        (engine/log_tail.py) instead of `offset`."""
+        """The job's log (engine/log_reading.py)."""
         job = self.store.get(job_id)
-        if stderr and not job.spec.separate_stderr:
-            message = (
-                f"job {job_id} keeps its stdout and stderr together in one log: "
-                "submit with --separate-stderr to keep them apart"
-            )
-            raise RequestRefused("no_separate_stderr", message)
-        if rank is not None:
-            # GPUs held, or asked for per node (pending, or a backend's job) on its nodes
-            ranks = (len(job.gpus) or job.spec.resources.gpus) * job.spec.nodes
-            if job.spec.distributed is None:
-                raise RequestRefused("no_such_rank", f"job {job_id} is not distributed: no ranks")
-            if not 0 <= rank < ranks:
-                message = f"job {job_id} has ranks 0..{ranks - 1}, not {rank}"
-                raise RequestRefused("no_such_rank", message)
-        handle = Handle(job.id, job.restart_count)
-        where = self.executor_of(job)
-        if where is None:  # its backend is not configured in this daemon: nothing to read
-            return LogChunk(b"", offset, job.state, None)
-        if tail is not None:
-            size = where.logs(handle, 0, 0, rank, stderr).size or 0
-
-            def read(at: int, n: int) -> bytes:
-                return where.logs(handle, at, n, rank, stderr).data
-
-            offset = tail_offset(read, size, tail)
-        chunk = where.logs(handle, offset, min(limit, MAX_LOG_CHUNK), rank, stderr)
-        return LogChunk(chunk.data, chunk.offset, job.state, chunk.size)
+        return read_job_log(job, self.executor_of(job), offset, limit, rank, tail, stderr)
 
     def executor_of(self, job: Job) -> Executor | None:
         """Where `job` runs: its backend (None: not configured here), else this machine."""

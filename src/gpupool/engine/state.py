@@ -158,6 +158,7 @@ class EngineState:
         # --after and --array %K (engine/gating.py): the waiting jobs a pass may hold, the
         # final states of jobs that ended, and the jobs the last gating left out of a pass.
         self._controlled: set[int] = set()
+        self._array_tasks: dict[int, set[int]] = {}  # each array's active tasks, by its id
         self.ended = EndedJobs()
         self._left_out: frozenset[int] = frozenset()
 
@@ -173,7 +174,7 @@ class EngineState:
         if old is None and job.version <= self._removed.get(job.id, -1):
             return None, None
         if job.state.terminal:
-            self.ended.record(job.id, job.state)
+            self.ended.record_job(job)
             if old is not None:
                 self._remove(job.id, job.version)
             else:
@@ -188,6 +189,7 @@ class EngineState:
         self.jobs[job.id] = tracked
         self._track_running(new)
         self._track_controlled(new)
+        self._track_task(new)
         matters = old is None or _matters(old.job, new)
         if matters:
             self._inputs.update(job.id, new)
@@ -214,9 +216,10 @@ class EngineState:
         self._running_ids = set()
         self._backend_ids = set()
         self._controlled = set()
+        self._array_tasks = {}
         for job in jobs:
             if job.state.terminal:
-                self.ended.record(job.id, job.state)
+                self.ended.record_job(job)
                 continue
             old = before.get(job.id)
             new = self.public[job.id] = slim(job)
@@ -226,6 +229,7 @@ class EngineState:
                 self.jobs[job.id] = Tracked(new)
             self._track_running(new)
             self._track_controlled(new)
+            self._track_task(new)
         self.set_projects(projects)
 
     def set_foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None:
@@ -244,6 +248,12 @@ class EngineState:
         self._changed(True)
 
     def _remove(self, job_id: int, version: int) -> None:
+        array_id = self.jobs[job_id].job.array_id
+        if array_id is not None:
+            tasks = self._array_tasks.get(array_id, set())
+            tasks.discard(job_id)
+            if not tasks:
+                self._array_tasks.pop(array_id, None)
         del self.jobs[job_id]
         del self.public[job_id]
         self._running_ids.discard(job_id)
@@ -266,6 +276,10 @@ class EngineState:
             self._controlled.add(job.id)
         else:
             self._controlled.discard(job.id)
+
+    def _track_task(self, job: Job) -> None:
+        if job.array_id is not None:
+            self._array_tasks.setdefault(job.array_id, set()).add(job.id)
 
     def _tombstone(self, job_id: int, version: int) -> None:
         self._removed[job_id] = version
@@ -308,6 +322,7 @@ class EngineState:
                 self.public,
                 [*(t.job for t in self.running()), *self._backend_runs()],
                 self.ended,
+                self._array_tasks,
             )
         if made.left_out != self._left_out:
             self._left_out = made.left_out

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from gpupool.core.execution import Handle
 from gpupool.core.job import Hold, Job, JobSpec, JobState, priority_name
 from gpupool.core.units import format_duration
-from gpupool.engine.service import RequestRefused
+from gpupool.engine.refusal import RequestRefused
 from gpupool.policy import Code, check_quota, check_satisfiable
 from gpupool.spec.changes import JobChanges
 

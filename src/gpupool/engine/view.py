@@ -28,8 +28,8 @@ class Order(StrEnum):
 class JobQuery:
     """Which jobs to list: `states` (None: the active ones, and the finished ones too with
     `include_finished`), of `user` and `project` when given, submitted at `since` (epoch
-    seconds) or later when given, among `ids` when given, `limit` of them (None: all) after
-    skipping `offset`, in `order`."""
+    seconds) or later when given, among `ids` when given, the tasks of the array `array_id`
+    when given, `limit` of them (None: all) after skipping `offset`, in `order`."""
 
     states: frozenset[JobState] | None = None
     include_finished: bool = False
@@ -40,6 +40,7 @@ class JobQuery:
     order: Order = Order.ID
     since: float | None = None
     ids: frozenset[int] | None = None  # only these jobs (squeue -j)
+    array_id: int | None = None  # only the tasks of this array (its id: its first task's)
 
     def wanted(self) -> frozenset[JobState]:
         if self.states is not None:
@@ -54,6 +55,7 @@ class JobQuery:
             and (self.project is None or job.spec.project == self.project)
             and (self.since is None or job.submit_time >= self.since)
             and (self.ids is None or job.id in self.ids)
+            and (self.array_id is None or job.array_id == self.array_id)
         )
 
 

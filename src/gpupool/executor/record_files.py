@@ -56,6 +56,24 @@ def atomic_json(jobdir: str, name: str, obj: "Mapping[str, object]", durable: bo
         fsync_path(jobdir, os.O_DIRECTORY)
 
 
+def claim(jobdir: str, obj: "Mapping[str, object]") -> bool:
+    """Create JOBDIR/claim.json with ``obj`` (True), unless it exists (False).
+
+    link() fails if claim.json exists, so of any number of supervisors racing on one
+    JOBDIR exactly one wins, and claim.json is never seen half-written.
+    """
+    tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
+    # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
+    write_file(tmp, json.dumps(obj, sort_keys=True).encode(), False)
+    try:
+        os.link(tmp, os.path.join(jobdir, "claim.json"))
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
 # Retrying a record that cannot be written yet (a full disk): first after RETRY_FIRST_S,
 # then twice as long each time, up to RETRY_MAX_S, for as long as it takes. Only a job
 # directory that is gone (nothing could ever be recorded in it) ends the attempts.

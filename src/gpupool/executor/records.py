@@ -28,6 +28,7 @@ def read_exit_record(path: Path) -> ExitRecord | None:
             start_time=float(obj["start_time"]),
             end_time=float(obj["end_time"]),
             message=str(obj.get("message", "")),
+            output_lost=tuple((float(a), float(b)) for a, b in obj.get("output_lost", [])),
         )
     except (KeyError, TypeError, ValueError):
         return None

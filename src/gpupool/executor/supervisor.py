@@ -32,15 +32,16 @@ TYPE_CHECKING = False
 # The siblings that hold the rest of the supervisor, standard library only like it. Run as
 # a script, `python -I` leaves this directory off sys.path: put it back.
 if TYPE_CHECKING:
-    from gpupool.executor import job_owner, rank_launcher, record_files
+    from gpupool.executor import job_owner, log_space, rank_launcher, record_files
     from gpupool.executor import job_processes as processes
 elif __package__:
-    from . import job_owner, rank_launcher, record_files
+    from . import job_owner, log_space, rank_launcher, record_files
     from . import job_processes as processes
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import job_owner
     import job_processes as processes
+    import log_space
     import rank_launcher
     import record_files
 
@@ -119,6 +120,7 @@ if TYPE_CHECKING:
         message: str
         start_time: float
         end_time: float
+        output_lost: list[list[float]]  # [from, to]: its log's disk was full (log_space.py)
 
 
 DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
@@ -174,11 +176,7 @@ def _start_ticks(pid: int | str = "self") -> int:
 
 
 def _claim(jobdir: str) -> bool:
-    """Own the job (True), or learn that another supervisor does (False).
-
-    link() fails if claim.json exists, so of any number of supervisors racing on one
-    JOBDIR exactly one wins, and claim.json is never seen half-written.
-    """
+    """Own the job (True), or learn that another supervisor does (False): record_files.claim."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
@@ -192,16 +190,7 @@ def _claim(jobdir: str) -> bool:
         "preempt_signal": int(PREEMPT_SIGNAL),  # the executor sends it only when present
         "control_signal": int(CONTROL_SIGNAL),
     }
-    tmp = os.path.join(jobdir, f"claim.json.tmp-{os.getpid()}")
-    # Not fsynced here (that would sit on the spawn path); made durable after the spawn.
-    record_files.write_file(tmp, json.dumps(obj, sort_keys=True).encode(), False)
-    try:
-        os.link(tmp, os.path.join(jobdir, "claim.json"))
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
+    return record_files.claim(jobdir, obj)
 
 
 class Supervisor:
@@ -214,6 +203,8 @@ class Supervisor:
         self.started = False  # once True, only the job's own exit may be recorded
         self.child_record: ChildFile | None = None  # child.json while it waits to be written
         self.why = ""  # why the job was stopped, for the log and exit.json
+        # The disk under its log (log_space.py); a job of root's may use root's blocks.
+        self.disk = log_space.LogDiskWatch(jobdir, os.geteuid() == 0, log_space.free_blocks)
 
     def log(self, line: str) -> None:
         with contextlib.suppress(OSError):
@@ -231,8 +222,10 @@ class Supervisor:
             "message": message,
             "start_time": self.start_time,
             "end_time": time.time(),
+            "output_lost": self.disk.gaps,
         }
         record_files.write_until_done(self.jobdir, "exit.json", rec)
+        self.disk.say(self.log_fd)  # what a full disk kept out of the log until now
 
     def fail(self, exit_code: int, line: str) -> None:
         """The command could not be started: say why in the log and in exit.json."""
@@ -270,6 +263,7 @@ class Supervisor:
         self.started = True
         self.after_spawn(child.pid)
         code, reason = self.wait(child)
+        self.disk.finish(time.time(), self.log_fd)
         self.remove_container()
         sig = -code if code < 0 else None
         message = f"exited with code {code}" if sig is None else f"killed by signal {sig}"
@@ -295,6 +289,7 @@ class Supervisor:
         if name is not None:
             try:
                 owner = job_owner.Owner(str(name))
+                self.disk.privileged = owner.uid == 0
             except (KeyError, ValueError):
                 self.fail(1, f"not started: user {name} has no passwd entry on this machine")
                 return None
@@ -458,6 +453,7 @@ class Supervisor:
         look, signalled = True, 0  # control.json: read at once, then on CONTROL_SIGNAL
         while not processes.main_exited(pid):
             self.write_child_record()  # if a full disk refused it so far
+            self.disk.look(time.time(), self.log_fd)  # said once the log has room again
             if look or _control_requested:
                 look, _control_requested = False, False  # before the read: none is lost
                 control = self.read_control()

@@ -7,4 +7,6 @@ Each benchmark is one module here (registry.py names them) offering:
 - `run(args: argparse.Namespace, progress: Progress) -> BenchResult`: runs it, ticking
   `progress`, and returns the result as data (result.py). torch is imported inside `run`
   (the `dist` extra), so the CLI and the pool never import it to list or compare results.
+  A module that runs without torch says `NEEDS_TORCH = False` (storage): `bench NAME --gpus
+  N` refuses the others before queueing them where torch cannot be imported.
 """

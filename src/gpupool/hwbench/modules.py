@@ -30,6 +30,9 @@ class Benchmark:
     # `--gpus N` then submits it with `--distributed torchrun` (docs/distributed.md).
     distributed: bool
     summary: str  # the first line of the module's docstring
+    # False when it runs without PyTorch (the module's `NEEDS_TORCH = False`: storage):
+    # `--gpus N` checks for torch here before it queues a job bound to fail without it.
+    needs_torch: bool = True
 
 
 def load(name: str) -> Benchmark | None:
@@ -50,4 +53,5 @@ def load(name: str) -> Benchmark | None:
         module=cast(_Module, module),
         distributed=bool(getattr(module, "DISTRIBUTED", False)),
         summary=doc[0] if doc else name,
+        needs_torch=bool(getattr(module, "NEEDS_TORCH", True)),
     )

@@ -37,6 +37,7 @@ from gpupool.plan.catalog import load_catalog
 from gpupool.plan.scaling import compute_ms_from_flops
 
 NAME = "storage"
+NEEDS_TORCH = False  # standard library only: `bench storage --gpus N` needs no PyTorch
 MB = 1e6
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"})
 

@@ -94,9 +94,16 @@ def reserved_words(r: Reserved) -> str:
     return f"reserved {what} on {res.node} {when}"
 
 
+_JOBS_NAMED = 20  # past it, counted: an array's tasks a job waits for can be thousands
+
+
 def _jobs(ids: tuple[int, ...]) -> str:
     ordered = sorted(ids)
-    return f"job {ordered[0]}" if len(ordered) == 1 else "jobs " + ", ".join(map(str, ordered))
+    if len(ordered) == 1:
+        return f"job {ordered[0]}"
+    named = ", ".join(map(str, ordered[:_JOBS_NAMED]))
+    rest = len(ordered) - _JOBS_NAMED
+    return f"jobs {named}" + (f" and {rest} more" if rest > 0 else "")
 
 
 def standing_words(s: Standing) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar, Unpack, cast
 
+from gpupool.client.bulk_cancel import CancelReport
 from gpupool.client.errors import UnexpectedAnswer
 from gpupool.client.http import Client as HttpClient
 from gpupool.client.views import JobView
@@ -78,9 +79,14 @@ class Client:
             raise ValueError(f"at most {MAX_BATCH} jobs in one submit_many, got {len(specs)}")
         if not specs:
             return []
+        from gpupool.sdk.batch_shared import take_common
+
         shared = shared_base_env(specs)
+        common = take_common(specs)
         with api_errors(submitting=True):
-            ids = self.http.submit_batch(specs, token=token or uuid.uuid4().hex, base_env=shared)
+            ids = self.http.submit_batch(
+                specs, token=token or uuid.uuid4().hex, base_env=shared, common=common
+            )
         return [JobHandle(self.http, job_id) for job_id in ids]
 
     def job(self, job_id: int) -> JobHandle:
@@ -106,6 +112,28 @@ class Client:
         with api_errors():
             page = self.http.job_page(all, user, project=project, states=wanted, limit=limit)
         return list(page.jobs)
+
+    def cancel_jobs(
+        self,
+        ids: Sequence[int] = (),
+        *,
+        name: str | None = None,
+        states: Sequence[str] | None = None,
+        user: str | None = None,
+        project: str | None = None,
+    ) -> CancelReport:
+        """Cancel many jobs in one request, as `gpupool cancel` does (docs/jobs.md, "Cancel
+        many jobs at once"): `ids` (an array's id: every task of it) or, without ids, every
+        active job; of them, those of `name`, in `states` ("PENDING", "RUNNING"), of `user`
+        ("me": yours) and of `project`. Jobs you may not cancel are skipped, not refused:
+        the report says which and why (`skipped`), and which were cancelled."""
+        from gpupool.client.bulk_cancel import CancelFilters, cancel_jobs
+
+        mine = user == "me"
+        wanted = [s.upper() for s in states] if states else None
+        filters = CancelFilters(tuple(ids), name, wanted, None if mine else user, mine, project)
+        with api_errors():
+            return cancel_jobs(self.http, filters)
 
     # -- functions -------------------------------------------------------------------------
     def submit_fn(

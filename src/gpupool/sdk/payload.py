@@ -3,7 +3,10 @@ and its outcome (written by the runner, read here).
 
 The call travels with cloudpickle: the function by value when it is defined in `__main__`
 or cannot be found by name (a lambda, a closure, a decorated function), by reference (module
-and name) otherwise; its arguments with it. Both sides must run the same Python (major.minor,
+and name) otherwise; its arguments with it. A function's code goes by value as `marshal`
+writes it (as a .pyc holds it), not as cloudpickle writes it (which renames its file
+`<dynamic-code>`): a traceback in the job names the file and line the function was written
+at, and shows the line where that file can be read. Both sides must run the same Python (major.minor,
 checked) and be able to import the same modules: the call carries this process's `sys.path`,
 which the runner puts in front of its own. See docs/sdk.md.
 
@@ -19,10 +22,15 @@ whom the job runs) and root can write into their directory.
 
 from __future__ import annotations
 
+import functools
+import io
+import marshal
 import os
 import pickle
 import sys
 import traceback
+import types
+from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,14 +83,31 @@ Outcome = Returned | Raised
 
 
 def dumps(value: object) -> bytes:
-    """cloudpickle's pickle of `value` (imported here: only function jobs need it; its
-    output loads with the standard pickle)."""
+    """cloudpickle's pickle of `value`, code objects kept whole (module docstring; cloudpickle
+    is imported here: only function jobs need it). It loads with the standard pickle."""
+    with io.BytesIO() as buffer:
+        _pickler()(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        return buffer.getvalue()
+
+
+def _code_with_its_file(code: types.CodeType) -> tuple[Callable[[bytes], object], tuple[bytes]]:
+    """Reduce a code object to `marshal.loads(marshal.dumps(code))`: its file name, line
+    numbers and nested code as compiled. marshal's format is fixed within a Python minor
+    version, the one both sides must run (read_call checks it)."""
+    return marshal.loads, (marshal.dumps(code),)
+
+
+@functools.cache
+def _pickler() -> type[pickle.Pickler]:
+    """cloudpickle's Pickler with code objects reduced by `_code_with_its_file`."""
     import cloudpickle
 
-    data = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    if not isinstance(data, bytes):
-        raise TypeError(f"cloudpickle.dumps returned {type(data).__name__}, not bytes")
-    return data
+    class CodeKeepingPickler(cloudpickle.Pickler):  # type: ignore[misc]
+        dispatch_table = ChainMap(
+            {types.CodeType: _code_with_its_file}, cloudpickle.Pickler.dispatch_table
+        )
+
+    return CodeKeepingPickler
 
 
 def _python() -> list[int]:

@@ -24,6 +24,7 @@ from gpupool.spec.control_rules import (
     check_retries,
     check_retry_on_exit,
 )
+from gpupool.spec.declared_use import exported_declarations
 from gpupool.spec.errors import FieldError, SpecError, unknown_key_message
 from gpupool.spec.fields import Field, check_fields, names
 from gpupool.spec.rules import (
@@ -328,6 +329,9 @@ def _user_spec(
         base = clean_base_env(base_env)
     except ValueError as e:
         errors.append(FieldError("base_env", str(e)))
+    # GPUPOOL_SIMULATED_* exported: the job's declaration, as with --env (declared_use.py).
+    exported, bad = exported_declarations(base_env, m["env"] if m is not None else {})
+    errors.extend(bad)
     if m is None or errors:
         _raise(errors, source)
     spec = {
@@ -336,7 +340,7 @@ def _user_spec(
         "project": m["project"],
         "priority": m["priority"],
         "time_limit_s": m["time"],
-        "env": tuple(sorted(m["env"].items())),
+        "env": tuple(sorted({**exported, **m["env"]}.items())),
         "base_env": base,
         "workdir": m["workdir"] if m["workdir"] is not None else default_workdir,
         "umask": umask,

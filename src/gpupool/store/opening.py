@@ -14,11 +14,23 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gpupool.store.migrations import make_engine
 from gpupool.store.repository import Store
+from gpupool.store.space import StorageFull, storage_full
 from gpupool.store.urls import shown, sqlite_file
 
 
 class StoreUnavailable(RuntimeError):
-    """The database could not be opened; the message names it (password hidden) and why."""
+    """The database could not be opened; the message names it (password hidden) and why.
+    `full`: the figures when why is a full disk (the daemon says so in its own words)."""
+
+    def __init__(self, message: str, full: StorageFull | None = None) -> None:
+        super().__init__(message)
+        self.full = full
+
+
+def _unavailable(url: URL, exc: BaseException) -> StoreUnavailable:
+    path = sqlite_file(url)
+    full = storage_full(exc, None if path is None else path.parent)
+    return StoreUnavailable(f"cannot open the database {shown(url)}: {_why(exc)}", full)
 
 
 def _why(exc: BaseException) -> str:
@@ -40,7 +52,7 @@ def database_exists(url: URL) -> bool:
         with engine.connect() as conn:
             return inspect(conn).has_table("alembic_version")
     except (SQLAlchemyError, OSError) as exc:
-        raise StoreUnavailable(f"cannot open the database {shown(url)}: {_why(exc)}") from None
+        raise _unavailable(url, exc) from None
     finally:
         engine.dispose()
 
@@ -57,4 +69,4 @@ def open_store(url: URL) -> Store:
     try:
         return Store.open(url.render_as_string(hide_password=False))
     except (SQLAlchemyError, OSError, RuntimeError) as exc:  # RuntimeError: SQLite without WAL
-        raise StoreUnavailable(f"cannot open the database {shown(url)}: {_why(exc)}") from None
+        raise _unavailable(url, exc) from None

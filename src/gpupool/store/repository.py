@@ -25,6 +25,7 @@ from gpupool.store import models
 from gpupool.store.accounting import AccountingMethods
 from gpupool.store.backend_runs import BackendMethods
 from gpupool.store.benchmarks import BenchmarkMethods
+from gpupool.store.bulk_cancel import BulkCancelMethods
 from gpupool.store.codec import decode_spec, job_from_row
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
@@ -65,6 +66,7 @@ class UnknownJob(KeyError):
 class Store(
     SubmitMethods,
     SteerMethods,
+    BulkCancelMethods,
     ProjectMethods,
     LeaseMethods,
     TokenMethods,
@@ -137,11 +139,12 @@ class Store(
         project: str | None = None,
         since: float | None = None,
         ids: Iterable[int] | None = None,
+        array_id: int | None = None,
     ) -> list[Job]:
         """Jobs in id order, without events: the active ones (with `include_finished`, all),
         or those in `states` when given; of `user` and of `project` when given, submitted
-        at `since` or later when given, among `ids` when given. `limit` keeps the newest
-        `limit` of them."""
+        at `since` or later when given, among `ids` when given, the tasks of the array
+        `array_id` when given. `limit` keeps the newest `limit` of them."""
         stmt = select(JobRow)
         if states is not None:
             stmt = stmt.where(JobRow.state.in_(list(states)))
@@ -155,6 +158,8 @@ class Store(
             stmt = stmt.where(JobRow.submit_time >= since)
         if ids is not None:
             stmt = stmt.where(JobRow.id.in_(sorted(ids)))
+        if array_id is not None:
+            stmt = stmt.where(JobRow.array_id == array_id)
         if limit is not None:
             if limit < 0:
                 raise ValueError(f"limit must not be negative: {limit}")

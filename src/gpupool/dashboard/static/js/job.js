@@ -2,10 +2,12 @@
 // GET v1/jobs/ID `events`), its GPUs' use while it runs, and a live tail of its log.
 // The daemon decides what the caller may see (core/access.py): for a job of someone else's
 // the API leaves out the command, environment and working directory (`hidden`) and answers
-// the log with 403; the page says so instead of failing.
+// the log with 403; the page says so instead of failing. A job id the pool does not know
+// (the API answers 404) gets a not-found page, and the job's page once it exists.
 
-import { getLog } from "./api.js";
-import { bar, bytes, clock, duration, fullTime, h, notice, pct, relative, request, stateBadge, utilClass } from "./dom.js";
+import { ApiError, getLog } from "./api.js";
+import { taskLabel } from "./arrays.js";
+import { bar, bytes, clock, duration, fullTime, h, link, notice, pct, relative, request, stateBadge, utilClass } from "./dom.js";
 import { expectedStart, reason } from "./reasons.js";
 
 const TAIL_BYTES = 256 * 1024; // where a tail starts: this far before the end
@@ -19,25 +21,38 @@ export const jobPage = {
   name: "jobs",
   title: "Job",
   mount(root, route) {
-    const id = Number.parseInt(route.args[0], 10);
-    if (!Number.isSafeInteger(id) || id < 1) {
-      root.append(notice(`No job ${route.args[0] || ""}: a job id is a number.`, "error"));
+    const given = route.args[0] || "";
+    const id = Number(given);
+    if (!/^[0-9]+$/.test(given) || !Number.isSafeInteger(id) || id < 1) {
+      root.replaceChildren(notFound(given, "a job id is a whole number, as gpupool queue shows it."));
       return { async refresh() {} };
     }
-    const head = h("header", { class: "job-head" });
-    const record = h("section", { class: "panel record" });
-    const story = h("section", { class: "panel" });
-    const logBox = h("section", { class: "panel log-panel" });
-    root.append(head, h("div", { class: "job-columns" }, h("div", {}, record, story), logBox));
-    const tail = new LogTail(id, logBox);
+    let parts = null; // the job's page, built when the pool first answers with the job
     return {
       async refresh(tick) {
-        const job = await tick.get(`v1/jobs/${id}`);
+        let job;
+        try {
+          job = await tick.get(`v1/jobs/${id}`);
+        } catch (error) {
+          if (!(error instanceof ApiError && error.status === 404)) throw error;
+          parts = null;
+          root.replaceChildren(notFound(given, "the pool has no job with this id: no one submitted it yet."));
+          return;
+        }
+        if (!parts) {
+          parts = jobParts(id);
+          root.replaceChildren(...parts.nodes);
+        }
+        const { head, record, story, tail } = parts;
         document.title = `#${id} ${job.name} · gpupool`;
+        const task = job.array_id !== null && job.array_id !== undefined ? h("span", { class: "tag", title: "a task of an array job" }, `task ${taskLabel(job)}`) : null;
         head.replaceChildren(
-          h("h1", {}, h("span", { class: "muted" }, `#${id} `), job.name),
-          stateBadge(job.state),
-          h("span", { class: "muted" }, ` ${job.user} · ${job.project}`),
+          ...[
+            h("h1", {}, h("span", { class: "muted" }, `#${id} `), job.name),
+            stateBadge(job.state),
+            task,
+            h("span", { class: "muted" }, ` ${job.user} · ${job.project}`),
+          ].filter(Boolean),
         );
         const pool = job.state === "RUNNING" ? await tick.get("v1/gpus") : null;
         record.replaceChildren(...recordOf(job, pool));
@@ -47,6 +62,28 @@ export const jobPage = {
     };
   },
 };
+
+/** The page's sections for job `id`: its head, record, story and log tail. */
+function jobParts(id) {
+  const head = h("header", { class: "job-head" });
+  const record = h("section", { class: "panel record" });
+  const story = h("section", { class: "panel story-panel" });
+  const logBox = h("section", { class: "panel log-panel" });
+  const nodes = [head, h("div", { class: "job-columns" }, h("div", {}, record, story), logBox)];
+  return { head, record, story, tail: new LogTail(id, logBox), nodes };
+}
+
+/** The page for a job id that names no job (`why`: which way it does not). */
+function notFound(given, why) {
+  document.title = `No job ${given} · gpupool`;
+  return h(
+    "section",
+    { class: "panel not-found" },
+    h("h1", {}, `No job ${given}`),
+    h("p", {}, `There is nothing to show: ${why}`),
+    h("p", {}, link("#/queue", "The queue"), " lists the running and waiting jobs; ", h("code", {}, "gpupool queue -a"), " lists every job, ended ones too."),
+  );
+}
 
 function field(label, ...value) {
   return [h("dt", {}, label), h("dd", {}, ...value)];

@@ -168,7 +168,7 @@ function showIdentity() {
     shell.identity.title = "the pool does not know who you are: use an API token";
     return;
   }
-  shell.identity.replaceChildren(h("b", {}, whoami.user), h("span", { class: "muted" }, ` · ${VIA_WORDS[whoami.via.split(" ")[0]] || whoami.via}`));
+  shell.identity.replaceChildren(h("b", {}, whoami.user), h("span", { class: "muted via" }, ` · ${VIA_WORDS[whoami.via.split(" ")[0]] || whoami.via}`));
   shell.identity.title = `the pool takes you to be ${whoami.user} (${whoami.via})${whoami.pool_admin ? ", a pool admin" : ""}; ${whoami.mode} mode`;
 }
 

@@ -2,9 +2,11 @@
 // ranked them (GET v1/jobs?order=queue), a page of PAGE_SIZE at a time: a queue of 10,000
 // jobs is never loaded whole. Each pending job shows why it waits (reasons.js, from the
 // structured reason) and when it is expected to start, where the API gives an estimate.
+// Array tasks are named and folded as `gpupool queue` does (arrays.js).
 // Route: #/queue?state=running|pending&mine=1&project=NAME&page=N
 
 import { query } from "./api.js";
+import { queueRows } from "./arrays.js";
 import { QUEUE_COUNTS } from "./gpus.js";
 import { duration, fullTime, h, jobLink, link, notice, request, stateBadge, tableHead } from "./dom.js";
 import { expectedStart, reason } from "./reasons.js";
@@ -108,18 +110,20 @@ function jobTable(jobs, offset) {
     "table",
     { class: "jobs" },
     tableHead([["#", "num"], ["ID", "num"], ["State"], ["Name"], ["User"], ["Project"], ["GPUs", "num"], ["Where / why waiting"], ["Time"]]),
-    h("tbody", {}, jobs.map((job, i) => row(job, offset + i + 1, now))),
+    h("tbody", {}, queueRows(jobs).map((r) => row(r, offset + r.position + 1, now))),
   );
 }
 
-function row(job, position, now) {
+/** One row: a job, or an array's pending tasks folded (`tasks`, the first is `job`). */
+function row({ label, job, tasks }, position, now) {
   const running = job.state === "RUNNING";
+  const folded = tasks.length > 1 ? h("span", { class: "tag", title: `tasks ${tasks.map((t) => t.id).join(", ")}` }, `${tasks.length} tasks`) : null;
   return h(
     "tr",
     { class: `job-row row-${job.state.toLowerCase()}`, dataset: { job: String(job.id) } },
     h("td", { class: "num muted" }, String(position)),
-    h("td", { class: "num" }, jobLink(job.id)),
-    h("td", {}, stateBadge(job.state)),
+    h("td", { class: "num id" }, jobLink(job.id, label)),
+    h("td", {}, stateBadge(job.state), folded ? " " : null, folded),
     h("td", { class: "name", title: job.name }, job.name),
     h("td", { class: "user" }, job.user),
     h("td", {}, job.project),
