@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
+from gpupool.core.units import format_size
 from gpupool.store import models
 from gpupool.store.accounting import AccountingMethods
 from gpupool.store.backend_runs import BackendMethods
@@ -296,7 +297,11 @@ class Store(
                     for g in gpu_list:
                         _check_free(node, g, held.get((node, g), []), memory)
                         held.setdefault((node, g), []).append((job_id, memory))
-                    what = f"GPUs {gpu_list}" if memory is None else f"{memory} bytes of GPU"
+                    what = (
+                        f"GPUs {gpu_list}"
+                        if memory is None
+                        else f"{format_size(memory)} of GPU {','.join(map(str, gpu_list))}"
+                    )
                     models.transition(s, row, JobState.RUNNING, now, f"{cause} on {node} {what}")
                     row.start_time, row.node, row.gpus, row.reason = now, node, gpu_list, ""
                     row.gpu_memory_bytes = memory
