@@ -15,37 +15,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpupool.cli.main import main
 from integration.pool_harness import Pool
 from integration.real_users import (
-    Outcome,
-    as_user,
     ensure_user,
     preload,
     public_dir,
     require_root,
     team_pool_dir,
 )
-
-ALICE, BOB, OPS = "gpupool-alice", "gpupool-bob", "gpupool-ops"
-
-
-class Team:
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-
-    def cli(self, user: str, *argv: str) -> Outcome:
-        return as_user(
-            user, lambda: main(list(argv)), {"GPUPOOL_STATE_DIR": str(self.pool.state_dir)}
-        )
-
-    def pending_of(self, user: str, count: int) -> list[int]:
-        ids = []
-        for _ in range(count):
-            done = self.cli(user, "submit", "--parsable", "--begin", "now+1h", "--", "true")
-            assert done.code == 0, done
-            ids.append(int(done.out.strip()))
-        return ids
+from integration.team_users import ALICE, BOB, OPS, Team
 
 
 @pytest.fixture(scope="module")

@@ -14,34 +14,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpupool.cli.main import main
 from integration.pool_harness import Pool
 from integration.real_users import (
-    Outcome,
-    as_user,
     ensure_user,
     preload,
     public_dir,
     require_root,
     team_pool_dir,
 )
-
-ALICE, BOB, OPS = "gpupool-alice", "gpupool-bob", "gpupool-ops"
-
-
-class Team:
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-
-    def cli(self, user: str, *argv: str) -> Outcome:
-        return as_user(
-            user, lambda: main(list(argv)), {"GPUPOOL_STATE_DIR": str(self.pool.state_dir)}
-        )
-
-    def submit_as(self, user: str, *argv: str) -> int:
-        done = self.cli(user, "submit", "--parsable", *argv)
-        assert done.code == 0, done
-        return int(done.out.strip())
+from integration.team_users import ALICE, BOB, OPS, Team
 
 
 @pytest.fixture(scope="module")
