@@ -125,3 +125,39 @@ def test_check_lease_refuses_as_acquire_would_and_writes_nothing(store: Store) -
         store.check_lease(ELSEWHERE, now=1031.0)
     assert info.value.running_jobs == 1
     assert store.lease() == held
+
+
+def test_a_daemon_whose_lease_was_taken_over_cannot_commit_starts(store_url: str) -> None:
+    """The lease fences the commit of starts (issue 31; Nomad's plan applier fences on
+    leadership): a daemon frozen past its ttl may have decided a pass before it learns, at its
+    next renewal, that another daemon took the lease over. Its commit is refused in the
+    transaction, with nothing written; the new holder's goes through."""
+    from gpupool.store import LeaseLost
+
+    stale, fresh = Store.open(store_url), Store.open(store_url)
+    try:
+        stale.acquire_lease(HERE, now=1000.0, ttl_s=30)
+        job = stale.submit(spec(), "alice", 1000.0)
+        version = stale.allocation_version()
+        fresh.acquire_lease(ELSEWHERE, now=1031.0)  # HERE froze past its ttl
+        with pytest.raises(LeaseLost) as refused:
+            stale.commit_starts([(job.id, "n1", (0,))], version, 1032.0)
+        assert "generation 2" in str(refused.value)
+        assert fresh.get(job.id).state.value == "PENDING"  # nothing written
+        (started,) = fresh.commit_starts([(job.id, "n1", (0,))], version, 1033.0)
+        assert started.state.value == "RUNNING"
+    finally:
+        stale.close()
+        fresh.close()
+
+
+def test_a_released_lease_fences_its_own_daemons_commits(store: Store) -> None:
+    """After a clean stop's release another daemon may take over at once: no start after it."""
+    from gpupool.store import LeaseLost
+
+    held = store.acquire_lease(HERE, now=1000.0)
+    job = store.submit(spec(), "alice", 1000.0)
+    store.release_lease(held, now=1001.0)
+    with pytest.raises(LeaseLost):
+        start(store, job.id)
+    assert store.get(job.id).state.value == "PENDING"

@@ -410,7 +410,7 @@ class Engine:
 
     def _do(self, ins: Instruction) -> tuple[list[Event], bool]:
         """Carry out one instruction: (the events it produced, whether it took effect)."""
-        from gpupool.store import StaleState
+        from gpupool.store import LeaseLost, StaleState
 
         store, executor = self.store, self.executor
         match ins:
@@ -429,7 +429,12 @@ class Engine:
                 try:
                     started = store.commit_starts(plan, version, now)
                 except StaleState as exc:
-                    log.debug("decision refused as stale (%s); deciding again", exc)
+                    # LeaseLost: another daemon schedules now; the keeper's next renewal
+                    # learns it and stops this one (engine/lease_keeper.py).
+                    lost = isinstance(exc, LeaseLost)
+                    log.log(logging.WARNING if lost else logging.DEBUG,
+                            "decision refused as stale (%s)%s", exc,
+                            "" if lost else "; deciding again")  # fmt: skip
                     return [CommitRefused(str(exc), now)], False
                 self._full.update((job.id, job) for job in started)
                 self._tell_observer(started=started)

@@ -4,12 +4,14 @@ tokens (as salted hashes) and the audit log."""
 
 from gpupool.store.lease import Lease, LeaseHeld, LeaseHolder
 from gpupool.store.projects import ProjectExists, ProjectInUse, UnknownProject
-from gpupool.store.repository import StaleState, Store, UnknownJob
+from gpupool.store.repository import Store, UnknownJob
+from gpupool.store.stale import LeaseLost, StaleState
 from gpupool.store.tokens import UnknownToken
 
 __all__ = [
     "Lease",
     "LeaseHeld",
+    "LeaseLost",
     "LeaseHolder",
     "ProjectExists",
     "ProjectInUse",

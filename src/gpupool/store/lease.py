@@ -19,6 +19,10 @@ Rules (acquire_lease):
   the row (marked released) rather than deleting it.
 Every take-over adds one to `generation`: a renewal names the generation it holds, so a
 daemon whose lease was taken over learns it at its next renewal (and must stop scheduling).
+Until then it might still decide a pass (frozen past its ttl, it wakes mid-pass), so the
+generation also fences the commit of starts, as Nomad's plan applier fences on leadership: a
+Store that acquired the lease refuses, inside the commit's transaction, to start jobs once
+the row holds another generation or was released (LeaseLost, nothing written).
 
 Heartbeats are wall-clock times written by the holder and compared with the reader's clock:
 hosts sharing a PostgreSQL database need clocks in agreement well within ttl_s (NTP).
@@ -36,6 +40,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from gpupool.core.job import JobState
 from gpupool.store.models import Base, JobRow
 from gpupool.store.sessions import SessionMethods
+from gpupool.store.stale import LeaseLost
 
 LEASE_ROW_ID = 1  # the table holds at most this one row
 DEFAULT_TTL_S = 30.0
@@ -105,6 +110,23 @@ class LeaseHeld(Exception):
 class LeaseMethods(SessionMethods):
     """Store methods for the lease (a mixin of Store, which provides the sessions)."""
 
+    # The generation this store acquired: its commits of starts are fenced on it (None: it
+    # never acquired the lease, as a tool or a test reading the database).
+    _fence_generation: int | None = None
+
+    def check_fence(self, s: Session) -> None:
+        """LeaseLost unless the lease this store acquired is still held, read in the caller's
+        write transaction (the module docstring)."""
+        held = self._fence_generation
+        if held is None:
+            return
+        row = s.get(LeaseRow, LEASE_ROW_ID)
+        if row is None or row.generation != held:
+            now = "none" if row is None else f"generation {row.generation}"
+            raise LeaseLost(f"the lease is no longer this daemon's (generation {held}; {now})")
+        if row.released_at is not None:
+            raise LeaseLost(f"this daemon released the lease (generation {held})")
+
     def lease(self) -> Lease | None:
         """The lease as it stands, or None when no daemon holds it."""
         with self._read() as s:
@@ -133,7 +155,9 @@ class LeaseMethods(SessionMethods):
             s.flush()
             return _lease(row)
 
-        return self._write_once_more_on_conflict(op)
+        lease = self._write_once_more_on_conflict(op)
+        self._fence_generation = lease.generation
+        return lease
 
     def check_lease(self, holder: LeaseHolder, now: float) -> None:
         """LeaseHeld if acquire_lease would refuse `holder` now; changes nothing (the daemon

@@ -33,6 +33,7 @@ from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
 from gpupool.store.samples import SampleMethods
+from gpupool.store.stale import StaleState
 from gpupool.store.steering import SteerMethods
 from gpupool.store.submissions import SubmitMethods
 from gpupool.store.tokens import TokenMethods
@@ -49,10 +50,6 @@ _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 _RETRIES = 5
 # Rows converted at a time when many jobs are read (`_jobs`).
 _BATCH = 500
-
-
-class StaleState(Exception):
-    """A decision was based on state that changed since; nothing was written."""
 
 
 class UnknownJob(KeyError):
@@ -265,7 +262,8 @@ class Store(
         absent: the GPUs are held whole).
 
         Raises StaleState, with nothing written, if the allocation version is no longer
-        `expected_version`, a job is no longer startable, a GPU to hold whole is held at all,
+        `expected_version`, the lease this store acquired is no longer held (LeaseLost:
+        store/lease.py), a job is no longer startable, a GPU to hold whole is held at all,
         or a GPU to share is held whole. That shared memory fits is the policy's to check,
         on the allocations of the version it planned against.
         """
@@ -275,6 +273,7 @@ class Store(
         ids = [job_id for job_id, _, _, _ in plan]
         try:
             with self._write() as s:
+                self.check_fence(s)
                 if not models.bump_allocation_version(s, expected_version):
                     raise StaleState(
                         f"allocation version is {models.allocation_version(s)}, "
