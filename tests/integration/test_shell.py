@@ -56,11 +56,11 @@ class Terminal:
         os.write(self.fd, text.encode())
 
     def exit_code(self, timeout: float = 60) -> int:
-        def ended() -> int | None:
+        def ended() -> tuple[int] | None:  # a tuple: an exit code of 0 counts as ended too
             pid, status = os.waitpid(self.pid, os.WNOHANG)
-            return os.waitstatus_to_exitcode(status) if pid else None
+            return (os.waitstatus_to_exitcode(status),) if pid else None
 
-        code = wait_for(ended, timeout, "the shell command to end")
+        (code,) = wait_for(ended, timeout, "the shell command to end")
         os.close(self.fd)
         return int(code)
 

@@ -39,6 +39,7 @@ HOLDER = 'env > "$1.tmp" && mv "$1.tmp" "$1" && exec cat "$2" > /dev/null'
 POOL_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 STARTUP_S = 60.0  # from RUNNING to the holder's environment file
 POLL_S = 1.0
+HANGUP_GRACE_S = 10.0  # from SIGHUP to SIGKILL of a shell the pool closed
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -214,9 +215,11 @@ def _run_shell(
 ) -> int:
     """Run the shell in the foreground with the job's variables; SIGHUP to it if the pool
     ends the job first, or preempts it (a `--preemptible` session whose GPUs their owner took
-    back: `restarts` was its restart count when it started). A preempted session's job is
-    cancelled, not left requeued: nobody would hold it when it ran again. Its exit code is
-    this command's."""
+    back: `restarts` was its restart count when it started), and SIGKILL if it still runs
+    `HANGUP_GRACE_S` later (the GPUs are no longer its). A preempted session's job is
+    cancelled, not left requeued: nobody would hold it when it ran again. The shell's exit
+    code is this command's; when the pool closed it, 129 (128 + SIGHUP, as a hung-up shell
+    reports), whatever the shell itself returned."""
     env = {**os.environ, **job_env, "GPUPOOL_SHELL_JOB": str(job_id)}
     try:
         child = subprocess.Popen(shell, env=env)
@@ -224,6 +227,15 @@ def _run_shell(
         print(f"gpupool: cannot run {shell[0]}: {exc.strerror}", file=sys.stderr)
         return 127
     done = threading.Event()
+    closed = threading.Event()  # the pool ended or preempted the session: we hung up
+
+    def hang_up() -> None:
+        closed.set()
+        child.send_signal(signal.SIGHUP)
+        try:
+            child.wait(HANGUP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
     def watch() -> None:
         while not done.wait(2.0):
@@ -237,7 +249,7 @@ def _run_shell(
                     "longer yours; closing the shell",
                     file=sys.stderr,
                 )
-                child.send_signal(signal.SIGHUP)
+                hang_up()
                 return
             if job.state.value != "RUNNING" or job.restart_count != restarts:
                 print(
@@ -245,11 +257,11 @@ def _run_shell(
                     "GPUs back; closing the shell (the job is cancelled, not requeued)",
                     file=sys.stderr,
                 )
-                child.send_signal(signal.SIGHUP)
                 try:
                     client.cancel(job_id)
                 except Exception:  # noqa: BLE001  (said; the job is not ours to run again)
                     pass
+                hang_up()
                 return
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -257,6 +269,8 @@ def _run_shell(
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the shell's
     try:
         code = child.wait()
+        if closed.is_set():
+            return 128 + signal.SIGHUP
         return code if code >= 0 else 128 - code  # a signal, as shells report it
     finally:
         signal.signal(signal.SIGINT, previous)
