@@ -41,12 +41,13 @@ def _in_dir(dirfd: int, name: str) -> str:
     return f"/proc/self/fd/{dirfd}/{name}"
 
 
-def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) -> None:
-    jobdir, go, staged = tmp_path / "job", tmp_path / "go", tmp_path / "launch.json"
-    jobdir.mkdir()
+def _supervise_on_a_1mib_disk(
+    jobdir: Path, staged: Path, job_command: list[str]
+) -> subprocess.Popen[bytes]:
+    """The supervisor of a job running `job_command`, its job directory on a 1 MiB tmpfs."""
     spec = {
         "job_id": 1,
-        "command": [PY, "-c", UNTIL_THEN_EXIT_0, str(go)],
+        "command": job_command,
         "env": ENV,
         "workdir": "/",
         "time_limit_s": None,
@@ -57,7 +58,13 @@ def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) 
     }
     staged.write_text(json.dumps(spec))
     command = ["sh", "-c", COPY_THEN_SUPERVISE, str(staged), str(jobdir), PY, str(SUPERVISOR)]
-    sup = subprocess.Popen(on_tmpfs(jobdir, 1 << 20, command), stdin=subprocess.DEVNULL)
+    return subprocess.Popen(on_tmpfs(jobdir, 1 << 20, command), stdin=subprocess.DEVNULL)
+
+
+def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) -> None:
+    jobdir, go, staged = tmp_path / "job", tmp_path / "go", tmp_path / "launch.json"
+    jobdir.mkdir()
+    sup = _supervise_on_a_1mib_disk(jobdir, staged, [PY, "-c", UNTIL_THEN_EXIT_0, str(go)])
     dirfd = -1
     child: dict[str, int] = {}
     try:
@@ -121,20 +128,7 @@ def test_output_lost_to_a_full_disk_is_said_in_the_log_and_the_exit_record(
     jobdir, go, staged = tmp_path / "job", tmp_path / "go", tmp_path / "launch.json"
     refused = tmp_path / "refused"
     jobdir.mkdir()
-    spec = {
-        "job_id": 1,
-        "command": [PY, "-c", WRITES_UNTIL, str(go), str(refused)],
-        "env": ENV,
-        "workdir": "/",
-        "time_limit_s": None,
-        "grace_s": 1.0,
-        "notify_socket": None,
-        "user": None,
-        "umask": None,
-    }
-    staged.write_text(json.dumps(spec))
-    command = ["sh", "-c", COPY_THEN_SUPERVISE, str(staged), str(jobdir), PY, str(SUPERVISOR)]
-    sup = subprocess.Popen(on_tmpfs(jobdir, 1 << 20, command), stdin=subprocess.DEVNULL)
+    sup = _supervise_on_a_1mib_disk(jobdir, staged, [PY, "-c", WRITES_UNTIL, str(go), str(refused)])
     dirfd = -1
     child: dict[str, int] = {}
     try:
