@@ -81,10 +81,13 @@ class _QuotaFloor:
         planner = self.planner
         left = planner.left(r.project) - self.gone.get(r.project, 0.0)
         quota = planner.book.project(r.project).quota
-        if left - (0.0 if self.whole else planner.held(r)) < quota + (EPS if self.whole else -EPS):
-            self.floored.add(r.project)  # it would take its project under its quota
-            return False
-        return True
+        if self.whole:
+            allowed = left > quota + EPS  # its project still borrows
+        else:
+            allowed = left - planner.held(r) >= quota - EPS  # and still will without it
+        if not allowed:
+            self.floored.add(r.project)
+        return allowed
 
     def took(self, r: RunningJob) -> None:
         self.gone[r.project] = self.gone.get(r.project, 0.0) + self.planner.held(r)
@@ -288,11 +291,11 @@ class ReclaimPlanner:
         base = free
         if shadow is not None and shadow.node == free.node.name:
             reserved, base = frozenset(shadow.reservation.gpus), shadow.spare(free)
-        # Greedy in the candidates' order, skipping a victim whose project no longer borrows
-        # once the victims before it are gone. A victim taken early may use up its project's
-        # room above quota that a later, sufficient set needed: then try again without one of the victims taken from
-        # such a project, the first first (depth first, so that where dropping the first
-        # finds a plan, that is the plan), up to `_SEARCH` tries per node.
+        # Greedy in the candidates' order, skipping a victim the quota floor refuses
+        # (`_QuotaFloor`). A victim taken early may use up its project's room above quota
+        # that a later, sufficient set needed: then try again without one of the victims
+        # taken from such a project, the first first (depth first, so that where dropping
+        # the first finds a plan, that is the plan), up to `_SEARCH` tries per node.
         stack: list[list[RunningJob]] = [list(mine)]
         seen: set[frozenset[int]] = set()
         tries = 0
