@@ -10,42 +10,24 @@ called "me"."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from integration.pool_harness import Pool
-from integration.real_users import (
-    ensure_user,
-    preload,
-    public_dir,
-    require_root,
-    team_pool_dir,
-)
-from integration.team_users import ALICE, BOB, OPS, Team
+from integration.team_users import ALICE, BOB, OPS, Team, team_pool
 
 
 @pytest.fixture(scope="module")
 def team() -> Iterator[Team]:
-    require_root()
-    for name in (ALICE, BOB, OPS):
-        ensure_user(name)
-    with public_dir("gpupool-bulk-") as root:
-        pool = Pool(team_pool_dir(root, [OPS])).start()
-        os.environ["GPUPOOL_STATE_DIR"] = str(pool.state_dir)
-        try:
-            job = pool.submit("--begin", "now+1h", "--", "true")
-            preload(  # what the users' commands import lazily, loaded while root can read it
-                ["cancel", "--user", "nobody", "--state", "pending"],
-                ["cancel", str(job), "99999"],
-                ["audit", "--json"],
-            )
-            pool.cancel(job)
-            yield Team(pool)
-        finally:
-            del os.environ["GPUPOOL_STATE_DIR"]
-            pool.cleanup()
+    def commands(job: int) -> list[list[str]]:
+        return [
+            ["cancel", "--user", "nobody", "--state", "pending"],
+            ["cancel", str(job), "99999"],
+            ["audit", "--json"],
+        ]
+
+    with team_pool("gpupool-bulk-", commands) as made:
+        yield made
 
 
 def test_a_user_cancels_only_their_own_and_is_told_what_was_skipped(team: Team) -> None:

@@ -61,6 +61,18 @@ def _supervise_on_a_1mib_disk(
     return subprocess.Popen(on_tmpfs(jobdir, 1 << 20, command), stdin=subprocess.DEVNULL)
 
 
+def _clean_up(sup: subprocess.Popen[bytes], child: dict[str, int], dirfd: int) -> None:
+    """What a test left running or open, whatever it got to: the supervisor, the job, the
+    job directory's descriptor."""
+    if sup.poll() is None:
+        sup.kill()
+        sup.wait()
+    if child and process_alive(child["pid"], child["start_ticks"]):
+        os.killpg(child["pgid"], signal.SIGKILL)
+    if dirfd >= 0:
+        os.close(dirfd)
+
+
 def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) -> None:
     jobdir, go, staged = tmp_path / "job", tmp_path / "go", tmp_path / "launch.json"
     jobdir.mkdir()
@@ -97,13 +109,7 @@ def test_an_exit_on_a_full_disk_is_kept_until_it_can_be_written(tmp_path: Path) 
             "output.log",
         ]  # no temporary left behind by the failed attempts
     finally:
-        if sup.poll() is None:
-            sup.kill()
-            sup.wait()
-        if child and process_alive(child["pid"], child["start_ticks"]):
-            os.killpg(child["pgid"], signal.SIGKILL)
-        if dirfd >= 0:
-            os.close(dirfd)
+        _clean_up(sup, child, dirfd)
 
 
 # A job that writes a line every 20 ms until GO exists, counting in COUNT (outside the
@@ -155,13 +161,7 @@ def test_output_lost_to_a_full_disk_is_said_in_the_log_and_the_exit_record(
         assert "the disk of this log was full" in lost[0]
         assert lost[0].endswith("what the job wrote then is not in this log"), lost[0]
     finally:
-        if sup.poll() is None:
-            sup.kill()
-            sup.wait()
-        if child and process_alive(child["pid"], child["start_ticks"]):
-            os.killpg(child["pgid"], signal.SIGKILL)
-        if dirfd >= 0:
-            os.close(dirfd)
+        _clean_up(sup, child, dirfd)
 
 
 # -- the daemon's own writes: nothing half-written is left when a write fails -------------

@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
-from gpupool.cli.session_advice import add_preemptible_flag, said_refusal
+from gpupool.cli.session_advice import add_preemptible_flag, submit_session
 
 if TYPE_CHECKING:
     from gpupool.client import Client
@@ -121,16 +121,9 @@ def cmd_notebook(client: Client, args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(spec_error_text(exc, None), file=sys.stderr)
         return 2
-    import uuid
-
-    from gpupool.client.errors import ApiError
-
-    try:
-        job = client.submit(wire, token=uuid.uuid4().hex)
-    except ApiError as exc:
-        if said_refusal(exc, "notebook"):
-            return 2
-        raise
+    job = submit_session(client, wire, "notebook")
+    if job is None:
+        return 2
     print(f"gpupool: job {job.id} queued: Jupyter with {args.gpus} GPU(s)", file=sys.stderr)
     try:
         url = _server_url(client, job.id)

@@ -16,7 +16,9 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpupool.client import Client, JobView
     from gpupool.client.errors import ApiError
+    from gpupool.client.wire_json import JsonObject
 
 QUOTA_NEVER_FITS = "quota_never_fits"  # the API's error code (engine/service.py)
 
@@ -42,6 +44,22 @@ def refusal_advice(exc: ApiError, command: str) -> str | None:
         f"or run it within a project's quota: gpupool {command} --project NAME ... "
         "(`gpupool project list` shows them)"
     )
+
+
+def submit_session(client: Client, wire: JsonObject, command: str) -> JobView | None:
+    """Queue a `command` session (a fresh token: a try cut off is stored once); None after
+    printing the daemon's quota refusal with the command lines that would be taken. Any
+    other error is the CLI's to word, as usual."""
+    import uuid
+
+    from gpupool.client.errors import ApiError
+
+    try:
+        return client.submit(wire, token=uuid.uuid4().hex)
+    except ApiError as exc:
+        if said_refusal(exc, command):
+            return None
+        raise
 
 
 def said_refusal(exc: ApiError, command: str) -> bool:

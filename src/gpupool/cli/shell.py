@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
-from gpupool.cli.session_advice import add_preemptible_flag, said_refusal
+from gpupool.cli.session_advice import add_preemptible_flag, submit_session
 
 if TYPE_CHECKING:
     from gpupool.client import Client, JobView
@@ -70,7 +70,6 @@ def register(sub: Subparsers, parents: Parents) -> None:
 
 def cmd_shell(client: Client, args: argparse.Namespace) -> int:
     from gpupool.cli.submit import build_wire_spec, spec_error_text
-    from gpupool.client.errors import ApiError
     from gpupool.spec import SpecError
 
     command = list(args.command)
@@ -93,19 +92,14 @@ def cmd_shell(client: Client, args: argparse.Namespace) -> int:
         except SpecError as exc:
             print(spec_error_text(exc, None), file=sys.stderr)
             return 2
-        import uuid
-
         # Ctrl-C while it waits cancels the request: so even when this process was started
         # with SIGINT ignored (a script's background job passes SIG_IGN on through exec,
         # and Python then raises no KeyboardInterrupt).
         if sys.stdin.isatty():
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            job = client.submit(wire, token=uuid.uuid4().hex)
-        except ApiError as exc:
-            if said_refusal(exc, "shell"):
-                return 2
-            raise
+        job = submit_session(client, wire, "shell")
+        if job is None:
+            return 2
         print(f"gpupool: job {job.id} queued for an interactive shell", file=sys.stderr)
         return _session(client, job.id, env_file, fifo, shell)
     finally:

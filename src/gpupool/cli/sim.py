@@ -13,9 +13,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpupool.cli.commands import Offline, Parents, Subparsers
+
+if TYPE_CHECKING:
+    from gpupool.sim.model import Trace
 
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
@@ -309,7 +312,7 @@ def _report(
         console.print(f"plot: {path}")
 
 
-def load_and_util_words(trace: Any, capacity_gpus: float, load: float) -> str:
+def load_and_util_words(trace: Trace, capacity_gpus: float, load: float) -> str:
     """What the report's load and the table's util measure, with the figures the load was
     computed from (sim/load.py: GPU-seconds asked, a fractional job as one GPU, over
     capacity x the submission span; sim/metrics.py: GPU-seconds held over capacity x the
