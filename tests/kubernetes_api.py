@@ -85,6 +85,11 @@ class RecordedApiServer:
         with self._lock:
             self.routes[(method, path)] = list(replies)
 
+    def reply_to(self, seen: Seen) -> Reply:
+        """The answer to one request (recorded already): its route's next reply. A subclass
+        may answer from what was sent (tests/contract/kubernetes_play.py)."""
+        return self._reply(seen.method, seen.path)
+
     def _reply(self, method: str, path: str) -> Reply:
         with self._lock:
             replies = self.routes.get((method, path))
@@ -118,8 +123,9 @@ def _handler(api: RecordedApiServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body: JsonValue = json.loads(raw) if raw else None
-            api.record(Seen(self.command, parts.path, parse_qs(parts.query), body))
-            reply = api._reply(self.command, parts.path)
+            seen = Seen(self.command, parts.path, parse_qs(parts.query), body)
+            api.record(seen)
+            reply = api.reply_to(seen)
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
@@ -135,8 +141,9 @@ def _handler(api: RecordedApiServer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def recorded_api_server() -> Iterator[RecordedApiServer]:
-    api = RecordedApiServer()
+def recorded_api_server(api: RecordedApiServer | None = None) -> Iterator[RecordedApiServer]:
+    """`api` (a fresh RecordedApiServer by default) served on a free port of 127.0.0.1."""
+    api = RecordedApiServer() if api is None else api
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
     server.daemon_threads = True
     api.port = server.server_address[1]

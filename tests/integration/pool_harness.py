@@ -5,7 +5,7 @@ process group recorded in the state directory.
 
 Waiting: every wait here is on a condition with a deadline (no fixed sleeps), and the
 deadlines are generous, for a busy 2-core machine; a wait that cannot succeed any more (the
-job ended in another state) fails at once, with the job's story.
+job ended in another state) fails at once, with the job's history.
 
 Jobs are set up with `submit` (the client, in this process: a CLI process costs 0.1-1 s of
 CPU); `cli_submit` and `cli` run the real CLI where the CLI is what a test is about. A job

@@ -86,8 +86,8 @@ def test_after_an_array_waits_for_every_task_and_ok_fails_with_any_task(
     cancelled = pool.wait(on_ok)
     assert cancelled.state == "CANCELLED" and cancelled.reason == "DependencyNeverSatisfied"
     assert pool.client.job(first + 2).state == "RUNNING"
-    story = pool.cli("show", str(on_ok), check=True).stdout
-    assert f"job {first + 1} ({first}_1) of array {first} ended FAILED, not SUCCEEDED" in story
+    history = pool.cli("show", str(on_ok), check=True).stdout
+    assert f"job {first + 1} ({first}_1) of array {first} ended FAILED, not SUCCEEDED" in history
     assert wait_for(lambda: waits_for(pool, on_any) == (first + 2,), what="only task 2 left")
     (gates / "2").touch()
     done = pool.wait(on_any)

@@ -190,7 +190,7 @@ def test_a_job_shows_within_2s_its_log_tails_and_cancelled_it_leaves_the_grid(
 
     open_page(page, web_pool, f"jobs/{job}", "jobs")
     expect(page.locator("pre.log")).to_contain_text("hello from the dashboard test", timeout=10_000)
-    expect(page.locator(".story")).to_contain_text("RUNNING")
+    expect(page.locator(".history")).to_contain_text("RUNNING")
     expect(page.locator(".job-gpus")).to_contain_text("72%", timeout=10_000)
     shoot(page, "job")
 
@@ -358,7 +358,7 @@ def test_a_job_that_does_not_exist_gets_a_not_found_page(page: Page, web_pool: P
     expect(found).to_contain_text(f"No job {missing}")
     expect(found.locator('a[href="#/queue"]')).to_have_count(1)
     expect(page.locator("#banner")).to_be_hidden()
-    expect(page.locator(".record, .log-panel, .story")).to_have_count(0)
+    expect(page.locator(".record, .log-panel, .history")).to_have_count(0)
     assert page.title().startswith(f"No job {missing}"), page.title()
     shoot(page, "job-not-found")
 

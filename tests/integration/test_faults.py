@@ -149,11 +149,11 @@ def test_a_job_on_gpus_gone_from_the_inventory_is_stopped_and_requeued(
     requeued = pool.wait_state(moved, "PENDING")
     assert requeued.restart_count == 1
     assert not process_alive(before["pid"], before["start_ticks"])
-    story = [e.cause for e in requeued.events]
+    history = [e.cause for e in requeued.events]
     missing = sorted(set(jobs[moved].gpus) - {0, 1})
     gone = f"GPU{'s' if len(missing) > 1 else ''} {','.join(map(str, missing))}"
-    assert any(f"{gone} on {jobs[moved].node} " in c and "not in the pool" in c for c in story)
-    assert any("requeued" in c for c in story), story
+    assert any(f"{gone} on {jobs[moved].node} " in c and "not in the pool" in c for c in history)
+    assert any("requeued" in c for c in history), history
     assert f"job {moved}" in pool.daemon_log() and "not in the pool" in pool.daemon_log()
     # The job that runs on GPUs the pool still has keeps running, untouched.
     still = pool.client.job(kept)
@@ -336,7 +336,7 @@ def test_submissions_until_the_disk_is_full_are_refused_plainly_and_none_is_lost
         integrity, stored, firsts = read_in_namespace(pool, pool.real_state_dir / "state.db")
         assert integrity == "ok"
         assert stored == acknowledged
-        assert firsts == len(acknowledged)  # each job's first line of its story
+        assert firsts == len(acknowledged)  # each job's first line of its history
         assert "Traceback" not in pool.daemon_log()
     finally:
         pool.cleanup()

@@ -1,5 +1,5 @@
 """`gpupool server` restarted on a full state disk: one line on stderr, in the words the
-running daemon uses for a full disk (engine/log_lines.py, `disk_full_words`), exit 1, no
+running daemon uses for a full disk (engine/log_lines.py, `disk_full_text`), exit 1, no
 traceback.
 
 The disk is really full: the state directory is a small tmpfs in a mount namespace of its
@@ -77,7 +77,7 @@ def test_a_restart_on_a_full_state_disk_says_so_in_one_line(tmp_path: Path, leav
     assert second["rc"] == 1, stderr
     (line,) = stderr.splitlines()
     assert line.startswith("gpupool: "), line
-    # In the running daemon's words (engine/log_lines.py, disk_full_words).
+    # In the running daemon's words (engine/log_lines.py, disk_full_text).
     said = rf"the state disk is full \(\S+ free in {re.escape(str(state))}, 1MiB needed\)"
     assert re.search(said, line), line
     assert "free some space" in line, line

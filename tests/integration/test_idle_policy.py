@@ -12,7 +12,7 @@ from integration.pool_harness import Pool, wait_for
 HOLD = "while :; do sleep 0.05; done"
 
 
-def story(pool: Pool, job: int) -> str:
+def history(pool: Pool, job: int) -> str:
     return pool.cli("show", str(job), check=True).stdout
 
 
@@ -28,7 +28,7 @@ def test_an_idle_job_is_stopped_noted_in_its_log_and_counted_as_reclaimed(tmp_pa
                            "--env", "GPUPOOL_SIMULATED_UTIL=idle", "--", "sh", "-c", HOLD)  # fmt: skip
         done = pool.wait(idle, timeout=60)
         assert done.state.value == "CANCELLED"
-        assert "stopped as idle: GPU utilization below 5% for" in story(pool, idle)
+        assert "stopped as idle: GPU utilization below 5% for" in history(pool, idle)
         assert "[gpupool] stopped as idle" in pool.log(idle)
         assert pool.client.job(busy).state.value == "RUNNING"  # busy: left alone
         report = json.loads(pool.cli("usage", "--by", "project", "--json", check=True).stdout)
@@ -51,12 +51,12 @@ def test_an_idle_preemptible_job_is_requeued_for_a_waiting_one_and_notify_only_n
                             "--env", "GPUPOOL_SIMULATED_UTIL=2", "--", "sh", "-c", HOLD)  # fmt: skip
         wait_for(lambda: "[gpupool] idle: GPU utilization below 5%" in pool.log(first), 60,
                  "the idle note in the job's log")  # fmt: skip
-        assert "(project ml's idle policy: notify)" in story(pool, first)
+        assert "(project ml's idle policy: notify)" in history(pool, first)
         assert pool.client.job(first).state.value == "RUNNING"
         pool.cli("project", "set", "ml", "--idle-action", "requeue", check=True)
         waiting = pool.submit("--gpus", "1", "--", "true")
         pool.wait(waiting, timeout=60)  # it got the idle job's GPU
-        text = story(pool, first)
+        text = history(pool, first)
         assert "requeued to give its GPUs to waiting jobs" in text, text
         assert "requeued, held 1s so that waiting jobs start first" in text, text
         assert pool.client.job(first).restart_count >= 1
@@ -75,7 +75,7 @@ def test_a_shared_gpu_job_above_its_memory_is_warned_then_stopped(tmp_path: Path
                            "sh", "-c", HOLD)  # fmt: skip
         done = pool.wait(over, timeout=60)
         assert done.state.value == "CANCELLED"
-        text = story(pool, over)
+        text = history(pool, over)
         assert "uses 30GiB of GPU memory, more than the 20GiB it was granted" in text, text
         assert "stopped: used 30GiB of GPU memory for over 1s" in text, text
         assert pool.client.job(fits).state.value == "RUNNING"
@@ -92,7 +92,7 @@ def test_memory_overuse_can_be_only_warned(tmp_path: Path) -> None:
     try:
         over = pool.submit("--gpus", "0.25", "--env", "GPUPOOL_SIMULATED_MEMORY=30GiB", "--",
                            "sh", "-c", HOLD)  # fmt: skip
-        wait_for(lambda: "the pool only warns" in story(pool, over), 60, "the warning")
+        wait_for(lambda: "the pool only warns" in history(pool, over), 60, "the warning")
         assert "[gpupool] uses 30GiB" in pool.log(over)
         assert pool.client.job(over).state.value == "RUNNING"
         pool.cancel(over)

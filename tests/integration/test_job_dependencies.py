@@ -43,8 +43,8 @@ def test_a_failed_ok_dependency_cancels_the_job_and_any_runs_after_it(pool: Pool
     cancelled = pool.wait(on_ok)
     assert cancelled.state == "CANCELLED", cancelled
     assert cancelled.reason == "DependencyNeverSatisfied"
-    story = pool.cli("show", str(on_ok), check=True).stdout
-    assert f"dependency job {failing} ended FAILED, not SUCCEEDED" in story
+    history = pool.cli("show", str(on_ok), check=True).stdout
+    assert f"dependency job {failing} ended FAILED, not SUCCEEDED" in history
     assert pool.wait(on_any).state == "SUCCEEDED"
     # Once it is known to have failed, a new --after on it is refused at submit.
     proc = pool.cli("submit", "--after", f"{failing}:ok", "--", "true")

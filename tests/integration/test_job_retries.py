@@ -41,10 +41,10 @@ def test_a_job_failing_twice_then_succeeding_ends_succeeded_after_two_retries(
     assert restart_counts == ["0", "1", "2"]  # one directory for every attempt
     assert stat.S_IMODE(os.stat(checkpoints).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(checkpoints.parent).st_mode) == 0o711
-    story = pool.cli("show", str(job_id), check=True).stdout
-    assert "attempt 1 of 4 failed with exit code 33; retrying" in story
-    assert "attempt 2 of 4 failed with exit code 33; retrying" in story
-    assert re.search(r"\nRestarts +2 \(2 after a failure\)\n", story), story
+    history = pool.cli("show", str(job_id), check=True).stdout
+    assert "attempt 1 of 4 failed with exit code 33; retrying" in history
+    assert "attempt 2 of 4 failed with exit code 33; retrying" in history
+    assert re.search(r"\nRestarts +2 \(2 after a failure\)\n", history), history
 
 
 def test_an_exit_code_not_listed_is_not_retried(pool: Pool, tmp_path: Path) -> None:

@@ -110,8 +110,8 @@ def test_logs_tail_and_cancel_signal_leave_the_job_running(pool: Pool, tmp_path:
     assert sent.strip() == f"job {job}: sent USR1"
     wait_for(lambda: "got SIGUSR1" in pool.log(job), what="the job to get USR1")
     assert pool.client.job(job).state == "RUNNING"
-    story = pool.cli("show", str(job), check=True).stdout
-    assert "signal USR1 sent by" in story
+    history = pool.cli("show", str(job), check=True).stdout
+    assert "signal USR1 sent by" in history
     # Selected by name and state: the running trapper, not the pending job of another name.
     pending = pool.submit("--begin", "now+1h", "--", "true")
     none = pool.cli("cancel", "--name", "nosuch", "--state", "running")

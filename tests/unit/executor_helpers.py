@@ -1,21 +1,83 @@
-"""Waiting helpers shared by the executor tests."""
+"""Helpers shared by the executor tests: waiting with a deadline, and the executor contract
+(core/execution.py) spoken by job id, as these tests think of a job: `launch` makes the
+LaunchRequest of the job's current attempt, `state_of`, `cancel` and `preempt` poll and signal
+that run."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpupool.core.execution import ExitRecord, RunState
+from gpupool.core.execution import (
+    Allocation,
+    ExitRecord,
+    Handle,
+    LaunchRequest,
+    RankLayout,
+    RunState,
+    StopKind,
+)
 from gpupool.executor import LocalExecutor
 from gpupool.executor.files import process_alive, read_json
 
 # Deadlines are generous: they only matter when a test fails, and a busy 2-core machine
 # can take seconds to start a process.
 DEADLINE_S = 60.0
+
+
+def current(ex: LocalExecutor, job_id: int) -> Handle:
+    """The handle of the job's current run: attempt n after n archived runs."""
+    return Handle(int(job_id), ex.attempt_count(job_id))
+
+
+def launch(
+    ex: LocalExecutor,
+    job_id: int,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    workdir: str = "/",
+    time_limit_s: float | None = None,
+    grace_s: float = 1.0,
+    *,
+    user: str | None = None,
+    umask: int | None = None,
+    ranks: RankLayout | None = None,
+) -> Handle:
+    """`ex.launch` of the job's current attempt on the local pool (no GPUs); its handle."""
+    handle = current(ex, job_id)
+    ex.launch(
+        LaunchRequest(
+            handle=handle,
+            command=tuple(command),
+            env=dict(env),
+            workdir=str(workdir),
+            time_limit_s=time_limit_s,
+            grace_s=grace_s,
+            allocation=Allocation("local", ()),
+            user=user,
+            umask=umask,
+            ranks=ranks,
+        )
+    )
+    return handle
+
+
+def state_of(ex: LocalExecutor, job_id: int) -> RunState:
+    """What a poll says of the job's current run."""
+    handle = current(ex, job_id)
+    return ex.poll([handle])[handle].state
+
+
+def cancel(ex: LocalExecutor, job_id: int) -> bool:
+    return ex.signal(current(ex, job_id), StopKind.CANCEL)
+
+
+def preempt(ex: LocalExecutor, job_id: int) -> bool:
+    return ex.signal(current(ex, job_id), StopKind.PREEMPT)
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = DEADLINE_S, what: str = "condition") -> Any:
@@ -38,14 +100,14 @@ def stop_everything(executor: LocalExecutor) -> None:
     """Leave nothing running: stop live supervisors, then any job group left without one."""
     jobs = executor.state_dir / "jobs"
     for d in jobs.iterdir() if jobs.exists() else []:
-        executor.cancel(int(d.name))
+        cancel(executor, int(d.name))
         child = read_json(d / "child.json") or {}
         ticks = child.get("start_ticks")
         if ticks and not (d / "exit.json").exists() and process_alive(child["pid"], ticks):
             os.killpg(child["pgid"], signal.SIGKILL)
     for d in jobs.iterdir() if jobs.exists() else []:
         end = time.monotonic() + DEADLINE_S
-        while executor.status(int(d.name)) == RunState.RUNNING and time.monotonic() < end:
+        while state_of(executor, int(d.name)) == RunState.RUNNING and time.monotonic() < end:
             time.sleep(0.01)
     executor.close()
     executor.reap()
@@ -54,7 +116,7 @@ def stop_everything(executor: LocalExecutor) -> None:
 def caught_starting(
     ex: LocalExecutor, workdir: Path, stop: Callable[[int], bool], reason: str
 ) -> tuple[int, Path, ExitRecord]:
-    """A job stopped (`stop`: the executor's cancel or preempt) while its supervisor was
+    """A job stopped (`stop`: `cancel` or `preempt` of this module) while its supervisor was
     still starting: (its id, the file its command would have made, its exit record).
 
     A stop right after start usually finds the supervisor still in interpreter start-up and
@@ -63,7 +125,7 @@ def caught_starting(
     path = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     for job_id in range(1, 21):
         marker = workdir / f"ran-{job_id}"
-        ex.start(job_id, ["touch", str(marker)], path, "/", None, 1.0)
+        launch(ex, job_id, ["touch", str(marker)], path, "/", None, 1.0)
         stop(job_id)  # True unless the command has already ended
         rec = ex.read_exit(job_id)
         if rec is not None and (rec.reason, rec.exit_code) == (reason, 143):

@@ -1,4 +1,4 @@
-"""Accounting (engine/accounting.py over store/accounting.py): per user, project or GPU type,
+"""Accounting (service/accounting.py over store/accounting.py): per user, project or GPU type,
 GPU-hours allocated in the window (every run of a requeued job), used (from the job-hour
 rows), efficiency, mean wait, lost to preemption, idle reclaimed. On SQLite and PostgreSQL."""
 
@@ -12,7 +12,7 @@ from gpupool.core.gpu_usage import Holder, attribute
 from gpupool.core.hardware import Gpu, Inventory, Node
 from gpupool.core.job import JobState, Resources
 from gpupool.core.monitoring import GpuSample
-from gpupool.engine.accounting import (
+from gpupool.service.accounting import (
     Accounting,
     GroupBy,
     IdleStop,

@@ -1,5 +1,5 @@
-"""Backends in gpupool.toml (engine/projects.py), where a submission runs
-(engine/backend_choice.py) and the `gpupool backends` table (cli/backends.py)."""
+"""Backends in gpupool.toml (spec/pool_config.py), where a submission runs
+(service/backend_choice.py) and the `gpupool backends` table (cli/backends.py)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from gpupool.core.execution import (
     StopKind,
 )
 from gpupool.core.job import JobSpec, Resources
-from gpupool.engine.backend_choice import Refusal, settle_backend
-from gpupool.engine.projects import BackendTable, ConfigError, parse_config
+from gpupool.service.backend_choice import Refusal, settle_backend
+from gpupool.spec.pool_config import BackendTable, ConfigError, parse_config
 
 
 def test_backend_tables_and_a_projects_default() -> None:

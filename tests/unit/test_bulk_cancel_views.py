@@ -8,7 +8,7 @@ import pytest
 
 from gpupool.client.bulk_cancel import CancelFilters, CancelReport, SkipWhy
 from gpupool.client.wire_json import JsonValue, WireShapeError
-from gpupool.engine.bulk_cancel import Skip
+from gpupool.service.bulk_cancel import Skip
 
 
 def test_the_skip_reasons_mirror_the_engines() -> None:

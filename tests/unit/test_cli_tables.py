@@ -16,14 +16,14 @@ import termios
 
 import pytest
 
-from gpupool.cli.plan_catalog import _money
+from gpupool.cli.plan.catalog import _money
 from gpupool.cli.render import print_table, width
 from gpupool.plan.catalog import load_catalog
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _catalog_words() -> tuple[set[str], set[str]]:
+def _catalog_text() -> tuple[set[str], set[str]]:
     """Every word of every catalog name, and every price as the table shows it."""
     catalog = load_catalog(None)
     names: set[str] = set()
@@ -73,7 +73,7 @@ def _in_terminal(args: list[str], columns: int) -> str:
 
 
 def _assert_nothing_cut(text: str) -> None:
-    names, prices = _catalog_words()
+    names, prices = _catalog_text()
     assert "…" not in text
     missing = sorted(w for w in names | prices if w not in text)
     assert not missing, missing

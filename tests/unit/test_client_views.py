@@ -16,10 +16,10 @@ from gpupool.cli.main import main
 from gpupool.client import JsonObject, WaitCode, WireShapeError
 from gpupool.client.views import read_job, read_job_page
 from gpupool.core.job import Job, JobSpec, JobState, Resources, Transition
-from gpupool.engine.service import Explanation
 from gpupool.policy.reasons import Dimension, Insufficient
 from gpupool.policy.snapshot import PriorityFactors, Reservation
 from gpupool.policy.status import Code, Rule, Status
+from gpupool.service.pool_service import Explanation
 
 
 def test_wait_codes_mirror_the_policy_codes() -> None:
@@ -35,8 +35,8 @@ def _pending_job() -> Job:
         time_limit_s=3600.0,
         workdir="/work",
     )
-    story = (Transition(100.0, None, JobState.PENDING, "submitted"),)
-    return Job(7, spec, "alice", JobState.PENDING, 100.0, reason="Resources", events=story)
+    history = (Transition(100.0, None, JobState.PENDING, "submitted"),)
+    return Job(7, spec, "alice", JobState.PENDING, 100.0, reason="Resources", events=history)
 
 
 def _wire() -> JsonObject:

@@ -1,4 +1,4 @@
-"""What the daemon's process sets up for serving under load (api/serving.py,
+"""What the daemon's process sets up for serving under load (daemon/serving.py,
 api/identity.py): the garbage collector, and user names remembered for a while."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ def test_the_garbage_collector_is_tuned_for_serving() -> None:
     # In a process of its own: freezing the test process's heap would outlive the test.
     code = (
         "import gc\n"
-        "from gpupool.api.serving import MIDDLE_GC_THRESHOLD, YOUNG_GC_THRESHOLD\n"
-        "from gpupool.api.serving import tune_garbage_collector\n"
+        "from gpupool.daemon.serving import MIDDLE_GC_THRESHOLD, YOUNG_GC_THRESHOLD\n"
+        "from gpupool.daemon.serving import tune_garbage_collector\n"
         "before = gc.get_threshold()\n"
         "tune_garbage_collector()\n"
         "after = gc.get_threshold()\n"

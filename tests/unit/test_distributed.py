@@ -183,13 +183,22 @@ def test_a_command_that_does_not_exist_is_127(tmp_path: Path) -> None:
 
 
 def test_launch_json_names_the_gang_and_a_reserved_port(tmp_path: Path) -> None:
+    from executor_helpers import launch
+
     from gpupool.core.execution import RankLayout
     from gpupool.executor.local import LocalExecutor
 
     ex = LocalExecutor(tmp_path / "state")
     try:
-        ex.start(
-            1, [sys.executable, "-c", "pass"], {"PATH": "/bin"}, "/", None, 1.0, ranks=RankLayout(2)
+        launch(
+            ex,
+            1,
+            [sys.executable, "-c", "pass"],
+            {"PATH": "/bin"},
+            "/",
+            None,
+            1.0,
+            ranks=RankLayout(2),
         )
         spec = json.loads((ex.job_dir(1) / "launch.json").read_text())
         assert spec["ranks"] == {

@@ -13,6 +13,7 @@ from test_engine_gating import end, engine_state, job, ok, run_pass, started
 from gpupool.core.job import EndReason, Job, JobState
 from gpupool.core.job_control import AfterKind, Dependency
 from gpupool.engine.events import Finish
+from gpupool.policy.render import status_text
 
 
 def array(first: int, size: int, state: JobState = JobState.RUNNING) -> list[Job]:
@@ -25,7 +26,7 @@ def test_a_dependent_waits_for_every_task_not_only_the_first() -> None:
     assert started(run_pass(state)) == []
     status = state.decision.pending[2]
     assert status.jobs == (11, 12)
-    assert status.message == "waiting for jobs 11, 12 to end (--after)"
+    assert status_text(status) == "waiting for jobs 11, 12 to end (--after)"
 
 
 def test_an_ok_dependent_is_cancelled_when_any_task_fails_naming_it() -> None:
@@ -58,4 +59,4 @@ def test_a_long_array_is_counted_in_words_not_listed() -> None:
     run_pass(state)
     status = state.decision.pending[2]
     assert len(status.jobs) == 30  # the data lists them all
-    assert status.message.endswith("119 and 10 more to end (--after)"), status.message
+    assert status_text(status).endswith("119 and 10 more to end (--after)"), status_text(status)

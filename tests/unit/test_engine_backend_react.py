@@ -27,6 +27,7 @@ from gpupool.engine.gating import Gating
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
 from gpupool.policy import Code, Decision, Status
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig, Usage
 from gpupool.policy.status import Rule
 
@@ -123,7 +124,7 @@ def test_queued_keeps_it_pending_with_the_backends_words_and_ref() -> None:
     assert state.jobs[1].job.reason == Code.QUEUED_IN_BACKEND.value  # the pass's code
     status = state.decision.pending[1]
     assert (status.code, status.detail) == (Code.QUEUED_IN_BACKEND, "Priority")
-    assert "waiting in its queue: Priority" in status.message
+    assert "waiting in its queue: Priority" in status_text(status)
 
 
 def test_running_in_the_backend_starts_it_now() -> None:
@@ -131,7 +132,7 @@ def test_running_in_the_backend_starts_it_now() -> None:
     _handed(state, _job())
     out = react(state, Polled({1: Observation(RunState.RUNNING, ref="slurm://c/7")}, NOW))
     assert [i for i in out if isinstance(i, StartInBackend)] == [
-        StartInBackend(1, "slurm", NOW, "slurm://c/7", out[0].said)  # type: ignore[union-attr]
+        StartInBackend(1, "slurm", NOW, "slurm://c/7", out[0].log_line)  # type: ignore[union-attr]
     ]
 
 
@@ -187,7 +188,7 @@ def test_a_handed_over_jobs_cancel_goes_to_its_backend() -> None:
     _handed(state, _job())
     out = react(state, JobsStored((replace(_job(), cancel_requested=True, version=5),)))
     assert [i for i in out if isinstance(i, Signal)] == [
-        Signal(Handle(1, 0), StopKind.CANCEL, "cancelled", out[0].said)  # type: ignore[union-attr]
+        Signal(Handle(1, 0), StopKind.CANCEL, "cancelled", out[0].log_line)  # type: ignore[union-attr]
     ]
     react(state, Signalled(1, StopKind.CANCEL, True, "cancelled"))
     # Delivered: not again; the backend's EXITED ends it CANCELLED from PENDING.
@@ -221,7 +222,7 @@ def test_restart_adoption_finds_what_was_handed_over() -> None:
     }
     out = react(state, Recovered((queued, running, never), (), observations, NOW))
     assert state.jobs[1].handed_over and not state.jobs[3].handed_over
-    assert any(isinstance(i, Log) and "re-adopted" in i.said.text for i in out)
+    assert any(isinstance(i, Log) and "re-adopted" in i.log_line.text for i in out)
     assert KeepRef(2, "slurm://c/2") in out
     # The one never handed over goes at the next pass; the others are not launched again.
     handed = [i.job_id for i in _pass(state) if isinstance(i, HandOver)]

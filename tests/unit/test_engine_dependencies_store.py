@@ -16,9 +16,9 @@ from gpupool.core.execution import RunAs
 from gpupool.core.job import EndReason, JobSpec, JobState, Resources
 from gpupool.core.job_control import AfterKind, ArrayRequest, Dependency
 from gpupool.engine import Engine
-from gpupool.engine.arrays import array_tasks
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.service.arrays import array_tasks
 from gpupool.store import Store
 from gpupool.store.submissions import NewJob
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from executor_helpers import wait_for
+from executor_helpers import launch, state_of, wait_for
 
 from gpupool.core.execution import ExitRecord, Leftovers, RunState
 from gpupool.core.hardware import Gpu, Inventory, Node
@@ -99,11 +99,11 @@ def test_a_lost_job_whose_processes_cannot_be_killed_keeps_its_gpus() -> None:
     ex = LocalExecutor(state)
     child: dict[str, int] = {}
     try:
-        ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        launch(ex, 1, ["sleep", "infinity"], ENV, "/", None, 1.0)
         child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         claim = wait_for(lambda: read_json(ex.job_dir(1) / "claim.json"), what="claim.json")
         os.kill(claim["supervisor_pid"], signal.SIGKILL)
-        wait_for(lambda: ex.status(1) is RunState.LOST, what="LOST")
+        wait_for(lambda: state_of(ex, 1) is RunState.LOST, what="LOST")
         # The job's files are private (0700/0600): open them to nobody, so that what
         # keeps the job is the signal's permission alone.
         for path in (ex.job_dir(1).parent, ex.job_dir(1), *ex.job_dir(1).iterdir()):

@@ -18,6 +18,7 @@ from gpupool.engine.events import CommitStarts, Finish, Instruction, JobsStored,
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
 from gpupool.policy import Code, decide
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 NOW = 1000.0
@@ -84,7 +85,7 @@ def test_a_job_waits_while_its_dependency_runs_and_why_says_for_which() -> None:
     assert started(run_pass(state)) == []
     status = state.decision.pending[2]
     assert status.code is Code.DEPENDENCY and status.jobs == (1,)
-    assert status.message == "waiting for job 1 to end (--after)"
+    assert status_text(status) == "waiting for job 1 to end (--after)"
 
 
 def test_a_job_starts_once_its_ok_dependency_succeeded() -> None:
@@ -132,7 +133,7 @@ def test_an_array_runs_at_most_its_limit_and_the_rest_say_array_limit() -> None:
     assert started(run_pass(state)) == []
     status = state.decision.pending[12]
     assert status.code is Code.ARRAY_LIMIT and status.jobs == (10, 11)
-    assert status.message == "its array runs 2 tasks at most (%2), and jobs 10, 11 run"
+    assert status_text(status) == "its array runs 2 tasks at most (%2), and jobs 10, 11 run"
     end(state, 10, JobState.SUCCEEDED)
     assert started(run_pass(state)) == [12]
 

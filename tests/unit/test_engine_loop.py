@@ -21,9 +21,10 @@ from gpupool.core.clock import FakeClock
 from gpupool.core.execution import RunAs
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.project import Project
-from gpupool.engine import Engine, PoolService, RequestRefused
+from gpupool.engine import Engine
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.service import PoolService, RequestRefused
 from gpupool.store import Store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

@@ -1,4 +1,4 @@
-"""A run whose log's disk was full while it ran (executor/log_space.py): its story says that
+"""A run whose log's disk was full while it ran (executor/log_space.py): its history says that
 output was lost, before the line of its end (engine/react.py, engine/outcome.py)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_one_stretch_of_full_disk_is_told_before_the_end() -> None:
         "output lost: its log's disk was full for 1m00s, from 1m00s after the start; "
         "what the job wrote then is not in its log"
     )
-    assert note.said is not None and note.said.text == f"job 1: {note.cause}"
+    assert note.log_line is not None and note.log_line.text == f"job 1: {note.cause}"
 
 
 def test_several_stretches_are_told_in_all() -> None:

@@ -52,6 +52,7 @@ from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
 from gpupool.policy import Code, Decision, Snapshot, Start, Status
 from gpupool.policy.reasons import Dimension, Insufficient, ReclaimCause
+from gpupool.policy.render import preemption_text, status_text
 from gpupool.policy.snapshot import PolicyConfig, Preemption
 from gpupool.policy.status import Rule
 
@@ -134,7 +135,7 @@ class Case:
 
 
 def said_of(ins: Instruction) -> str:
-    return getattr(ins, "said").text  # noqa: B009  (every case below has one)
+    return getattr(ins, "log_line").text  # noqa: B009  (every case below has one)
 
 
 def strip(instructions: list[Instruction]) -> list[Instruction]:
@@ -142,7 +143,9 @@ def strip(instructions: list[Instruction]) -> list[Instruction]:
     out: list[Instruction] = []
     for ins in instructions:
         out.append(
-            replace(ins, said=None) if hasattr(ins, "said") and not isinstance(ins, Log) else ins
+            replace(ins, log_line=None)
+            if hasattr(ins, "log_line") and not isinstance(ins, Log)
+            else ins
         )  # type: ignore[arg-type]
     return out
 
@@ -161,7 +164,7 @@ CASES = [
         [Finish(1, JobState.FAILED, 3, "exited with code 3", EndReason.NON_ZERO_EXIT, NOW, 500.0)],
     ),
     Case(
-        "a run stopped at its limit times out, the story naming the limit in force",
+        "a run stopped at its limit times out, the history naming the limit in force",
         (running(1, limit=7200.0),),
         Polled({1: exited(143, ExitReason.TIMEOUT)}, NOW),
         [
@@ -249,7 +252,7 @@ CASES = [
         [],
     ),
     Case(
-        "a released run is requeued, its story saying why it was stopped",
+        "a released run is requeued, its history saying why it was stopped",
         (running(1),),
         Released(1, True, NOW),
         [Requeue(1, "preempted (job 7 needs GPUs); requeued", NOW)],
@@ -324,7 +327,7 @@ CASES = [
         "after a restart, a job still running under its supervisor is re-adopted",
         (),
         Recovered((running(1),), (), {1: Observation(RunState.RUNNING)}, NOW),
-        [Log(said=None)],  # type: ignore[arg-type]  # the line is checked on its own
+        [Log(log_line=None)],  # type: ignore[arg-type]  # the line is checked on its own
     ),
     Case(
         "after a restart, a job committed but never launched is launched",
@@ -380,7 +383,7 @@ def test_the_reaction_table(case: Case) -> None:
     if isinstance(case.event, Recovered):
         case = replace(case, event=replace(case.event, projects=(Project("default"), vision)))
     for job_id in case.told_held:
-        state.jobs[job_id].held_told = True
+        state.jobs[job_id].survivors_reported = True
     for job_id, why in case.stopped.items():
         if why == "cancel":
             state.jobs[job_id].cancel_delivered = True
@@ -400,9 +403,9 @@ def test_log_lines_say_what_happened_in_words() -> None:
     assert said_of(signal) == "job 2: stopping it (cancelled; 10s grace)"
     (log,) = react(state, Recovered((running(3),), (), {3: Observation(RunState.RUNNING)}, NOW))
     assert isinstance(log, Log)
-    assert log.said.text == "job 3 is still running under its supervisor: re-adopted"
+    assert log.log_line.text == "job 3 is still running under its supervisor: re-adopted"
     lost = react(engine_state(running(4)), LostSettled(4, Leftovers(9, alive=(9,)), NOW))
-    assert getattr(lost[0], "said").level == logging.WARNING  # noqa: B009
+    assert getattr(lost[0], "log_line").level == logging.WARNING  # noqa: B009
 
 
 def test_a_delivered_stop_is_remembered_and_not_asked_again() -> None:
@@ -473,7 +476,7 @@ def test_a_project_within_its_quota_may_reclaim_so_its_waiting_job_calls_for_pas
 
 
 RECLAIMED = ReclaimCause("ml", 4.0, 0.0, "default", 0.0, 2.0)
-RECLAIMED_WORDS = Preemption(1, 3, RECLAIMED).reason
+RECLAIMED_WORDS = preemption_text(Preemption(1, 3, RECLAIMED))
 
 
 def test_starts_are_committed_then_launched_then_victims_and_reasons_follow() -> None:
@@ -534,7 +537,7 @@ def test_quota_never_fits_is_noted_when_it_comes_and_when_it_goes() -> None:
     assert strip(out) == [
         Note(
             1,
-            f"can never start while quotas stay as they are: {never.message}",
+            f"can never start while quotas stay as they are: {status_text(never)}",
             NOW,
             only_if=JobState.PENDING,
         ),

@@ -13,10 +13,12 @@ from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
 
 from gpupool.core.execution import RunAs
 from gpupool.core.job import PRIORITY_CLASSES, Job, JobSpec, JobState, Resources
-from gpupool.engine import Engine, PoolService
-from gpupool.engine.view import JobQuery, Order, page, queue_ordered
+from gpupool.core.job_query import JobQuery, Order
+from gpupool.engine import Engine
+from gpupool.engine.view import page, queue_ordered
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.service import PoolService
 from gpupool.store import Store
 
 FAR = time.time() + 365 * 86400.0

@@ -1,4 +1,4 @@
-"""Which event loop the daemon serves on (api/serving.py, `loop_factory`)."""
+"""Which event loop the daemon serves on (daemon/serving.py, `loop_factory`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import uvloop
 
-from gpupool.api.serving import loop_factory
+from gpupool.daemon.serving import loop_factory
 
 
 def test_the_daemon_serves_on_uvloop_when_no_listener_speaks_tls() -> None:

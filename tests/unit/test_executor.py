@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import caught_starting, wait_exit, wait_for
+from executor_helpers import cancel, caught_starting, launch, state_of, wait_exit, wait_for
 
 from gpupool.core.execution import ExitRecord, Handle, RunState
 from gpupool.executor import LocalExecutor
@@ -38,7 +38,7 @@ def run_job(ex: LocalExecutor, job_id: int, command: list[str], **kw: Any) -> Ex
     kw.setdefault("workdir", "/")
     kw.setdefault("time_limit_s", None)
     kw.setdefault("grace_s", 1.0)
-    ex.start(job_id, command, **kw)
+    launch(ex, job_id, command, **kw)
     return wait_exit(ex, job_id)
 
 
@@ -86,7 +86,7 @@ def test_exit_code_is_recorded(ex: LocalExecutor, code: int) -> None:
     assert (rec.exit_code, rec.signal, rec.reason) == (code, None, "exited")
     assert t0 <= rec.start_time <= rec.end_time <= time.time()
     assert ex.log_path(1).read_text() == "hello\n"
-    assert ex.status(1) == RunState.EXITED
+    assert state_of(ex, 1) == RunState.EXITED
 
 
 def test_stdout_and_stderr_both_go_to_the_log(ex: LocalExecutor) -> None:
@@ -176,12 +176,12 @@ def test_child_runs_in_its_own_session(ex: LocalExecutor) -> None:
 
 
 def test_supervisor_is_detached_from_the_daemon(ex: LocalExecutor) -> None:
-    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 0.5)
+    launch(ex, 1, ["sleep", "infinity"], ENV, "/", None, 0.5)
     pid = claim_of(ex, 1)["supervisor_pid"]
     assert os.getsid(pid) == pid != os.getsid(0)
     for fd in (0, 1, 2):
         assert os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/null"
-    assert ex.cancel(1)
+    assert cancel(ex, 1)
     assert wait_exit(ex, 1).reason == "cancelled"
 
 
@@ -190,7 +190,7 @@ def test_supervisor_is_detached_from_the_daemon(ex: LocalExecutor) -> None:
 
 def test_time_limit_ends_the_job(ex: LocalExecutor) -> None:
     t0 = time.monotonic()
-    ex.start(1, ["sleep", "infinity"], ENV, "/", 1.0, 1.0)  # only the limit can end it
+    launch(ex, 1, ["sleep", "infinity"], ENV, "/", 1.0, 1.0)  # only the limit can end it
     rec = wait_exit(ex, 1)
     assert time.monotonic() - t0 >= 0.9  # not before the limit (how soon after: benchmarks)
     assert (rec.reason, rec.exit_code, rec.signal) == ("timeout", 128 + 15, 15)
@@ -210,10 +210,10 @@ pathlib.Path({str(ready)!r}).touch()
 while True:
     time.sleep(60)
 """
-    ex.start(1, py(code), ENV, "/", None, 5.0)
+    launch(ex, 1, py(code), ENV, "/", None, 5.0)
     wait_for(ready.exists, what="job ready")
-    assert ex.status(1) == RunState.RUNNING
-    assert ex.cancel(1) and ex.cancel(1)  # idempotent: a second SIGTERM changes nothing
+    assert state_of(ex, 1) == RunState.RUNNING
+    assert cancel(ex, 1) and cancel(ex, 1)  # idempotent: a second SIGTERM changes nothing
     rec = wait_exit(ex, 1)
     assert (rec.reason, rec.exit_code, rec.signal) == ("cancelled", 0, None)
     assert out.read_text() == "got SIGTERM"
@@ -230,10 +230,10 @@ pathlib.Path({str(ready)!r}).touch()
 while True:
     time.sleep(60)
 """
-    ex.start(1, py(code), ENV, "/", None, 0.5)
+    launch(ex, 1, py(code), ENV, "/", None, 0.5)
     wait_for(ready.exists, what="job ready")
     t0 = time.monotonic()
-    assert ex.cancel(1)
+    assert cancel(ex, 1)
     rec = wait_exit(ex, 1)
     assert time.monotonic() - t0 >= 0.45  # not before the grace period is over
     assert (rec.reason, rec.exit_code, rec.signal) == ("cancelled", 128 + 9, 9)
@@ -264,15 +264,15 @@ open({str(pidfile)!r}, "w").write(str(p.pid))
 
 
 def test_cancel_with_nothing_alive_is_false(ex: LocalExecutor) -> None:
-    assert ex.cancel(99) is False
+    assert cancel(ex, 99) is False
     run_job(ex, 1, ["/bin/true"])
-    assert ex.cancel(1) is False
+    assert cancel(ex, 1) is False
 
 
 def test_cancel_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_path: Path) -> None:
-    job_id, marker, rec = caught_starting(ex, tmp_path, ex.cancel, "cancelled")
-    assert ex.status(job_id) == RunState.EXITED
-    assert ex.cancel(job_id) is False  # nothing left to stop
+    job_id, marker, rec = caught_starting(ex, tmp_path, lambda j: cancel(ex, j), "cancelled")
+    assert state_of(ex, job_id) == RunState.EXITED
+    assert cancel(ex, job_id) is False  # nothing left to stop
     wait_for(lambda: not ex._starting(job_id), what="supervisor stepped aside")
     assert not marker.exists()
     assert ex.read_exit(job_id) == rec
@@ -286,13 +286,13 @@ def test_double_launch_starts_the_command_once(ex: LocalExecutor, tmp_path: Path
     cmd = ["sh", "-c", f"echo started >> {counter}; sleep 0.5; exit 4"]
     other = LocalExecutor(ex.state_dir)  # as a restarted daemon would
     for executor in (ex, ex, other, ex):
-        executor.start(1, cmd, ENV, "/", None, 1.0)
+        launch(executor, 1, cmd, ENV, "/", None, 1.0)
     rec = wait_exit(ex, 1)
     assert rec.exit_code == 4
     wait_for(lambda: not ex._starting(1) and not other._starting(1), what="supervisors gone")
     assert counter.read_text() == "started\n"
     # A launch after the exit changes nothing either.
-    ex.start(1, cmd, ENV, "/", None, 1.0)
+    launch(ex, 1, cmd, ENV, "/", None, 1.0)
     wait_for(lambda: not ex._starting(1), what="late supervisor gone")
     assert counter.read_text() == "started\n"
     assert ex.read_exit(1) == rec
@@ -304,9 +304,10 @@ def test_supervisor_outlives_a_sigkilled_launcher(tmp_path: Path) -> None:
     helper = f"""
 import os, signal
 from pathlib import Path
+from gpupool.core.execution import Allocation, Handle, LaunchRequest
 from gpupool.executor import LocalExecutor
 ex = LocalExecutor(Path({str(state)!r}))
-ex.start(7, {job!r}, {ENV!r}, "/", None, 1.0)
+ex.launch(LaunchRequest(Handle(7), tuple({job!r}), {ENV!r}, "/", None, 1.0, Allocation("local", ())))
 os.kill(os.getpid(), signal.SIGKILL)
 """
     env = {**os.environ, "PYTHONPATH": SRC}
@@ -314,23 +315,23 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     fresh = LocalExecutor(state)
     wait_for(lambda: (state / "jobs" / "7" / "claim.json").exists(), what="claim")
-    assert fresh.status(7) == RunState.RUNNING
+    assert state_of(fresh, 7) == RunState.RUNNING
     go.touch()
     rec = wait_exit(fresh, 7)
     assert (rec.exit_code, rec.reason) == (7, "exited")
-    assert fresh.status(7) == RunState.EXITED
+    assert state_of(fresh, 7) == RunState.EXITED
 
 
 def test_sigkilled_supervisor_leaves_the_job_lost(ex: LocalExecutor) -> None:
-    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+    launch(ex, 1, ["sleep", "infinity"], ENV, "/", None, 1.0)
     child = child_of(ex, 1)
     pid = claim_of(ex, 1)["supervisor_pid"]
-    assert ex.status(1) == RunState.RUNNING
+    assert state_of(ex, 1) == RunState.RUNNING
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: ex.status(1) == RunState.LOST, what="LOST")
+    wait_for(lambda: state_of(ex, 1) == RunState.LOST, what="LOST")
     assert ex.read_exit(1) is None
-    assert ex.cancel(1) is False
-    assert LocalExecutor(ex.state_dir).status(1) == RunState.LOST
+    assert cancel(ex, 1) is False
+    assert state_of(LocalExecutor(ex.state_dir), 1) == RunState.LOST
     os.killpg(child["pgid"], signal.SIGKILL)  # the job itself lives on without it
 
 
@@ -343,8 +344,8 @@ def test_relative_state_dir_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_unknown_job_is_unlaunched(ex: LocalExecutor) -> None:
-    assert ex.status(5) == RunState.UNLAUNCHED
-    assert ex.status(5) == RunState.UNLAUNCHED
+    assert state_of(ex, 5) == RunState.UNLAUNCHED
+    assert state_of(ex, 5) == RunState.UNLAUNCHED
     assert ex.read_exit(5) is None
 
 
@@ -354,7 +355,7 @@ def test_reap_leaves_no_zombie_supervisors(ex: LocalExecutor) -> None:
     wait_for(lambda: getattr(proc_stat(pid), "state", None) == "Z", what="supervisor zombie")
     ex.reap()
     assert proc_stat(pid) is None
-    assert ex.status(1) == RunState.EXITED
+    assert state_of(ex, 1) == RunState.EXITED
 
 
 # -- notify and latency --------------------------------------------------------------------
@@ -384,7 +385,7 @@ def test_notify_socket_is_woken_after_the_exit(tmp_path: Path) -> None:
 
     t = threading.Thread(target=serve)
     t.start()
-    ex.start(3, ["/bin/true"], ENV, "/", None, 1.0)
+    launch(ex, 3, ["/bin/true"], ENV, "/", None, 1.0)
     t.join(15)
     server.close()
     assert got.get("exit_seen") is True
@@ -405,7 +406,7 @@ def test_dead_notify_socket_is_ignored(tmp_path: Path) -> None:
 def test_start_latency_is_loosely_bounded(ex: LocalExecutor) -> None:
     # Timing belongs to benchmarks; this only catches something badly wrong.
     t0 = time.time()
-    ex.start(1, ["/bin/true"], ENV, "/", None, 1.0)
+    launch(ex, 1, ["/bin/true"], ENV, "/", None, 1.0)
     spawned = child_of(ex, 1)["start_time"]
     assert spawned - t0 < 10.0  # loose, for a busy machine: the figures are in benchmarks
     wait_exit(ex, 1)

@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from executor_helpers import wait_for
+from executor_helpers import cancel, launch, state_of, wait_for
 
-from gpupool.core.execution import Leftovers, RunState
+from gpupool.core.execution import Handle, Leftovers, RunState
 from gpupool.executor import JobBusyError, LocalExecutor
 from gpupool.executor.files import boot_id, proc_stat, process_alive, read_json
 from gpupool.executor.leftovers import kill_leftovers
@@ -42,7 +42,7 @@ while True:
 def lose_supervisor(ex: LocalExecutor, job_id: int) -> None:
     claim = wait_for(lambda: read_json(ex.job_dir(job_id) / "claim.json"), what="claim.json")
     os.kill(claim["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: ex.status(job_id) is RunState.LOST, what="LOST")
+    wait_for(lambda: state_of(ex, job_id) is RunState.LOST, what="LOST")
 
 
 def gone(pid: int) -> bool:
@@ -52,19 +52,19 @@ def gone(pid: int) -> bool:
 
 def test_a_lost_jobs_processes_are_all_killed(ex: LocalExecutor, tmp_path: Path) -> None:
     pidfile = tmp_path / "orphan.pid"
-    ex.start(1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
+    launch(ex, 1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
     orphan = int(pidfile.read_text())
     lose_supervisor(ex, 1)
     assert not gone(child["pid"]) and not gone(orphan)  # what the pool must not ignore
-    left = ex.kill_leftovers(1, wait_s=5.0)
+    left = ex.settle_lost(Handle(1), wait_s=5.0)
     assert left == Leftovers(main_pid=child["pid"], killed=tuple(sorted((child["pid"], orphan))))
     assert left.gone and gone(child["pid"]) and gone(orphan)
     # Safe to repeat: nothing is left to kill.
-    assert ex.kill_leftovers(1, wait_s=0.0) == Leftovers(main_pid=child["pid"])
-    assert ex.status(1) is RunState.LOST
+    assert ex.settle_lost(Handle(1), wait_s=0.0) == Leftovers(main_pid=child["pid"])
+    assert state_of(ex, 1) is RunState.LOST
 
 
 def test_orphans_of_a_main_process_that_already_ended_are_killed(
@@ -80,7 +80,7 @@ while not os.path.exists({str(stop)!r}):
     time.sleep(0.02)
 os._exit(0)  # leaves its child behind, in the job's session
 """
-    ex.start(1, [PY, "-c", code], ENV, "/", None, 1.0)
+    launch(ex, 1, [PY, "-c", code], ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
     child = read_json(ex.job_dir(1) / "child.json")
     assert child is not None
@@ -89,18 +89,18 @@ os._exit(0)  # leaves its child behind, in the job's session
     wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), what="main's end")
     orphan = int(pidfile.read_text())
     assert not gone(orphan)
-    left = ex.kill_leftovers(1, wait_s=5.0)
+    left = ex.settle_lost(Handle(1), wait_s=5.0)
     assert (left.killed, left.gone) == ((orphan,), True)
     assert gone(orphan)
 
 
 def test_a_job_with_a_live_supervisor_is_never_killed(ex: LocalExecutor) -> None:
-    ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+    launch(ex, 1, ["sleep", "infinity"], ENV, "/", None, 1.0)
     child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     with pytest.raises(JobBusyError, match="not lost"):
-        ex.kill_leftovers(1)
+        ex.settle_lost(Handle(1), 1.0)
     assert process_alive(child["pid"], child["start_ticks"])
-    assert ex.cancel(1)
+    assert cancel(ex, 1)
 
 
 def _lost_job_dir(root: Path, child: dict[str, object], boot: str | None = None) -> Path:
@@ -122,7 +122,7 @@ def test_a_reused_pid_and_its_session_are_never_hit(tmp_path: Path) -> None:
         assert st is not None and st.session == stranger.pid
         d = _lost_job_dir(tmp_path, {"pid": stranger.pid, "start_ticks": st.start_ticks - 1})
         ex = LocalExecutor(tmp_path)
-        assert ex.status(1) is RunState.LOST
+        assert state_of(ex, 1) is RunState.LOST
         assert kill_leftovers(d, 0.5) == Leftovers(main_pid=stranger.pid)
         assert process_alive(stranger.pid, st.start_ticks)
         # Of another boot: no process of it can run now.
@@ -150,7 +150,7 @@ def test_processes_we_may_not_kill_keep_the_job_unfinished(tmp_path: Path) -> No
     state.chmod(0o755)
     ex = LocalExecutor(state)
     try:
-        ex.start(1, ["sleep", "infinity"], ENV, "/", None, 1.0)
+        launch(ex, 1, ["sleep", "infinity"], ENV, "/", None, 1.0)
         child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
         lose_supervisor(ex, 1)
         # The job's files are private (0700/0600): let nobody read them, so that what
@@ -174,7 +174,7 @@ def test_processes_we_may_not_kill_keep_the_job_unfinished(tmp_path: Path) -> No
         assert (killed, alive, denied) == ([], [child["pid"]], [child["pid"]])
         assert process_alive(child["pid"], child["start_ticks"])
         # The daemon's own user can: then they are gone.
-        assert ex.kill_leftovers(1, wait_s=5.0).gone
+        assert ex.settle_lost(Handle(1), wait_s=5.0).gone
     finally:
         child_now = read_json(ex.job_dir(1) / "child.json") or {}
         if isinstance(child_now.get("pgid"), int):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from executor_helpers import wait_exit, wait_for
+from executor_helpers import launch, state_of, wait_exit, wait_for
 
 from gpupool.core.execution import RunState
 from gpupool.executor import LocalExecutor
@@ -26,10 +26,12 @@ def _age_s(pid: int) -> float:
 def test_a_launch_leaves_a_standby_that_runs_the_next_job(tmp_path: Path) -> None:
     ex = LocalExecutor(tmp_path / "state")
     try:
-        ex.start(1, ["true"], {}, str(tmp_path), None, 1.0)
+        launch(ex, 1, ["true"], {}, str(tmp_path), None, 1.0)
         standby = ex._standby
         assert standby is not None and standby.poll() is None
-        ex.start(2, [sys.executable, "-c", "import sys; sys.exit(5)"], {}, str(tmp_path), None, 1.0)
+        launch(
+            ex, 2, [sys.executable, "-c", "import sys; sys.exit(5)"], {}, str(tmp_path), None, 1.0
+        )
         assert ex._standby is not standby  # taken for job 2, replaced by a fresh one
         assert wait_exit(ex, 2).exit_code == 5
         assert standby.wait(60) == 0  # the standby became job 2's supervisor and finished
@@ -46,7 +48,7 @@ def test_time_limit_counts_from_the_handover_not_the_standby_start(tmp_path: Pat
         limit_s = 2.0
         pid = ex._standby.pid
         wait_for(lambda: _age_s(pid) > limit_s + 0.5, what="the standby to idle past the limit")
-        ex.start(1, ["sleep", "0.1"], {"PATH": os.defpath}, str(tmp_path), limit_s, 1.0)
+        launch(ex, 1, ["sleep", "0.1"], {"PATH": os.defpath}, str(tmp_path), limit_s, 1.0)
         rec = wait_exit(ex, 1)
         assert (rec.reason, rec.exit_code) == ("exited", 0)
     finally:
@@ -76,10 +78,10 @@ def test_status_of_a_job_handed_to_the_standby_is_running_until_it_ends(tmp_path
     try:
         ex.warm()
         go = tmp_path / "go"
-        ex.start(1, ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"], {}, "/", None, 1)
-        assert ex.status(1) == RunState.RUNNING
+        launch(ex, 1, ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"], {}, "/", None, 1)
+        assert state_of(ex, 1) == RunState.RUNNING
         go.touch()
         wait_exit(ex, 1)
-        assert ex.status(1) == RunState.EXITED
+        assert state_of(ex, 1) == RunState.EXITED
     finally:
         ex.close()

@@ -20,9 +20,9 @@ from gpupool.policy.backfill import reserve
 from gpupool.policy.decide import decide
 from gpupool.policy.free_view import free_view
 from gpupool.policy.node_index import CountedIndex
+from gpupool.policy.render import reserved_text, status_text
 from gpupool.policy.snapshot import PolicyConfig, Snapshot
 from gpupool.policy.timeline import Release
-from gpupool.policy.words import reserved_words
 
 
 def box(count: int = 1):
@@ -44,7 +44,7 @@ def test_a_fractional_job_reserves_memory_on_the_gpu_that_has_room_first() -> No
         (0,),
         40 * GiB,
     )
-    assert reserved_words(shadow.reserved()) == "reserved 40GiB of GPU 0 on box from now+8m20s"
+    assert reserved_text(shadow.reserved()) == "reserved 40GiB of GPU 0 on box from now+8m20s"
     w = reserve(9, Resources(gpus=1), frees, releases, now=0.0)
     assert w is not None and w.time == 500.0 and w.reservation.gpus == (0,)
     assert w.reservation.gpu_memory_bytes is None
@@ -63,7 +63,8 @@ def test_the_only_pending_job_a_half_gpu_gets_the_reservation_and_an_estimate() 
     (r,) = d.reservations
     assert (r.job_id, r.gpus, r.time, r.gpu_memory_bytes) == (3, (0,), 100.0, 40 * GiB)
     assert d.estimated_start == {3: 100.0}
-    assert d.pending[3].code is Code.RESOURCES and "reserved 40GiB of GPU 0" in d.pending[3].message
+    assert d.pending[3].code is Code.RESOURCES
+    assert "reserved 40GiB of GPU 0" in status_text(d.pending[3])
     assert d.pending[4].code is Code.RESOURCES and 4 not in d.estimated_start
 
 
@@ -104,7 +105,7 @@ def test_a_long_fractional_job_may_not_eat_into_the_reserved_memory() -> None:
     )
     d = decide(Snapshot(nodes=(box(2),), running=run, pending=pending), now=0.0)
     assert [r.job_id for r in d.reservations] == [3]
-    assert d.pending[4].code is Code.PRIORITY and "waiting for job 3" in d.pending[4].message
+    assert d.pending[4].code is Code.PRIORITY and "waiting for job 3" in status_text(d.pending[4])
     assert [(s.job_id, s.gpus) for s in d.starts] == [(5, (0,))]
     # The spare (20GiB) is used up by job 5: job 6 would delay the reservation too, and job 7
     # (ends by then) finds no room now (40GiB granted + 20GiB: 20GiB left, it needs 40).

@@ -14,8 +14,8 @@ from gpupool.policy.decide import decide
 from gpupool.policy.free_view import free_view
 from gpupool.policy.placement import place, why_none
 from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.render import node_text
 from gpupool.policy.snapshot import Snapshot
-from gpupool.policy.words import node_words
 
 
 def mem(gb: int) -> Resources:
@@ -186,12 +186,12 @@ def test_the_binding_check_as_data_and_in_words() -> None:
     placement, reasons = place_on(n, mem(20), run)
     assert placement is None
     assert reasons == [Insufficient("box", Dimension.GPU_MEMORY, 20 * GiB, 12 * GiB, 24 * GiB)]
-    assert [node_words(i, mem(20)) for i in reasons] == [
+    assert [node_text(i, mem(20)) for i in reasons] == [
         "node box: needs 20GiB on one GPU; the most free on a shared or free GPU is 12GiB"
     ]
     _, reasons = place_on(box(1), frac(0.5), (RunningJob(1, "box", (0,), Resources(gpus=1), 0.0),))
     assert reasons == [Insufficient("box", Dimension.GPU_MEMORY, 40 * GiB, 0, 80 * GiB)]
-    assert [node_words(i, frac(0.5)) for i in reasons] == [
+    assert [node_text(i, frac(0.5)) for i in reasons] == [
         "node box: needs 0.5 of one GPU's memory; no GPU is free or shared with room left"
     ]
 

@@ -13,6 +13,7 @@ from gpupool.core.job import Resources
 from gpupool.inventory import InventoryError
 from gpupool.inventory.declared import load_inventory_text
 from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.render import status_text
 from gpupool.policy.status import Code
 from gpupool.spec import SpecError, build_spec, spec_from_wire, spec_to_wire
 
@@ -122,17 +123,20 @@ def test_fractional_feasibility() -> None:
     assert check_satisfiable(Resources(gpus=1, gpu_fraction=0.5), nodes) is None
     status = check_satisfiable(Resources(gpus=1, gpu_memory_bytes=100 * GiB), nodes)
     assert status is not None and status.code is Code.UNSATISFIABLE
-    assert status.message == "needs 100GiB on one GPU; the largest GPU (A100 on b) has 80GiB"
+    assert status_text(status) == "needs 100GiB on one GPU; the largest GPU (A100 on b) has 80GiB"
     status = check_satisfiable(Resources(gpus=1, gpu_fraction=1.5), nodes)
     assert (
-        status is not None and status.code is Code.UNSATISFIABLE and "at most 1" in status.message
+        status is not None
+        and status.code is Code.UNSATISFIABLE
+        and "at most 1" in status_text(status)
     )
 
 
 def test_feasibility_counts_declared_unmanaged_memory() -> None:
     nodes = (_node("a", 24, unmanaged=8),)
     status = check_satisfiable(Resources(gpus=1, gpu_memory_bytes=20 * GiB), nodes)
-    assert status is not None and "16GiB besides memory used outside gpupool" in status.message
+    assert status is not None
+    assert "16GiB besides memory used outside gpupool" in status_text(status)
     assert check_satisfiable(Resources(gpus=1, gpu_memory_bytes=16 * GiB), nodes) is None
     assert check_satisfiable(Resources(gpus=1), nodes) is None  # whole jobs are not affected
 

@@ -31,7 +31,7 @@ def test_two_fractional_jobs_share_a_gpu(store: Store) -> None:
         (JobState.RUNNING, (0,), 40 * GiB),
     ]
     assert store.get(a.id).gpu_memory_bytes == 40 * GiB  # 40GiB: past a 32-bit integer
-    # Its story says the share as the pool prints sizes (it said "42949672960 bytes of GPU").
+    # Its history says the share as the pool prints sizes (it said "42949672960 bytes of GPU").
     assert store.get(a.id).events[-1].cause == "scheduled on n1 40GiB of GPU 0"
     # Whole-GPU 3-tuples still work, next to the shared GPU.
     c = store.submit(spec(), "u", 1.0)

@@ -1,4 +1,4 @@
-"""The daemon's GPU monitor (engine/gpu_monitor.py): the latest sample per GPU, and a
+"""The daemon's GPU monitor (monitor/gpu_monitor.py): the latest sample per GPU, and a
 sampler that fails never stops it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from executor_helpers import wait_for
 from gpupool.core.hardware import Gpu, Inventory, Node
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.monitoring import GpuSample
-from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for
+from gpupool.monitor.gpu_monitor import GpuMonitor, PoolJobs, sampler_for
 
 GIB = 2**30
 

@@ -1,4 +1,4 @@
-"""Group commit (engine/group_commit.py) and the store's batch of submissions it drives
+"""Group commit (service/group_commit.py) and the store's batch of submissions it drives
 (store/submissions.py: submit_many), on SQLite and, where the tests have it, PostgreSQL."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
 from gpupool.core.job import JobState
-from gpupool.engine.group_commit import GroupCommit
+from gpupool.service.group_commit import GroupCommit
 from gpupool.store import Store
 from gpupool.store.submissions import NewJob
 

@@ -126,7 +126,7 @@ def test_the_most_specific_catalog_name_wins() -> None:
 
 
 def test_many_checks_are_counted_and_failures_named() -> None:
-    from gpupool.cli.bench_render import checks_line
+    from gpupool.cli.bench.render import checks_line
 
     few = {"a": True, "b": False}
     assert checks_line(few) == "a: ok, b: FAILED"

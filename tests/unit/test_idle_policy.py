@@ -1,4 +1,4 @@
-"""The idle-GPU and memory rules (engine/idle.py): which act each sample round calls for."""
+"""The idle-GPU and memory rules (monitor/idle.py): which act each sample round calls for."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import replace
 from gpupool.core.gpu_usage import JobUsageDelta
 from gpupool.core.job import PRIORITY_CLASSES, Job, JobSpec, JobState, Resources
 from gpupool.core.project import IdleAction, Project
-from gpupool.engine.idle import ActKind, MemoryRule, UsageWatch
-from gpupool.engine.usage_acts import words
+from gpupool.monitor.idle import ActKind, MemoryRule, UsageWatch
+from gpupool.service.usage_acts import act_text
 
 GIB = 1 << 30
 
@@ -56,7 +56,7 @@ def test_notify_once_per_idle_stretch_and_a_busy_round_starts_a_new_one() -> Non
         (140.0, ActKind.NOTIFY_IDLE),
     ]
     assert acts[0][1].idle_s == 60.0 and acts[0][1].threshold_pct == 5.0
-    assert "below 5% for 1m00s" in words(acts[0][1])
+    assert "below 5% for 1m00s" in act_text(acts[0][1])
 
 
 def test_no_timeout_no_action_and_busy_jobs_are_left_alone() -> None:
@@ -84,7 +84,7 @@ def test_requeue_only_while_others_wait_and_only_a_preemptible_job() -> None:
     )
     ((_, act),) = pinned
     assert act.kind is ActKind.NOTIFY_IDLE and act.instead_of is IdleAction.REQUEUE
-    assert "not preemptible" in words(act)
+    assert "not preemptible" in act_text(act)
 
 
 def test_memory_overuse_is_warned_then_stopped_after_the_grace() -> None:
@@ -95,13 +95,13 @@ def test_memory_overuse_is_warned_then_stopped_after_the_grace() -> None:
         (0.0, ActKind.WARN_MEMORY),
         (30.0, ActKind.STOP_MEMORY),
     ]
-    assert "uses 12GiB of GPU memory, more than the 10GiB" in words(acts[0][1])
-    assert "stopped in 30s" in words(acts[0][1])
+    assert "uses 12GiB of GPU memory, more than the 10GiB" in act_text(acts[0][1])
+    assert "stopped in 30s" in act_text(acts[0][1])
     warn_only = rounds(
         UsageWatch(MemoryRule(stop=False)), job, [90.0] * 20, project(), memory=12 * GIB
     )
     assert [a.kind for _, a in warn_only] == [ActKind.WARN_MEMORY]
-    assert "only warns" in words(warn_only[0][1])
+    assert "only warns" in act_text(warn_only[0][1])
 
 
 def test_memory_back_under_the_grant_ends_the_overuse() -> None:

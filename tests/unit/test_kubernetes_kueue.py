@@ -9,7 +9,7 @@ from kubernetes_manifests import DNS_LABEL, QUANTITY
 from gpupool.backends.kubernetes.kueue import KUEUE_API, render_kueue_queues
 from gpupool.core.json_types import JsonObject
 from gpupool.core.project import Project
-from gpupool.engine.projects import parse_config
+from gpupool.spec.pool_config import parse_config
 
 TOML = """
 [departments.research]

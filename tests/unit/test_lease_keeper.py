@@ -1,11 +1,11 @@
-"""Keeping the database lease (engine/lease_keeper.py): renewals, the window in which the
+"""Keeping the database lease (daemon/lease_keeper.py): renewals, the window in which the
 daemon may schedule, and losing the lease to another daemon. A real store, fake clocks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpupool.engine.lease_keeper import LeaseKeeper, LeaseStore
+from gpupool.daemon.lease_keeper import LeaseKeeper, LeaseStore
 from gpupool.store import Lease, LeaseHolder, Store
 
 HERE = LeaseHolder("box", "/var/lib/gpupool", 1)

@@ -1,4 +1,4 @@
-"""`/metrics`' figures (engine/figures.py) and their exposition (api/metrics.py), on a real
+"""`/metrics`' figures (service/pool_stats.py) and their exposition (api/metrics.py), on a real
 store, engine and service without a daemon (as tests/unit/test_engine_view.py builds them),
 read back through prometheus_client's own parser of the text format."""
 
@@ -17,15 +17,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from fixtures.fake_nvml import FakeGpu, FakeNvml
 from gpupool.api.metrics import CONTENT_TYPE, FAMILIES, PoolMetrics
 from gpupool.core.clock import FakeClock
+from gpupool.core.engine_observer import JobStarted
 from gpupool.core.execution import RunAs
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.project import Project
-from gpupool.engine import Engine, PoolService
-from gpupool.engine.gpu_monitor import GpuMonitor, PoolJobs, sampler_for
-from gpupool.engine.observer import JobStarted, first_starts
+from gpupool.engine import Engine
+from gpupool.engine.observer import first_starts
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.monitor.gpu_monitor import GpuMonitor, PoolJobs, sampler_for
 from gpupool.monitor.nvml_sampler import NvmlSampler
+from gpupool.service import PoolService
 from gpupool.store import Store
 
 GIB = 2**30

@@ -19,10 +19,11 @@ from test_store import store_url_fixture  # noqa: F401  (fixture)
 from gpupool.api.metrics import PoolMetrics
 from gpupool.core.execution import RunAs
 from gpupool.core.job import JobSpec, JobState
-from gpupool.engine import Engine, PoolService
+from gpupool.engine import Engine
 from gpupool.engine.pacing import PassDeferral
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.service import PoolService
 from gpupool.store import Store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")

@@ -39,6 +39,7 @@ from gpupool.policy import (
 )
 from gpupool.policy.ordering import rank
 from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.render import status_text
 
 J = TypeVar("J", PendingJob, RunningJob)
 
@@ -446,7 +447,7 @@ def test_decide(case: Case) -> None:
         status = decision.pending[job_id]
         assert status.code is want.code, f"job {job_id}: {status}"
         for words in want.says:
-            assert words in status.message, f"job {job_id}: {status.message!r}"
+            assert words in status_text(status), f"job {job_id}: {status_text(status)!r}"
 
 
 # --- starts come out in queue order, and `now` does not change the decision -------------------
@@ -612,7 +613,7 @@ def test_check_satisfiable(case: SatCase) -> None:
     assert status.unresolvable
     assert status.source == case.source
     for words in case.says:
-        assert words in status.message, status.message
+        assert words in status_text(status), status_text(status)
 
 
 def test_unsatisfiable_status_is_what_decide_reports() -> None:

@@ -20,6 +20,7 @@ from policy_builders import demo_node, node, pending, running
 from gpupool.core.hardware import Gpu, Link, LinkKind, Node
 from gpupool.core.job import Resources
 from gpupool.policy import Code, PendingJob, RunningJob, Snapshot, decide
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig
 
 GiB = 1 << 30
@@ -263,7 +264,7 @@ def test_backfill(case: Case) -> None:
         status = d.pending[job_id]
         assert status.code is want.code, f"job {job_id}: {status}"
         for words in want.says:
-            assert words in status.message, f"job {job_id}: {status.message!r}"
+            assert words in status_text(status), f"job {job_id}: {status_text(status)!r}"
 
     if case.reserved is None:
         assert d.reservations == ()

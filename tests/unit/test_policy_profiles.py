@@ -18,6 +18,7 @@ from gpupool.core.project import Project
 from gpupool.policy import PROFILES, Code, Decision, Snapshot, decide, profile
 from gpupool.policy.ordering import rank
 from gpupool.policy.orders import sort_key
+from gpupool.policy.render import preemption_text, status_text
 from gpupool.policy.snapshot import PendingJob, PolicyConfig, RunningJob, WidePlacement
 
 NOW = 1000.0
@@ -53,16 +54,16 @@ def _fifo_head_blocks(d: Decision) -> None:
     assert d.pending[2].code is Code.RESOURCES and d.reservations[0].job_id == 2
     assert 2 in d.estimated_start  # the head keeps its reservation and estimate
     assert d.pending[3].code is Code.PRIORITY
-    assert d.pending[3].message.startswith("waiting behind job 2, the first in line")
+    assert status_text(d.pending[3]).startswith("waiting behind job 2, the first in line")
 
 
 def _preempts(victim: int, for_job: int, *words: str) -> Callable[[Decision], None]:
     def check(d: Decision) -> None:
         assert [(p.job_id, p.for_job_id) for p in d.preemptions] == [(victim, for_job)]
         for word in words:
-            assert word in d.preemptions[0].reason
+            assert word in preemption_text(d.preemptions[0])
         status = d.pending[for_job]
-        assert status.code is Code.PRIORITY and f"job {victim}" in status.message
+        assert status.code is Code.PRIORITY and f"job {victim}" in status_text(status)
 
     return check
 

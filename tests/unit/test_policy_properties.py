@@ -30,6 +30,7 @@ from gpupool.policy import (
 )
 from gpupool.policy.ordering import rank
 from gpupool.policy.reasons import Dimension
+from gpupool.policy.render import status_text
 
 GiB = 1 << 30
 MODELS = ("A100-80GB", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3")
@@ -206,7 +207,7 @@ def test_every_pending_job_starts_or_has_a_reason(snap: Snapshot) -> None:
     assert set(started) | set(d.pending) == set(_jobs(snap))
     for status in d.pending.values():
         assert isinstance(status.code, Code)
-        assert status.message
+        assert status_text(status)
 
 
 # (5) EASY backfill: one reservation, for the first job that cannot start, never delayed -------
@@ -237,7 +238,7 @@ def test_the_first_blocked_job_gets_the_one_reservation_and_later_starts_keep_of
                 assert reservation is not None and reservation.job_id == head
                 assert reservation.time >= NOW
                 assert d.estimated_start[head] == reservation.time
-                assert "reserved" in status.message
+                assert "reserved" in status_text(status)
         elif job.id in started:
             # A job started behind the reserved one ends by the reservation time, or keeps
             # off its GPUs (CPUs and memory: the simulation in test_policy_backfill checks).
@@ -251,7 +252,7 @@ def test_the_first_blocked_job_gets_the_one_reservation_and_later_starts_keep_of
         else:
             assert status is not None and status.code in (Code.RESOURCES, Code.PRIORITY)
             if status.code is Code.PRIORITY:
-                assert f"waiting for job {head}," in status.message
+                assert f"waiting for job {head}," in status_text(status)
     if head is None:
         assert reservation is None
         assert not any(s.code is Code.PRIORITY for s in d.pending.values())

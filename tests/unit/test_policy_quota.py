@@ -16,6 +16,7 @@ from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
 from gpupool.policy import Code, PendingJob, RunningJob, Snapshot, decide
+from gpupool.policy.render import preemption_text, status_text
 
 LOW, NORMAL, HIGH = 100, 200, 300
 
@@ -186,8 +187,8 @@ def check(case: Case) -> None:
         status = d.pending[job_id]
         assert status.code is code, (job_id, status)
         for words in says:
-            assert words in status.message, (job_id, status.message)
-    reasons = " | ".join(p.reason for p in d.preemptions)
+            assert words in status_text(status), (job_id, status_text(status))
+    reasons = " | ".join(preemption_text(p) for p in d.preemptions)
     for words in case.reasons:
         assert words in reasons
     assert [r.job_id for r in d.reservations] == ([] if case.reserved is None else [case.reserved])

@@ -12,6 +12,7 @@ from policy_builders import node, pending, running
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
 from gpupool.policy import Code, Snapshot, check_quota, decide
+from gpupool.policy.render import status_text
 
 BOX = (node("box", 8),)
 INTERACTIVE = 400
@@ -67,7 +68,7 @@ def test_never_within_quota_is_refused_with_the_project_and_what_to_change(
 ) -> None:
     status = check_quota(res, preemptible, 200, project, pool, BOX)
     assert status is not None and status.code is Code.QUOTA_NEVER_FITS
-    assert says in status.message
+    assert says in status_text(status)
     assert status.unresolvable
 
 
@@ -93,7 +94,7 @@ def test_an_interactive_job_is_told_that_interactive_is_not_preemptible() -> Non
     status = check_quota(
         Resources(gpus=1), False, INTERACTIVE, "default", projects(Project("ml", quota=1)), BOX
     )
-    assert status is not None and "interactive jobs are not preemptible" in status.message
+    assert status is not None and "interactive jobs are not preemptible" in status_text(status)
 
 
 def test_a_pass_tells_a_job_its_quota_can_never_fit_from_one_that_waits_its_turn() -> None:
@@ -111,11 +112,9 @@ def test_a_pass_tells_a_job_its_quota_can_never_fit_from_one_that_waits_its_turn
     assert d.starts == ()
     assert d.pending[1].code is Code.QUOTA_NEVER_FITS
     assert "project ml has a quota of 1 GPUs; this non-preemptible job asks for 2" in (
-        d.pending[1].message
+        status_text(d.pending[1])
     )
     assert d.pending[2].code is Code.QUOTA
     assert d.pending[3].code is Code.QUOTA_NEVER_FITS
-    assert (
-        d.pending[3].message
-        == check_quota(Resources(gpus=1), False, INTERACTIVE, "default", snap.projects, BOX).message
-    )  # type: ignore[union-attr]
+    never = check_quota(Resources(gpus=1), False, INTERACTIVE, "default", snap.projects, BOX)
+    assert never is not None and status_text(d.pending[3]) == status_text(never)

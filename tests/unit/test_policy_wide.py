@@ -20,6 +20,7 @@ from gpupool.core.project import Project
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.node_free import NodeFree
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig, WidePlacement
 from gpupool.policy.wide import place_wide
 
@@ -67,7 +68,7 @@ def test_spread_off_a_job_larger_than_any_node_is_unsatisfiable() -> None:
     d = run(nodes("a", "b"), (job(1, 16),), config=PolicyConfig())
     assert d.starts == ()
     assert d.pending[1].code is Code.UNSATISFIABLE
-    assert "needs 16 GPUs on one node" in d.pending[1].message
+    assert "needs 16 GPUs on one node" in status_text(d.pending[1])
 
 
 def test_spread_on_it_takes_exactly_two_whole_free_nodes() -> None:
@@ -94,7 +95,7 @@ def test_gpu_type_keeps_a_wide_job_on_matching_nodes() -> None:
     cluster = (*nodes("a", "b"), node("h", 8, H100))
     d = run(cluster, (job(1, 16, gpu_type="H100"), job(2, 12, gpu_type="A100")))
     assert d.pending[1].code is Code.UNSATISFIABLE
-    assert "the whole pool has 8" in d.pending[1].message
+    assert "the whole pool has 8" in status_text(d.pending[1])
     assert set(where(d, 2)) == {"a", "b"}
 
 
@@ -123,9 +124,9 @@ def test_a_wide_job_reserves_when_the_pool_total_is_enough() -> None:
         assert status.code is Code.RESOURCES
         fewest = gpus // 8
         assert f"needs {gpus} GPUs on at least {fewest} nodes; 8 free across the pool" in (
-            status.message
+            status_text(status)
         )
-        assert f"reserved {gpus} GPUs on {fewest} nodes from now+" in status.message
+        assert f"reserved {gpus} GPUs on {fewest} nodes from now+" in status_text(status)
         (r,) = d.reservations
         assert (r.job_id, r.node, r.gpus, r.time) == (1, "n0", tuple(range(8)), at)
         assert d.estimated_start[1] == at
@@ -136,8 +137,8 @@ def test_a_short_job_backfills_a_long_one_waits() -> None:
     d = run(THREE, jobs, HELD)
     assert [s.job_id for s in d.starts] == [2]
     assert d.pending[3].code is Code.PRIORITY
-    assert "only jobs that end by then may start" in d.pending[3].message
-    assert "reserved 16 GPUs on 2 nodes" in d.pending[3].message
+    assert "only jobs that end by then may start" in status_text(d.pending[3])
+    assert "reserved 16 GPUs on 2 nodes" in status_text(d.pending[3])
     assert d.pending[4].code is Code.RESOURCES  # 9 GPUs: wide too, and 6 are free
 
 
@@ -161,19 +162,19 @@ def test_a_running_spread_job_holds_exactly_its_gpus() -> None:
     assert where(d, 1) == {"n2": tuple(range(8)), "n1": (4, 5, 6, 7)}
     d = run(THREE, (job(1, 24),), spread)
     assert d.reservations[0].time == 100.0  # both of its entries are released then
-    assert "12 free across the pool" in d.pending[1].message
+    assert "12 free across the pool" in status_text(d.pending[1])
 
 
 def test_unsatisfiable_names_the_pool_total() -> None:
     status = check_satisfiable(res(24), nodes("a", "b"), spread=True)
     assert status is not None and status.code is Code.UNSATISFIABLE
-    assert status.message == "needs 24 GPUs; the whole pool has 16"
+    assert status_text(status) == "needs 24 GPUs; the whole pool has 16"
     assert check_satisfiable(res(16), nodes("a", "b"), spread=True) is None
     assert check_satisfiable(res(16), nodes("a", "b")) is not None  # the default: off
     cpus = (node("a", 8, cpus=8), node("b", 8, cpus=32))
     status = check_satisfiable(res(16, cpus=16), cpus, spread=True)
     assert status is not None
-    assert status.message == "needs 16 GPUs over nodes with 16 CPUs each; those nodes have 8"
+    assert status_text(status) == "needs 16 GPUs over nodes with 16 CPUs each; those nodes have 8"
 
 
 def test_reclaim_lists_a_spread_victim_once() -> None:

@@ -15,6 +15,7 @@ from gpupool.core.hardware import Node
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.node_free import NodeFree
 from gpupool.policy.profiles import profile
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig, WidePlacement
 from gpupool.policy.wide import place_wide
 
@@ -67,8 +68,8 @@ def test_consolidate_waits_for_whole_free_nodes_and_reserves_the_first_time_ther
     assert d.starts == ()
     status = d.pending[1]
     assert status.code is Code.RESOURCES
-    assert "22 free across the pool" in status.message
-    assert "whole free nodes only (wide placement: consolidate), 1 is free" in status.message
+    assert "22 free across the pool" in status_text(status)
+    assert "whole free nodes only (wide placement: consolidate), 1 is free" in status_text(status)
     # c is whole again at 50 (b only at 100): a and c from then.
     (r,) = d.reservations
     assert (r.job_id, r.node, r.time) == (1, "a", 50.0)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from gpupool.core.project import Department, InvalidProject, Project
-from gpupool.engine.projects import (
+from gpupool.service.pool_config import apply
+from gpupool.spec.pool_config import (
     BackendTable,
     Config,
     ConfigError,
-    apply,
     check_config,
     check_references,
     key_path,

@@ -10,10 +10,11 @@ from test_store import spec, start, store_fixture, store_url_fixture  # noqa: F4
 
 from gpupool.core.job import Job
 from gpupool.core.project import Department, InvalidProject, Project
-from gpupool.engine import Engine, PoolService, RequestRefused
+from gpupool.engine import Engine
 from gpupool.engine.view import JobsView
 from gpupool.inventory import resolve_inventory
 from gpupool.policy.snapshot import PolicyConfig
+from gpupool.service import PoolService, RequestRefused
 from gpupool.store import ProjectExists, ProjectInUse, Store, UnknownProject
 from gpupool.store.migrations import make_engine, upgrade
 
@@ -129,7 +130,7 @@ def test_migration_keeps_projects_that_jobs_already_name(tmp_path) -> None:
 
 
 class _Engine:
-    """The engine as the pool service sees it (engine/service.py, EngineLink), idle."""
+    """The engine as the pool service sees it (service/pool_service.py, EngineLink), idle."""
 
     config = PolicyConfig()
     passes = 0

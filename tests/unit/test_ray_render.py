@@ -98,8 +98,14 @@ def test_one_process_is_the_quoted_command_with_entrypoint_resources() -> None:
     assert (sub.entrypoint_num_gpus, sub.entrypoint_num_cpus) == (2.0, 4.0)
     assert sub.entrypoint_memory == 8 << 30
     # The job's own environment over the settings' (not the submitter's whole shell).
+    # Ray's stop wait is the run's grace (30 s): a stop is SIGTERM, grace, SIGKILL.
     assert sub.runtime_env == {
-        "env_vars": {"LR": "1e-3", "NCCL_DEBUG": "WARN", "GPUPOOL_JOB_ID": "42"}
+        "env_vars": {
+            "LR": "1e-3",
+            "NCCL_DEBUG": "WARN",
+            "GPUPOOL_JOB_ID": "42",
+            "RAY_JOB_STOP_WAIT_TIME_S": "30",
+        }
     }
     assert sub.metadata == {
         "gpupool_pool": "p1",
@@ -156,6 +162,8 @@ def test_a_gang_runs_the_driver_with_its_placement(
     assert spec["command"] == list(launch().command)
     assert spec["workdir"] == "/home/ann/my project"
     assert (spec["time_limit_s"], spec["grace_s"]) == (60, 30.0)
+    # Ray waits for the driver to stop its ranks (their grace, then 5 s and a poll more).
+    assert sub.runtime_env["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"] == "36"
 
 
 def test_a_rank_gets_torchrun_s_environment() -> None:

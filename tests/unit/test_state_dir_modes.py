@@ -1,4 +1,4 @@
-"""The state directory's modes as the daemon makes them (api/preflight.py)."""
+"""The state directory's modes as the daemon makes them (daemon/preflight.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.api.preflight import DaemonError, make_state_dir, secure_state_dir
 from gpupool.core.paths import PRIVATE_UMASK
+from gpupool.daemon.preflight import DaemonError, make_state_dir, secure_state_dir
 
 
 def mode(path: Path) -> int:

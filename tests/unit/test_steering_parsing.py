@@ -1,6 +1,6 @@
 """What the steering verbs parse and decide without a daemon (docs/jobs.md, "Steering jobs"):
 `update`'s fields (spec/changes.py), `queue --since`, `wait --timeout` and the TIME LIMIT
-cell (cli/when.py), where `logs --tail N` starts (engine/log_tail.py), signal names, the
+cell (cli/when.py), where `logs --tail N` starts (service/log_tail.py), signal names, the
 stored hold (store/codec.py), and that the gating leaves a held job out of a pass with
 its status (engine/gating.py)."""
 
@@ -15,9 +15,10 @@ from gpupool.cli.when import limit_cell, parse_since, parse_timeout
 from gpupool.core.access import Action, Authority, Caller, Mode, Target, Via, permit
 from gpupool.core.job import Hold, Job, JobSpec, JobState, Resources
 from gpupool.engine.gating import EndedJobs, controls, gate
-from gpupool.engine.log_tail import tail_offset
-from gpupool.engine.steering import parse_signal, signal_name
 from gpupool.policy import Code
+from gpupool.policy.render import status_text
+from gpupool.service.log_tail import tail_offset
+from gpupool.service.steering import parse_signal, signal_name
 from gpupool.spec import SpecError, build_spec, spec_from_wire, spec_to_wire
 from gpupool.spec.changes import JobChanges, changes_from_wire, changes_to_wire
 from gpupool.store.codec import decode_spec, encode_spec
@@ -159,8 +160,8 @@ def test_a_held_job_is_left_out_of_the_pass_with_its_status() -> None:
     made = gate(jobs[:2], {j.id: j for j in jobs}, (), EndedJobs())
     assert made.left_out == {1, 2}
     assert made.held[1].code is Code.HELD_USER and made.held[2].code is Code.HELD_ADMIN
-    assert "held by its owner" in made.held[1].message
-    assert "released by an admin" in made.held[2].message
+    assert "held by its owner" in status_text(made.held[1])
+    assert "released by an admin" in status_text(made.held[2])
 
 
 def test_steering_is_allowed_to_the_owner_and_admins_only() -> None:

@@ -194,3 +194,20 @@ def test_a_requeue_with_a_hold_sets_the_begin_time(store: Store) -> None:
     held = store.requeue(job.id, 50.0, "idle; requeued, held", hold_until=80.0)
     assert held.state is JobState.PENDING and held.spec.begin_time == 80.0
     assert store.get(job.id).spec.begin_time == 80.0
+
+
+def test_fair_share_usage_keeps_every_run_of_a_requeued_job(store: Store) -> None:
+    # Fair share charges every run a job had, as accounting and the simulator's replay do: a
+    # requeue clears the job's start and end, and its earlier runs must not go with them.
+    j = store.submit(spec(gpus=2), "alice", 1.0)
+    start(store, j.id, gpus=(0, 1), now=10.0)
+    store.requeue(j.id, 20.0, "preempted; requeued")  # ran 10 -> 20 on 2 GPUs
+    assert store.usage_history(since=0.0) == [("default", "alice", 2, 10.0, 20.0)]
+    start(store, j.id, gpus=(2, 3), now=30.0)
+    store.finish(j.id, JobState.SUCCEEDED, 0, 45.0, "exited with code 0")
+    assert sorted(store.usage_history(since=0.0)) == [
+        ("default", "alice", 2, 10.0, 20.0),
+        ("default", "alice", 2, 30.0, 45.0),
+    ]
+    # A run that ended before `since` is left out, as a finished job's is.
+    assert store.usage_history(since=25.0) == [("default", "alice", 2, 30.0, 45.0)]

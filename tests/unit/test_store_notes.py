@@ -1,4 +1,4 @@
-"""A line in a job's story without a state change (Store.note), on every backend."""
+"""A line in a job's history without a state change (Store.note), on every backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Telling a full disk from other storage errors (store/space.py), with real errors."""
+"""Telling a full disk from other storage errors (core/space.py), with real errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
-from gpupool.store.space import NEEDED_BYTES, StorageFull, free_bytes, storage_full
+from gpupool.core.space import NEEDED_BYTES, StorageFull, free_bytes, storage_full
 
 
 def _sqlite_full(tmp_path: Path) -> DBAPIError:

@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.routing import iter_route_contexts
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from gpupool import __version__
-from gpupool.api.backends import RecentHealth, add_backend_routes, submit_warnings
+from gpupool.api.backends import add_backend_routes
 from gpupool.api.checks import (
     MAX_INT64,
     IdentifyAsGpupool,
@@ -31,6 +34,7 @@ from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
 from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from gpupool.api.metrics import PoolMetrics
+from gpupool.api.openapi import WireApp, WireRoute, answered_with, refusals
 from gpupool.api.quick_submit import QuickSubmit
 from gpupool.api.wire import gpus_to_wire, job_to_wire
 from gpupool.core.access import Action, Caller, Target
@@ -38,13 +42,23 @@ from gpupool.core.audit import AuditAction
 from gpupool.core.batch import job_ids_of
 from gpupool.core.clock import Clock
 from gpupool.core.job import Job, JobState
+from gpupool.core.job_query import JobQuery, Order
+from gpupool.core.space import StorageFull
 from gpupool.core.units import format_size
-from gpupool.engine import PoolService, RequestRefused
-from gpupool.engine.log_tail import MAX_TAIL_LINES
-from gpupool.engine.view import JobQuery, Order
+from gpupool.core.wire_shapes import (
+    DaemonFacts,
+    GpusWire,
+    InfoWire,
+    JobPageWire,
+    JobWire,
+    OkWire,
+    WhoamiWire,
+)
 from gpupool.policy import Decision
+from gpupool.service import PoolService, RequestRefused
+from gpupool.service.backend_health import RecentHealth, submit_warnings
+from gpupool.service.log_tail import MAX_TAIL_LINES
 from gpupool.spec.rules import MAX_GPUS
-from gpupool.store.space import StorageFull, storage_full
 
 logger = logging.getLogger("gpupool.api")  # not `log`: a route of that name
 
@@ -72,7 +86,7 @@ MAX_RANK = MAX_GPUS - 1  # a distributed job has one rank per GPU
 
 def create_app(
     service: PoolService,
-    info: Mapping[str, object],
+    info: DaemonFacts,
     access: Access,
     metrics: PoolMetrics | None = None,
 ) -> FastAPI:
@@ -85,9 +99,11 @@ def create_app(
     clock: Clock = access.clock
     health = RecentHealth(service)  # the backends' health as last asked (api/backends.py)
     exported = metrics if metrics is not None else PoolMetrics(service)
-    app = FastAPI(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
+    app: FastAPI = WireApp(title="gpupool", version=__version__, docs_url="/docs", redoc_url=None)
     app.state.access = access
-    api = APIRouter(dependencies=[Depends(caller_of)])
+    # Each route's answer is documented from the wire shape its handler returns (api/openapi.py).
+    app.router.route_class = WireRoute
+    api = APIRouter(dependencies=[Depends(caller_of)], route_class=WireRoute)
 
     from gpupool.api.batch import add_batch_routes
     from gpupool.api.benchmarks import add_benchmark_routes
@@ -97,14 +113,14 @@ def create_app(
     from gpupool.api.tokens import add_token_routes
     from gpupool.api.usage import add_usage_routes
     from gpupool.core.project import InvalidProject
-    from gpupool.spec import SpecError, spec_from_wire
-    from gpupool.store import (
+    from gpupool.core.store_errors import (
         ProjectExists,
         ProjectInUse,
         UnknownJob,
         UnknownProject,
         UnknownToken,
     )
+    from gpupool.spec import SpecError, spec_from_wire
 
     @app.exception_handler(Unauthenticated)
     def _unauthenticated(_: Request, exc: Unauthenticated) -> JSONResponse:
@@ -122,16 +138,14 @@ def create_app(
         message = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return _error(422, "invalid_request", message or "invalid request", errors=errors)
 
-    from fastapi.exception_handlers import http_exception_handler
-    from starlette.exceptions import HTTPException
-
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Response:
         # FastAPI's "error parsing the body" raised from the JSON decoder's RecursionError:
-        # the nesting, named (issue 30, item 7). Any other: FastAPI's own answer.
+        # the nesting, named (issue 30, item 7). Any other (a body that is not JSON, a path
+        # no route has, a method none of its routes answers): in the error shape too.
         if caused_by_nesting(exc):
             return nested_too_deeply()
-        return await http_exception_handler(request, exc)
+        return http_refusal(request, exc)
 
     @app.exception_handler(RecursionError)
     def _nested(_: Request, exc: RecursionError) -> JSONResponse:
@@ -172,9 +186,7 @@ def create_app(
     @app.exception_handler(OSError)
     def _disk_full(_: Request, exc: Exception) -> JSONResponse:
         # A write refused for lack of space changed nothing: 507, with the figures.
-        store_error = isinstance(exc, DBAPIError)
-        where = service.store.data_dir if store_error else service.executor.data_dir
-        full = storage_full(exc, where)
+        full = service.storage_full(exc, in_store=isinstance(exc, DBAPIError))
         if full is None:
             raise exc  # any other storage error stays a 500
         message = disk_full_message(full)
@@ -188,7 +200,7 @@ def create_app(
             needed_bytes=full.needed_bytes,
         )
 
-    def wire(job: Job, caller: Caller, decision: Decision | None = None) -> dict[str, object]:
+    def wire(job: Job, caller: Caller, decision: Decision | None = None) -> JobWire:
         explain = service.explain(job.id, decision) if job.state is JobState.PENDING else None
         log_path = service.log_location(job)
         private = access.sees_private(caller, job)
@@ -198,24 +210,24 @@ def create_app(
         return Target(owner=job.user, project=job.spec.project, job_id=job.id)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, object]:
+    def healthz() -> OkWire:
         return {"ok": True}
 
     @api.get("/v1/info")
-    def get_info() -> dict[str, object]:
-        engine = service.engine
+    def get_info() -> InfoWire:
+        passes, polls = service.pass_counts()
         authority = access.authority
         return {
             **info,
             "version": __version__,
-            "passes": engine.passes,
-            "polls": engine.polls,
+            "passes": passes,
+            "polls": polls,
             "mode": authority.mode.value,
             "daemon_user": authority.daemon_user,
         }
 
     @api.get("/v1/whoami")
-    def whoami(caller: CallerDep) -> dict[str, object]:
+    def whoami(caller: CallerDep) -> WhoamiWire:
         """Who the server takes the caller to be, and how it knows."""
         return {
             "user": caller.name,
@@ -224,12 +236,10 @@ def create_app(
             "mode": access.authority.mode.value,
         }
 
-    async def submit_answer(
-        caller: Caller, spec: dict[str, Any], token: str | None
-    ) -> dict[str, object]:
+    async def submit_answer(caller: Caller, spec: dict[str, Any], token: str | None) -> JobWire:
         """Queue a job as the caller (a `user` in the body is ignored: the server names
         the submitter, api/identity.py). In the event loop: it awaits the group commit
-        rather than holding a worker thread (engine/group_commit.py)."""
+        rather than holding a worker thread (service/group_commit.py)."""
         access.require(caller, Action.SUBMIT)
         # A project absent or null means "not given": the user's default project applies.
         given = spec.get("project") not in (None, "")
@@ -244,12 +254,12 @@ def create_app(
             answer["array_tasks"] = await asyncio.to_thread(service.array_task_ids, job.array_id)
         return answer
 
-    @api.post("/v1/jobs", status_code=201)
+    @api.post("/v1/jobs", status_code=201, responses=refusals(403, 404, 429))
     async def submit(
         caller: CallerDep,
         spec: dict[str, Any] = Body(...),
         token: str | None = Body(None, max_length=MAX_TOKEN),
-    ) -> dict[str, object]:
+    ) -> JobWire:
         """Queue a job as the caller. A well-formed submission is answered before it gets
         here, by the same code (api/quick_submit.py); this route answers the rest."""
         return await submit_answer(caller, spec, token)
@@ -257,7 +267,7 @@ def create_app(
     add_batch_routes(api, service, access, MAX_TOKEN)
     add_bulk_cancel_route(api, service, access)
 
-    @api.get("/v1/jobs")
+    @api.get("/v1/jobs", responses=answered_with(JobPageWire))
     def list_jobs(
         caller: CallerDep,
         all: bool = False,
@@ -284,9 +294,13 @@ def create_app(
             return ids
         query = JobQuery(states, all, user, project, limit, offset, order, since, ids, array)
         found = service.list_jobs(query)
-        decision = service.engine.view(fresh=False).decision
-        rest = {"total": found.total, "counts": dict(found.counts), "offset": offset}
-        rest["limit"] = limit
+        decision = service.last_decision()
+        rest = {
+            "total": found.total,
+            "counts": dict(found.counts),
+            "offset": offset,
+            "limit": limit,
+        }
         # Serialised here, a job at a time: FastAPI's encoder walks every value in Python
         # (seconds for a queue of 10,000 jobs), and a dict per job kept for them all would
         # cost the daemon tens of megabytes (docs/benchmarks.md).
@@ -294,12 +308,12 @@ def create_app(
         body = f'{{"jobs":[{jobs}],{_dumps(rest)[1:]}'
         return Response(body, media_type="application/json")
 
-    @api.get("/v1/jobs/{job_id}")
-    def show(job_id: JobId, caller: CallerDep) -> dict[str, object]:
+    @api.get("/v1/jobs/{job_id:job}", responses=refusals(404))
+    def show(job_id: JobId, caller: CallerDep) -> JobWire:
         return wire(service.get(job_id), caller)
 
-    @api.post("/v1/jobs/{job_id}/cancel")
-    def cancel(job_id: JobId, caller: CallerDep) -> dict[str, object]:
+    @api.post("/v1/jobs/{job_id:job}/cancel", responses=refusals(403, 404))
+    def cancel(job_id: JobId, caller: CallerDep) -> JobWire:
         job = service.get(job_id)
         access.require(caller, Action.CANCEL_JOB, job_target(job))
         cancelled = service.cancel(job_id, caller.name, clock.now())
@@ -308,7 +322,7 @@ def create_app(
             access.audit(caller, AuditAction.CANCEL_JOB, f"job {job_id}", detail)
         return wire(cancelled, caller)
 
-    @api.get("/v1/jobs/{job_id}/log")
+    @api.get("/v1/jobs/{job_id:job}/log", responses={**LOG_BYTES, **refusals(403, 404)})
     def log(
         job_id: JobId,
         caller: CallerDep,
@@ -329,10 +343,10 @@ def create_app(
         return Response(content=chunk.data, media_type="application/octet-stream", headers=headers)
 
     @api.get("/v1/gpus")
-    def gpus() -> dict[str, object]:
+    def gpus() -> GpusWire:
         return gpus_to_wire(service.inventory, service.gpu_holders(), service.gpu_samples())
 
-    @api.get("/metrics", response_class=PlainTextResponse)
+    @api.get("/metrics", response_class=PlainTextResponse, responses=METRICS_TEXT)
     def prometheus_metrics() -> Response:
         """The pool in Prometheus's text format (api/metrics.py). Like every route here:
         anyone on the Unix socket, an API token over TCP (Prometheus's `authorization`
@@ -342,13 +356,13 @@ def create_app(
     add_routes(api, service, access)
     add_token_routes(api, access)
     add_usage_routes(api, service, clock)
-    add_benchmark_routes(api, service.store, access)
+    add_benchmark_routes(api, service.benchmarks, access)
     add_backend_routes(api, service, health)
     add_steering_routes(api, service, access, wire)
 
     @api.post("/v1/internal/wake")
-    def wake() -> dict[str, object]:
-        service.engine.wake()
+    def wake() -> OkWire:
+        service.wake()
         return {"ok": True}
 
     app.include_router(api)
@@ -361,8 +375,47 @@ def create_app(
     return app
 
 
-def _dumps(obj: dict[str, object]) -> str:
+def _dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+# What the routes that make their own Response answer (api/openapi.py).
+LOG_BYTES = answered_with(
+    media_type="application/octet-stream", schema={"type": "string", "format": "binary"}
+)
+METRICS_TEXT = answered_with(media_type="text/plain", schema={"type": "string"})
+
+
+def http_refusal(request: Request, exc: HTTPException) -> Response:
+    """Starlette's and FastAPI's own refusals in the API's error shape (api/openapi.py
+    documents no other): 404 for a path no route has, 405 for a method none of the path's
+    routes answers (`Allow`: every method they do; Starlette names the first route's only),
+    400 for a body that is not JSON, any other with its status's words."""
+    path = request.url.path[:200]
+    if exc.status_code == 404:
+        return _error(404, "not_found", f"no such path: {path}")
+    if exc.status_code == 405:
+        allowed: set[str] = set()
+        for route in iter_route_contexts(request.app.router.routes):
+            if route.matches(request.scope)[0] is not Match.NONE:
+                allowed.update(route.methods or ())
+        answer = _error(
+            405, "method_not_allowed", f"{request.method[:20]} is not a method of {path}"
+        )
+        answer.headers["Allow"] = ", ".join(sorted(allowed))
+        return answer
+    if exc.status_code == 400:
+        message = f"body: not JSON ({str(exc.detail)[:200]})"
+        return _error(
+            400, "invalid_request", message, errors=[{"field": "body", "message": message}]
+        )
+    if exc.status_code < 400:  # no refusal: nothing to say
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    words = HTTPStatus(exc.status_code).phrase
+    code = words.lower().replace(" ", "_").replace("-", "_")
+    answer = _error(exc.status_code, code, str(exc.detail)[:500] or words)
+    answer.headers.update(exc.headers or {})
+    return answer
 
 
 def _ids(text: str | None) -> frozenset[int] | None | JSONResponse:

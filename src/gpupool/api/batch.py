@@ -1,4 +1,4 @@
-"""POST /v1/jobs/batch: many jobs in one submission (engine/batch_submit.py has the contract).
+"""POST /v1/jobs/batch: many jobs in one submission (service/batch_submit.py has the contract).
 
 Body: `{"specs": [spec, ...], "token": T, "base_env": {...}, "common": {...}}` (each spec
 as `POST /v1/jobs` takes one; T, as there, makes it safe to send again; `base_env`, the
@@ -23,11 +23,13 @@ from fastapi.responses import JSONResponse
 
 from gpupool.api.checks import invalid_field
 from gpupool.api.identity import Access, CallerDep
+from gpupool.api.openapi import refusals
 from gpupool.api.ratelimit import SubmitCharge, batch_message, rate_message
 from gpupool.core.access import Action
 from gpupool.core.batch import MAX_BATCH
-from gpupool.engine import PoolService
-from gpupool.engine.batch_submit import BatchItem, submit_batch
+from gpupool.core.wire_shapes import BatchIdsWire
+from gpupool.service import PoolService
+from gpupool.service.batch_submit import BatchItem, submit_batch
 from gpupool.spec import FieldError, SpecError, spec_from_wire
 
 
@@ -73,8 +75,13 @@ def batch_items(
     return items
 
 
+# Besides every route's: may not submit (403); a project or job named that is not there
+# (404); over the submit rate (429).
+REFUSED = refusals(403, 404, 429)
+
+
 def add_batch_routes(api: APIRouter, service: PoolService, access: Access, max_token: int) -> None:
-    @api.post("/v1/jobs/batch", status_code=201, response_model=None)
+    @api.post("/v1/jobs/batch", status_code=201, response_model=None, responses=REFUSED)
     async def submit_jobs(
         request: Request,
         caller: CallerDep,
@@ -82,7 +89,7 @@ def add_batch_routes(api: APIRouter, service: PoolService, access: Access, max_t
         token: str | None = Body(None, max_length=max_token),
         base_env: dict[str, str] | None = Body(None),
         common: dict[str, Any] | None = Body(None),
-    ) -> dict[str, object] | JSONResponse:
+    ) -> BatchIdsWire | JSONResponse:
         """Queue every job of `specs` as the caller, or none. `base_env`: the environment
         submitted from, for each spec without one (the SDK sends the one its jobs share
         once, not once per job); `common`: the fields and `env` variables every spec

@@ -19,17 +19,20 @@ from fastapi.responses import JSONResponse
 
 from gpupool.api.checks import MAX_INT64, invalid_field
 from gpupool.api.identity import Access, CallerDep
+from gpupool.api.openapi import refusals
 from gpupool.core.access import Action
 from gpupool.core.benchmarks import MAX_RESULT_BYTES, SavedBenchmark
-from gpupool.engine.contracts import BenchmarkStore
+from gpupool.core.wire_shapes import BenchmarkListWire, SavedBenchmarkWire
 from gpupool.hwbench.registry import BENCHMARKS
 from gpupool.hwbench.result import BenchResult
+from gpupool.service.store_contracts import BenchmarkStore
 
 MAX_LIST = 500
 MAX_TEXT = 256  # host names, GPU models, drivers: what a machine could call itself
 
 
-def saved_to_wire(saved: SavedBenchmark) -> dict[str, object]:
+def saved_to_wire(saved: SavedBenchmark) -> SavedBenchmarkWire:
+    result: dict[str, object] = dict(saved.result)
     return {
         "id": saved.id,
         "user": saved.user,
@@ -42,7 +45,7 @@ def saved_to_wire(saved: SavedBenchmark) -> dict[str, object]:
         "started_at": saved.started_at,
         "saved_at": saved.saved_at,
         "passed": saved.passed,
-        "result": saved.result,
+        "result": result,
     }
 
 
@@ -51,10 +54,10 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def add_benchmark_routes(api: APIRouter, store: BenchmarkStore, access: Access) -> None:
-    @api.post("/v1/benchmarks", status_code=201, response_model=None)
+    @api.post("/v1/benchmarks", status_code=201, response_model=None, responses=refusals(403))
     def save_benchmark(
         caller: CallerDep, body: dict[str, Any] = Body(...)
-    ) -> dict[str, object] | JSONResponse:
+    ) -> SavedBenchmarkWire | JSONResponse:
         """Keep a benchmark result (a `gpupool bench` result's JSON) under the caller's name."""
         access.require(caller, Action.SAVE_BENCHMARK)
         text = json.dumps(body, sort_keys=True)
@@ -114,16 +117,16 @@ def add_benchmark_routes(api: APIRouter, store: BenchmarkStore, access: Access) 
         benchmark: str | None = Query(None, max_length=64),
         gpu_model: str | None = Query(None, max_length=MAX_TEXT),
         limit: int = Query(50, ge=1, le=MAX_LIST),
-    ) -> dict[str, object]:
+    ) -> BenchmarkListWire:
         """The newest results first: of `benchmark`, on GPUs `gpu_model` names (as a job's
         GPU type is matched: "H100" finds "NVIDIA H100 80GB HBM3")."""
         found = store.benchmark_results(benchmark, gpu_model, limit)
         return {"results": [saved_to_wire(s) for s in found]}
 
-    @api.get("/v1/benchmarks/{result_id}", response_model=None)
+    @api.get("/v1/benchmarks/{result_id}", response_model=None, responses=refusals(404))
     def get_benchmark(
         result_id: int = Path(ge=1, le=MAX_INT64, description="a saved result's id"),
-    ) -> dict[str, object] | JSONResponse:
+    ) -> SavedBenchmarkWire | JSONResponse:
         found = store.benchmark_result(result_id)
         if found is None:
             return _error(404, "not_found", f"no benchmark result with id {result_id}")

@@ -1,5 +1,5 @@
 """POST /v1/jobs/cancel: many jobs cancelled in one request and one transaction, as
-`scancel` selects them (engine/bulk_cancel.py has the rule; docs/jobs.md, "Cancel many jobs
+`scancel` selects them (service/bulk_cancel.py has the rule; docs/jobs.md, "Cancel many jobs
 at once").
 
 Body: `{"ids": [...], "name": N, "states": ["PENDING", "RUNNING"], "user": U, "mine": true,
@@ -31,8 +31,9 @@ from gpupool.core.access import Action, Caller, Target, permit
 from gpupool.core.audit import AuditAction
 from gpupool.core.job import Job, JobState
 from gpupool.core.job_control import MAX_ARRAY_TASKS, format_indices
-from gpupool.engine import PoolService
-from gpupool.engine.bulk_cancel import (
+from gpupool.core.wire_shapes import BulkCancelWire
+from gpupool.service import PoolService
+from gpupool.service.bulk_cancel import (
     CANCELLABLE_STATES,
     BulkCancel,
     CancelSelection,
@@ -65,7 +66,7 @@ def add_bulk_cancel_route(api: APIRouter, service: PoolService, access: Access) 
         user: str | None = Body(None, max_length=_MAX_WORD),
         mine: bool = Body(False),
         project: str | None = Body(None, max_length=_MAX_WORD),
-    ) -> dict[str, object] | JSONResponse:
+    ) -> BulkCancelWire | JSONResponse:
         wanted = None if states is None else frozenset(states)
         if wanted is not None and not wanted <= CANCELLABLE_STATES:
             return _invalid("states", "only PENDING and RUNNING jobs can be selected to cancel")

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Path
 from fastapi.responses import JSONResponse
+from starlette.convertors import StringConvertor, register_url_convertor
 
 # The store's integers (job ids, log offsets) are 64-bit: SQLite's INTEGER, PostgreSQL's
 # BIGINT, a file offset. Larger numbers in a request are refused by name, never an
@@ -16,6 +17,18 @@ MAX_INT64 = 2**63 - 1
 
 # A job id in a route's path: a positive 64-bit integer, refused by name otherwise.
 JobId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a job id")]
+
+
+class JobSegment(StringConvertor):
+    """The path segment of a job id (`{job_id:job}`): any segment but the names of the
+    routes beside it (POST /v1/jobs/batch, /v1/jobs/cancel), so that another method on
+    those is theirs, refused 405, not a job id refused 422. Any other text still reaches
+    the route, whose JobId names it (422)."""
+
+    regex = "(?!(?:batch|cancel)$)[^/]+"
+
+
+register_url_convertor("job", JobSegment())
 
 
 def invalid_field(field: str, message: str) -> JSONResponse:

@@ -8,8 +8,11 @@ read the answers under its own origin. So, over TCP:
   rebind those: its origin is that address), this machine's host name, the name --listen
   gave, or a name given with `--server-name`. Any port: an ssh tunnel or a proxy forwards
   from ports of its own, and the name is what a rebinding page cannot fake;
-- every request that is not a GET or HEAD must say `Content-Type: application/json`,
-  which no browser sends cross-origin without a CORS preflight, which this API never grants.
+- every request with a method the API acts on (POST, PUT, PATCH, DELETE) must say
+  `Content-Type: application/json`, which no browser sends cross-origin without a CORS
+  preflight, which this API never grants. A method no route answers at the path (OPTIONS,
+  TRACE, a PUT where there is no PUT) is left to routing, which answers it 405 (404 for a
+  path no route has) before any handler runs: no content type makes that answer unsafe.
 The Unix socket is not reachable from a browser: any Host, any content type (the job
 supervisors' internal wake request sends neither).
 
@@ -24,13 +27,17 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from fastapi.routing import iter_route_contexts
+from starlette.routing import Match
 
 from gpupool.api.checks import Asgi, Message, Receive, Scope, Send, send_error
 from gpupool.api.connections import Listener, listener_of
 
-SAFE_METHODS = frozenset({"GET", "HEAD"})
+# The methods of the API's routes that act: they must be sent as JSON (module docstring).
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 
 
@@ -97,13 +104,32 @@ def _header(scope: Scope, wanted: bytes) -> str | None:
     return None
 
 
-class BrowserGuard:
-    """Pure ASGI middleware: the Host check and the JSON content type, over TCP only."""
+Routed = Callable[[Scope], bool]  # whether a route answers a request's method at its path
 
-    def __init__(self, app: Asgi, hosts: HostNames, version: str) -> None:
+
+def routed_by(app: object) -> Routed:
+    """`Routed` for a FastAPI app: one of its routes matches the request's path and method."""
+    router = getattr(app, "router", None)
+
+    def routed(scope: Scope) -> bool:
+        routes = getattr(router, "routes", ())
+        return any(r.matches(scope)[0] is Match.FULL for r in iter_route_contexts(routes))
+
+    return routed
+
+
+class BrowserGuard:
+    """Pure ASGI middleware: the Host check and the JSON content type, over TCP only.
+    `routed`: whether the app has a route for a request (module docstring: one it has not is
+    left to the app's routing, 405); None: every body method's request is checked."""
+
+    def __init__(
+        self, app: Asgi, hosts: HostNames, version: str, routed: Routed | None = None
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.version = version
+        self.routed = routed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or listener_of(scope) is Listener.UNIX:
@@ -119,9 +145,9 @@ class BrowserGuard:
             await _drain(receive)
             await send_error(send, 421, "wrong_host", message, version=self.version, close=True)
             return
-        if scope["method"] not in SAFE_METHODS:
+        if scope["method"] in BODY_METHODS:
             kind = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-            if kind != JSON:
+            if kind != JSON and (self.routed is None or self.routed(scope)):
                 message = (
                     f"{scope['method']} requests must have Content-Type: {JSON}, got "
                     f"{kind or 'none'!r} (a browser cannot send that cross-site)"

@@ -17,7 +17,7 @@ Only what everyone may see (docs/security.md): queue-level figures. No command, 
 environment, no working directory; a job's `name` label is the name it was given, empty
 without one (not the command's first word, as the queue shows it).
 
-Gauges are read on each scrape from the service's figures (engine/figures.py: the engine's
+Gauges are read on each scrape from the service's figures (service/pool_stats.py: the engine's
 in-memory view and the GPUs' latest samples, never the store) by a custom collector, so
 nothing is kept up to date between scrapes. Histograms are fed by the engine as it works,
 through `EngineObserver` (engine/observer.py): the engine never imports prometheus_client.
@@ -32,8 +32,8 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from gpupool.engine.figures import PoolFigures
-from gpupool.engine.observer import JobStarted
+from gpupool.core.engine_observer import JobStarted
+from gpupool.service.pool_stats import PoolStats
 
 # The exposition format every Prometheus reads (prometheus_client's newest default is 1.0.0).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -53,20 +53,20 @@ JOB_LABELS = ("job_id", "user", "project", "name")
 PROJECT_LABELS = ("project",)
 
 
-class FiguresSource(Protocol):
-    """What the metrics read on each scrape (engine.PoolService has it)."""
+class StatsSource(Protocol):
+    """What the metrics read on each scrape (service.PoolService has it)."""
 
-    def figures(self) -> PoolFigures: ...
+    def stats(self) -> PoolStats: ...
 
 
-class PoolMetrics:
-    """The daemon's metrics: a registry of its own, the pool's gauges read on each scrape,
-    and the engine's histograms. It is the engine's `EngineObserver` (api/daemon.py sets
-    `engine.observer`)."""
+class EngineHistograms:
+    """The engine's histograms and counter, in a registry of their own: the engine's
+    `EngineObserver`. Made before the engine (daemon/run.py passes it as `observer=`), so
+    that nothing is wired after construction; `PoolMetrics` adds the pool's gauges to the
+    same registry once the service exists."""
 
-    def __init__(self, pool: FiguresSource) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(PoolCollector(pool))
         self._wait = Histogram(
             "gpupool_job_wait_seconds",
             "Seconds from a job's submission to its first start (a requeued job's later "
@@ -99,6 +99,26 @@ class PoolMetrics:
     def pass_deferred(self) -> None:
         self._deferred.inc()
 
+
+class PoolMetrics:
+    """The daemon's metrics: the pool's gauges, read from `pool` on each scrape, and the
+    engine's histograms in the same registry (`histograms`: those the engine was made with;
+    new ones if None). It is an `EngineObserver` too, passing on to its histograms."""
+
+    def __init__(self, pool: StatsSource, histograms: EngineHistograms | None = None) -> None:
+        self.histograms = histograms if histograms is not None else EngineHistograms()
+        self.registry = self.histograms.registry
+        self.registry.register(PoolCollector(pool))
+
+    def pass_ran(self, seconds: float) -> None:
+        self.histograms.pass_ran(seconds)
+
+    def job_started(self, start: JobStarted) -> None:
+        self.histograms.job_started(start)
+
+    def pass_deferred(self) -> None:
+        self.histograms.pass_deferred()
+
     # -- the scrape --------------------------------------------------------------------------
 
     def render(self) -> bytes:
@@ -109,7 +129,7 @@ class PoolMetrics:
 class PoolCollector:
     """A custom collector: each scrape reads the figures once and exports them."""
 
-    def __init__(self, pool: FiguresSource) -> None:
+    def __init__(self, pool: StatsSource) -> None:
         self.pool = pool
 
     def describe(self) -> Iterator[Metric]:
@@ -118,11 +138,11 @@ class PoolCollector:
         return iter(_families().values())
 
     def collect(self) -> Iterator[Metric]:
-        figures = self.pool.figures()
+        stats = self.pool.stats()
         families = _families()
-        _fill_gpus(families, figures)
-        _fill_jobs(families, figures)
-        _fill_projects(families, figures)
+        _fill_gpus(families, stats)
+        _fill_jobs(families, stats)
+        _fill_projects(families, stats)
         return iter(families.values())
 
 
@@ -204,8 +224,8 @@ def _families() -> dict[str, GaugeMetricFamily]:
     }
 
 
-def _fill_gpus(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
-    for gpu in figures.gpus:
+def _fill_gpus(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+    for gpu in stats.gpus:
         labels = (gpu.node, str(gpu.index), gpu.model)
         f["gpupool_gpu_allocated_ratio"].add_metric(labels, gpu.allocated)
         f["gpupool_gpu_memory_total_bytes"].add_metric(labels, gpu.memory_total_bytes)
@@ -224,18 +244,18 @@ def _fill_gpus(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
         f["gpupool_gpu_sample_timestamp_seconds"].add_metric(labels, sample.time)
 
 
-def _fill_jobs(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
-    for job in figures.running:
+def _fill_jobs(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+    for job in stats.running:
         labels = (str(job.job_id), job.user, job.project, job.name)
         f["gpupool_job_allocated_gpus"].add_metric(labels, job.gpus)
         if job.utilization_pct is not None:
             f["gpupool_job_gpu_utilization_ratio"].add_metric(labels, job.utilization_pct / 100)
-    f["gpupool_jobs"].add_metric(("pending",), figures.pending_jobs)
-    f["gpupool_jobs"].add_metric(("running",), figures.running_jobs)
+    f["gpupool_jobs"].add_metric(("pending",), stats.pending_jobs)
+    f["gpupool_jobs"].add_metric(("running",), stats.running_jobs)
 
 
-def _fill_projects(f: dict[str, GaugeMetricFamily], figures: PoolFigures) -> None:
-    for p in figures.projects:
+def _fill_projects(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+    for p in stats.projects:
         labels = (p.name,)
         f["gpupool_project_quota_gpus"].add_metric(labels, p.quota)
         if p.limit is not None:

@@ -13,12 +13,20 @@ from typing import Any, cast
 from fastapi import APIRouter, Body
 
 from gpupool.api.identity import Access, CallerDep
+from gpupool.api.openapi import refusals
 from gpupool.core.access import Action, Target, project_change_action
 from gpupool.core.audit import AuditAction
 from gpupool.core.project import InvalidProject, Project, ProjectEdit
-from gpupool.engine import PoolService, RequestRefused
-from gpupool.engine.log_lines import project_changes, project_fields
-from gpupool.engine.quota_warnings import quota_problems
+from gpupool.core.wire_shapes import (
+    DefaultProjectWire,
+    DeletedWire,
+    DepartmentWire,
+    ProjectListWire,
+    ProjectWire,
+)
+from gpupool.service import PoolService, RequestRefused
+from gpupool.service.project_lines import project_changes, project_fields
+from gpupool.spec.quota_warnings import quota_problems
 
 # Project fields a request may set; members also through add_members / remove_members.
 FIELDS = (
@@ -35,7 +43,7 @@ FIELDS = (
 EDITS = ("add_members", "remove_members")
 
 
-def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[str, object]:
+def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> ProjectWire:
     usage = usage or {}
     return {
         "name": p.name,
@@ -50,15 +58,15 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> dict[s
         "idle_threshold_pct": p.idle_threshold_pct,
         "idle_action": None if p.idle_action is None else p.idle_action.value,
         "in_use_gpus": usage.get("in_use_gpus", 0),
-        "running_jobs": usage.get("running_jobs", 0),
-        "pending_jobs": usage.get("pending_jobs", 0),
+        "running_jobs": int(usage.get("running_jobs", 0)),  # counts (floats in `usage`)
+        "pending_jobs": int(usage.get("pending_jobs", 0)),
         "pending_gpus": usage.get("pending_gpus", 0),
     }
 
 
-def _with_warnings(service: PoolService, wire: dict[str, object]) -> dict[str, object]:
+def _with_warnings(service: PoolService, wire: ProjectWire) -> ProjectWire:
     """A created or changed project's answer, with what is wrong with the quotas it is part
-    of (engine/quota_warnings.py), for the admin who made the change: the daemon's log is not
+    of (spec/quota_warnings.py), for the admin who made the change: the daemon's log is not
     where they look."""
     name = wire["name"]
     found = quota_problems(service.projects_by_name().values(), service.inventory.total_gpus)
@@ -85,21 +93,22 @@ def _fields(body: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
 
 def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
     @app.get("/v1/projects")
-    def list_projects() -> dict[str, object]:
+    def list_projects() -> ProjectListWire:
         usage = service.project_usage()
+        departments: list[DepartmentWire] = [
+            {"name": d.name, "quota": d.quota} for d in service.departments()
+        ]
         return {
-            "projects": [project_to_wire(p, usage.get(p.name)) for p in service.store.projects()],
-            "departments": [
-                {"name": d.name, "quota": d.quota} for d in service.store.departments()
-            ],
+            "projects": [project_to_wire(p, usage.get(p.name)) for p in service.projects()],
+            "departments": departments,
         }
 
-    @app.get("/v1/projects/{name}")
-    def show_project(name: str) -> dict[str, object]:
-        return project_to_wire(service.store.project(name), service.project_usage().get(name))
+    @app.get("/v1/projects/{name}", responses=refusals(404))
+    def show_project(name: str) -> ProjectWire:
+        return project_to_wire(service.project(name), service.project_usage().get(name))
 
-    @app.post("/v1/projects", status_code=201)
-    def create_project(caller: CallerDep, body: dict[str, Any] = Body(...)) -> dict[str, object]:
+    @app.post("/v1/projects", status_code=201, responses=refusals(403, 409))
+    def create_project(caller: CallerDep, body: dict[str, Any] = Body(...)) -> ProjectWire:
         access.require(caller, Action.MANAGE_PROJECTS, Target(project=str(body.get("name"))))
         fields = _fields({k: v for k, v in body.items() if k != "name"}, FIELDS)
         fields["name"] = body.get("name")  # as sent, even missing: Project checks every field
@@ -109,15 +118,13 @@ def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
         )
         return _with_warnings(service, project_to_wire(project))
 
-    @app.patch("/v1/projects/{name}")
-    def set_project(
-        name: str, caller: CallerDep, body: dict[str, Any] = Body(...)
-    ) -> dict[str, object]:
+    @app.patch("/v1/projects/{name}", responses=refusals(403, 404))
+    def set_project(name: str, caller: CallerDep, body: dict[str, Any] = Body(...)) -> ProjectWire:
         # Known fields only (_fields); their JSON values are checked as the project is changed.
         changes = cast(ProjectEdit, _fields(body, FIELDS + EDITS))
         action = project_change_action(frozenset(changes))
         access.require(caller, action, Target(project=name))
-        before = service.store.project(name)  # UnknownProject
+        before = service.project(name)  # UnknownProject
         project = service.set_project(name, changes, caller.name)
         access.audit(
             caller,
@@ -127,15 +134,15 @@ def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
         )
         return _with_warnings(service, project_to_wire(project, service.project_usage().get(name)))
 
-    @app.delete("/v1/projects/{name}")
-    def delete_project(name: str, caller: CallerDep) -> dict[str, object]:
+    @app.delete("/v1/projects/{name}", responses=refusals(403, 404, 409))
+    def delete_project(name: str, caller: CallerDep) -> DeletedWire:
         access.require(caller, Action.MANAGE_PROJECTS, Target(project=name))
         service.delete_project(name, caller.name)
         access.audit(caller, AuditAction.DELETE_PROJECT, f"project {name}")
         return {"deleted": name}
 
     @app.get("/v1/projects/defaults/{user}")
-    def get_default(user: str) -> dict[str, object]:
+    def get_default(user: str) -> DefaultProjectWire:
         """The user's chosen default (None if none) and where their jobs would go now."""
         try:
             effective: str | None = service.choose_project(user, None)
@@ -144,15 +151,15 @@ def add_routes(app: APIRouter, service: PoolService, access: Access) -> None:
             effective, problem = None, exc.message
         return {
             "user": user,
-            "project": service.store.default_project(user),
+            "project": service.default_project(user),
             "effective": effective,
             "problem": problem,
         }
 
-    @app.put("/v1/projects/defaults/{user}")
+    @app.put("/v1/projects/defaults/{user}", responses=refusals(403, 404))
     def set_default(
         user: str, caller: CallerDep, project: str | None = Body(None, embed=True)
-    ) -> dict[str, object]:
+    ) -> DefaultProjectWire:
         access.require(caller, Action.SET_DEFAULT_PROJECT, Target(owner=user))
         service.set_default_project(user, project)
         if user != caller.name:

@@ -35,6 +35,7 @@ from starlette.responses import Response
 
 from gpupool.api.checks import Asgi, Receive, Scope, Send, replaying
 from gpupool.core.access import Caller
+from gpupool.core.wire_shapes import JobWire
 
 PATH = "/v1/jobs"
 JSON_TYPE = b"application/json"
@@ -49,7 +50,7 @@ class SubmitAnswer(Protocol):
 
     async def __call__(
         self, caller: Caller, spec: dict[str, Any], token: str | None
-    ) -> dict[str, object]: ...
+    ) -> JobWire: ...
 
 
 CallerOf = Callable[[Request], Awaitable[Caller]]
@@ -99,7 +100,7 @@ class QuickSubmit:
             assert isinstance(response, Response)
             await response(scope, receive, send)
             return
-        content = _ANSWER.dump_json(answer)
+        content = _ANSWER.dump_json(dict(answer))  # its keys as they are: a shallow copy
         headers = [
             (b"content-length", str(len(content)).encode()),
             (b"content-type", JSON_TYPE),

@@ -3,7 +3,7 @@
 Who may: the job's owner, an admin of its project or a pool admin (core/access.py, as for
 cancel); what only an admin may do (release an admin's hold, lengthen a running job's time
 limit) is refused to the owner with 403 naming who may. A hold by someone other than the
-owner is an admin's hold (`JobHeldAdmin`). What is asked is checked by engine/steering.py:
+owner is an admin's hold (`JobHeldAdmin`). What is asked is checked by service/steering.py:
 a job in the wrong state is 409, a value that can never work 422 (naming the field), as at
 submit. Every change by someone other than the owner, and every action only an admin may
 take, is written to the audit log after it succeeded.
@@ -19,14 +19,21 @@ from fastapi.responses import JSONResponse
 
 from gpupool.api.checks import JobId
 from gpupool.api.identity import Access, CallerDep
+from gpupool.api.openapi import refusals
 from gpupool.core.access import Action, Caller, Target
 from gpupool.core.audit import AuditAction
 from gpupool.core.job import Hold, Job, JobState
-from gpupool.engine import PoolService, RequestRefused, steering
+from gpupool.core.wire_shapes import JobWire, SteeredWire
+from gpupool.service import PoolService, RequestRefused, steering
 from gpupool.spec import SpecError
 from gpupool.spec.changes import changes_from_wire
 
-Wire = Callable[[Job, Caller], dict[str, object]]
+Wire = Callable[[Job, Caller], JobWire]
+
+
+# What steering a job can be refused with besides every route's: not the job's owner or an
+# admin, or only an admin may (403); no such job (404); not in its state (409).
+REFUSED = refusals(403, 404, 409)
 
 
 def _error(status: int, exc: RequestRefused) -> JSONResponse:
@@ -51,14 +58,14 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
     def is_admin(caller: Caller, job: Job) -> bool:
         return authority.is_job_admin(caller.name, job.spec.project)
 
-    def steered(done: steering.Steered, caller: Caller) -> dict[str, object]:
+    def steered(done: steering.Steered, caller: Caller) -> SteeredWire:
         return {
             "jobs": [wire(j, caller) for j in done.changed],
             "left": [{"id": i, "why": why} for i, why in done.left],
         }
 
-    @api.post("/v1/jobs/{job_id}/hold", response_model=None)
-    def hold(job_id: JobId, caller: CallerDep) -> dict[str, object] | JSONResponse:
+    @api.post("/v1/jobs/{job_id:job}/hold", response_model=None, responses=REFUSED)
+    def hold(job_id: JobId, caller: CallerDep) -> SteeredWire | JSONResponse:
         job = service.get(job_id)
         access.require(caller, Action.HOLD_JOB, target(job))
         kind = Hold.USER if caller.name == job.user else Hold.ADMIN
@@ -73,8 +80,8 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
             )
         return steered(done, caller)
 
-    @api.post("/v1/jobs/{job_id}/release", response_model=None)
-    def release(job_id: JobId, caller: CallerDep) -> dict[str, object] | JSONResponse:
+    @api.post("/v1/jobs/{job_id:job}/release", response_model=None, responses=REFUSED)
+    def release(job_id: JobId, caller: CallerDep) -> SteeredWire | JSONResponse:
         job = service.get(job_id)
         access.require(caller, Action.RELEASE_JOB, target(job))
         before = {j.id: j.spec.hold for j in steering.targets(service, job)}
@@ -90,10 +97,10 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
             access.audit(caller, AuditAction.RELEASE_JOB, f"job {job_id}", detail)
         return steered(done, caller)
 
-    @api.patch("/v1/jobs/{job_id}", response_model=None)
+    @api.patch("/v1/jobs/{job_id:job}", response_model=None, responses=REFUSED)
     def update(
         job_id: JobId, caller: CallerDep, body: dict[str, Any] = Body(...)
-    ) -> dict[str, object] | JSONResponse:
+    ) -> JobWire | JSONResponse:
         job = service.get(job_id)
         access.require(caller, Action.UPDATE_JOB, target(job))
         try:
@@ -122,10 +129,10 @@ def add_steering_routes(api: APIRouter, service: PoolService, access: Access, wi
             )
         return wire(done, caller)
 
-    @api.post("/v1/jobs/{job_id}/signal", response_model=None)
+    @api.post("/v1/jobs/{job_id:job}/signal", response_model=None, responses=REFUSED)
     def send_signal(
         job_id: JobId, caller: CallerDep, signal: str = Body(..., embed=True, max_length=32)
-    ) -> dict[str, object] | JSONResponse:
+    ) -> JobWire | JSONResponse:
         job = service.get(job_id)
         access.require(caller, Action.SIGNAL_JOB, target(job))
         try:

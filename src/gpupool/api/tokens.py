@@ -15,19 +15,27 @@ from fastapi import APIRouter, Body, Path, Query
 
 from gpupool.api.checks import MAX_INT64
 from gpupool.api.identity import Access, CallerDep
+from gpupool.api.openapi import refusals
 from gpupool.core import tokens
 from gpupool.core.access import Action, Target
 from gpupool.core.audit import AuditAction, AuditEntry
 from gpupool.core.project import USER_RE
-from gpupool.engine import RequestRefused
-from gpupool.store import UnknownToken
+from gpupool.core.store_errors import UnknownToken
+from gpupool.core.wire_shapes import (
+    AuditEntryWire,
+    AuditWire,
+    NewTokenWire,
+    TokenListWire,
+    TokenWire,
+)
+from gpupool.service import RequestRefused
 
 DEFAULT_EXPIRES_S = 90 * 86400.0
 MAX_EXPIRES_S = 10 * 366 * 86400.0
 TokenId = Annotated[int, Path(ge=1, le=MAX_INT64, description="a token id")]
 
 
-def token_to_wire(t: tokens.TokenRecord) -> dict[str, object]:
+def token_to_wire(t: tokens.TokenRecord) -> TokenWire:
     """A token as listed: never its secret nor its hash."""
     return {
         "id": t.id,
@@ -41,7 +49,7 @@ def token_to_wire(t: tokens.TokenRecord) -> dict[str, object]:
     }
 
 
-def audit_to_wire(e: AuditEntry) -> dict[str, object]:
+def audit_to_wire(e: AuditEntry) -> AuditEntryWire:
     return {
         "time": e.time,
         "actor": e.actor,
@@ -55,13 +63,13 @@ def audit_to_wire(e: AuditEntry) -> dict[str, object]:
 def add_token_routes(app: APIRouter, access: Access) -> None:
     store = access.store
 
-    @app.post("/v1/tokens", status_code=201)
+    @app.post("/v1/tokens", status_code=201, responses=refusals(403))
     def create_token(
         caller: CallerDep,
         name: str = Body("default", max_length=tokens.MAX_NAME_CHARS),
         user: str | None = Body(None, max_length=64),
         expires_s: float | None = Body(DEFAULT_EXPIRES_S, gt=0, le=MAX_EXPIRES_S),
-    ) -> dict[str, object]:
+    ) -> NewTokenWire:
         """A new token for the caller (or, for a pool admin, `user`), valid `expires_s`
         seconds (null: until revoked). Its text is in this answer only."""
         owner = caller.name if user is None else user
@@ -86,16 +94,16 @@ def add_token_routes(app: APIRouter, access: Access) -> None:
             )
         return {**token_to_wire(record), "token": minted.text(record.id)}
 
-    @app.get("/v1/tokens")
-    def list_tokens(caller: CallerDep) -> dict[str, object]:
+    @app.get("/v1/tokens", responses=refusals(403))
+    def list_tokens(caller: CallerDep) -> TokenListWire:
         """The caller's tokens; a pool admin's answer has everyone's."""
         access.require(caller, Action.MANAGE_TOKENS, Target(owner=caller.name))
         admin = access.authority.is_pool_admin(caller.name)
         found = store.tokens(None if admin else caller.name)
         return {"tokens": [token_to_wire(t) for t in found]}
 
-    @app.delete("/v1/tokens/{token_id}")
-    def revoke_token(token_id: TokenId, caller: CallerDep) -> dict[str, object]:
+    @app.delete("/v1/tokens/{token_id}", responses=refusals(403, 404))
+    def revoke_token(token_id: TokenId, caller: CallerDep) -> TokenWire:
         found = store.token(token_id)
         if found is None or not access.may(caller, Action.MANAGE_TOKENS, Target(found.user)):
             # Another user's token is not even named to someone who may not manage it.
@@ -106,10 +114,8 @@ def add_token_routes(app: APIRouter, access: Access) -> None:
             access.audit(caller, AuditAction.REVOKE_TOKEN, f"token {token_id} of {found.user}")
         return token_to_wire(revoked)
 
-    @app.get("/v1/audit")
-    def audit_log(
-        caller: CallerDep, since: float | None = Query(None, ge=0, le=1e11)
-    ) -> dict[str, object]:
+    @app.get("/v1/audit", responses=refusals(403))
+    def audit_log(caller: CallerDep, since: float | None = Query(None, ge=0, le=1e11)) -> AuditWire:
         """The audit log (pool admins), from `since` (seconds since the epoch) on."""
         access.require(caller, Action.READ_AUDIT)
         return {"entries": [audit_to_wire(e) for e in store.audit_entries(since)]}

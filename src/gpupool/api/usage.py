@@ -1,5 +1,5 @@
 """/v1/usage (accounting), /v1/gpus/history (each GPU's series) and /v1/jobs/{id}/usage (a
-job's GPU use): read from the samples the daemon keeps (engine/accounting.py).
+job's GPU use): read from the samples the daemon keeps (service/accounting.py).
 
 Everyone may read them, as everyone sees the queue and the GPU grid (and Slurm's `sreport`
 shows every account's usage unless PrivateData says otherwise): they carry figures, never a
@@ -12,27 +12,32 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from gpupool.api.checks import JobId, invalid_field
+from gpupool.api.openapi import refusals
 from gpupool.core.clock import Clock
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.units import parse_duration
-from gpupool.engine import PoolService
-from gpupool.engine.accounting import Accounting, GroupBy, GroupUsage, History, UsageReport
+from gpupool.core.wire_shapes import (
+    GpuSeriesWire,
+    GroupUsageWire,
+    HistoryWire,
+    JobUsageAnswerWire,
+    JobUsageWire,
+    UsageReportWire,
+)
+from gpupool.service import PoolService
+from gpupool.service.accounting import GroupBy, GroupUsage, History, UsageReport
 
 MAX_SPAN_S = 366 * 86400.0  # the hourly series is kept a year
 
 
 def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None:
-    def accounting() -> Accounting:
-        monitor = service.monitor
-        interval = monitor.interval_s if monitor is not None else 0.0
-        simulated = monitor.simulated if monitor is not None else False
-        return Accounting(service.store, service.inventory, interval, simulated)
+    accounting = service.accounting
 
     @api.get("/v1/usage", response_model=None)
     def usage(
         by: GroupBy = GroupBy.USER,
         since: str = Query("30d", max_length=32, description="a duration back from now: 30d"),
-    ) -> dict[str, object] | JSONResponse:
+    ) -> UsageReportWire | JSONResponse:
         """Per user, project or GPU type over the window: jobs, GPU-hours allocated, used
         (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed."""
         span = _span(since)
@@ -44,7 +49,7 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
     @api.get("/v1/gpus/history", response_model=None)
     def history(
         since: str = Query("24h", max_length=32, description="a duration back from now: 24h"),
-    ) -> dict[str, object] | JSONResponse:
+    ) -> HistoryWire | JSONResponse:
         """Each GPU's utilization and memory over the window, at the finest resolution that
         gives at most 1,500 points per GPU (`period_s`: 0 full rate, 60, 3600)."""
         span = _span(since)
@@ -53,8 +58,8 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
         now, books = clock.now(), accounting()
         return history_to_wire(books.history(now - span, now), books.simulated)
 
-    @api.get("/v1/jobs/{job_id}/usage", response_model=None)
-    def job_usage(job_id: JobId) -> dict[str, object]:
+    @api.get("/v1/jobs/{job_id:job}/usage", response_model=None, responses=refusals(404))
+    def job_usage(job_id: JobId) -> JobUsageAnswerWire:
         service.get(job_id)  # 404 for a job that does not exist
         return {"job": job_id, "usage": summary_to_wire(accounting().job_usage(job_id))}
 
@@ -69,7 +74,7 @@ def _span(text: str) -> float | JSONResponse:
     return span
 
 
-def row_to_wire(row: GroupUsage) -> dict[str, object]:
+def row_to_wire(row: GroupUsage) -> GroupUsageWire:
     return {
         "group": row.group,
         "jobs": row.jobs,
@@ -84,7 +89,7 @@ def row_to_wire(row: GroupUsage) -> dict[str, object]:
     }
 
 
-def report_to_wire(report: UsageReport) -> dict[str, object]:
+def report_to_wire(report: UsageReport) -> UsageReportWire:
     return {
         "by": report.by.value,
         "since": report.since,
@@ -95,14 +100,14 @@ def report_to_wire(report: UsageReport) -> dict[str, object]:
     }
 
 
-def history_to_wire(history: History, simulated: bool) -> dict[str, object]:
+def history_to_wire(history: History, simulated: bool) -> HistoryWire:
     """{"since", "until", "period_s", "simulated", "gpus": [{"node", "index",
     "memory_total_bytes", "points": [[time, util %, memory used bytes], ...]}]}; a value a
     GPU did not report is null."""
     series: dict[tuple[str, int], list[RolledSample]] = {}
     for point in history.points:
         series.setdefault((point.node, point.index), []).append(point)
-    gpus = [
+    gpus: list[GpuSeriesWire] = [
         {
             "node": node,
             "index": index,
@@ -121,7 +126,7 @@ def history_to_wire(history: History, simulated: bool) -> dict[str, object]:
     }
 
 
-def summary_to_wire(summary: JobUsageSummary | None) -> dict[str, object] | None:
+def summary_to_wire(summary: JobUsageSummary | None) -> JobUsageWire | None:
     if summary is None:
         return None
     return {

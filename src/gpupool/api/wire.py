@@ -2,7 +2,7 @@
 
 A pending job's status comes from the policy as data (policy/status.py); here it becomes its
 JSON (`wait`: the code, the rule, the binding dimension and its figures, the reservation, the
-jobs it waits for) and its words (`why`, policy/words.py), so `--json` and a dashboard read
+jobs it waits for) and its words (`why`, policy/render.py), so `--json` and a dashboard read
 the same structure the words were made from.
 """
 
@@ -14,20 +14,33 @@ from collections.abc import Mapping
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
 from gpupool.core.monitoring import GpuSample
-from gpupool.engine.service import Explanation
+from gpupool.core.wire_shapes import (
+    GpusWire,
+    GpuUsageWire,
+    GpuWire,
+    JobWire,
+    LinkWire,
+    NodeWire,
+    PriorityFactorsWire,
+    ReservationWire,
+    WaitReservationWire,
+    WaitWire,
+)
 from gpupool.policy import Status
 from gpupool.policy.reasons import Reserved
+from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PriorityFactors, Reservation
+from gpupool.service.pool_service import Explanation
 
 # Words and wait of each status object seen lately. A pass shares one status between all the
 # jobs that wait alike (one request, one project), so a queue of thousands renders a handful;
 # an entry holds its status, so its id is not reused while kept.
-_RENDERED: dict[int, tuple[Status, str, dict[str, object]]] = {}
+_RENDERED: dict[int, tuple[Status, str, WaitWire]] = {}
 _RENDERED_LOCK = threading.Lock()
 _KEEP = 4096
 
 
-def _reserved_to_wire(r: Reserved | None) -> dict[str, object] | None:
+def _reserved_to_wire(r: Reserved | None) -> WaitReservationWire | None:
     if r is None:
         return None
     res = r.reservation
@@ -42,7 +55,7 @@ def _reserved_to_wire(r: Reserved | None) -> dict[str, object] | None:
     }
 
 
-def _reservation_to_wire(r: Reservation | None) -> dict[str, object] | None:
+def _reservation_to_wire(r: Reservation | None) -> ReservationWire | None:
     if r is None:
         return None
     return {
@@ -53,7 +66,7 @@ def _reservation_to_wire(r: Reservation | None) -> dict[str, object] | None:
     }
 
 
-def _factors_to_wire(f: PriorityFactors | None) -> dict[str, object] | None:
+def _factors_to_wire(f: PriorityFactors | None) -> PriorityFactorsWire | None:
     if f is None:
         return None
     return {
@@ -65,13 +78,13 @@ def _factors_to_wire(f: PriorityFactors | None) -> dict[str, object] | None:
     }
 
 
-def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
+def status_to_wire(status: Status) -> tuple[str, WaitWire]:
     """A pending job's status: its words, and its data as JSON (module docstring)."""
     kept = _RENDERED.get(id(status))
     if kept is not None and kept[0] is status:
         return kept[1], kept[2]
     short = status.short
-    wait: dict[str, object] = {
+    wait: WaitWire = {
         "code": status.code.value,
         "rule": status.rule.value,
         "dimension": None if short is None else short.dimension.value,
@@ -88,7 +101,7 @@ def status_to_wire(status: Status) -> tuple[str, dict[str, object]]:
     if status.backend is not None:  # QueuedInBackend, NoBackend (additive: only there)
         wait["backend"] = status.backend
         wait["detail"] = status.detail  # the backend's own words, shown as they are
-    words = status.message
+    words = status_text(status)
     with _RENDERED_LOCK:
         if len(_RENDERED) >= _KEEP:
             _RENDERED.clear()
@@ -102,7 +115,7 @@ def job_to_wire(
     log_path: str = "",
     gpu_count: float | None = None,
     private: bool = True,
-) -> dict[str, object]:
+) -> JobWire:
     """A job as JSON; `explain` adds what the last scheduling pass said about it (its
     `status`, rendered here: `why` in words, `wait` as data). `gpu_count`: the GPUs it holds,
     or asks for before it runs, a fraction for a shared GPU (the engine's `GpuCounter`;
@@ -113,7 +126,7 @@ def job_to_wire(
     why, wait = ("", None) if status is None else status_to_wire(status)
     spec = job.spec
     res = spec.resources
-    out: dict[str, object] = {
+    out: JobWire = {
         "id": job.id,
         "name": job.name,
         "user": job.user,
@@ -175,7 +188,7 @@ def job_to_wire(
         "hidden": not private,
     }
     if not private:
-        out.update(command=[], env={}, workdir="", log_path="", image=None)
+        out.update({"command": [], "env": {}, "workdir": "", "log_path": "", "image": None})
     if job.events:
         out["events"] = [
             {
@@ -189,7 +202,7 @@ def job_to_wire(
     return out
 
 
-def usage_to_wire(sample: GpuSample | None) -> dict[str, object] | None:
+def usage_to_wire(sample: GpuSample | None) -> GpuUsageWire | None:
     """A GPU's latest sample (None: not sampled, or sampling is off)."""
     if sample is None:
         return None
@@ -213,10 +226,10 @@ def gpus_to_wire(
     inventory: Inventory,
     holders: dict[tuple[str, int], list[Job]],
     samples: Mapping[tuple[str, int], GpuSample] | None = None,
-) -> dict[str, object]:
-    nodes = []
+) -> GpusWire:
+    nodes: list[NodeWire] = []
     for node in inventory.nodes:
-        gpus = []
+        gpus: list[GpuWire] = []
         for g in node.gpus:
             jobs = holders.get((node.name, g.index), [])
             holder = jobs[0] if jobs else None
@@ -247,7 +260,7 @@ def gpus_to_wire(
                     "usage": usage_to_wire((samples or {}).get((node.name, g.index))),
                 }
             )
-        links = [
+        links: list[LinkWire] = [
             {"a": lk.a, "b": lk.b, "type": lk.kind.name.lower(), "nvlinks": lk.nvlinks}
             for lk in node.links
         ]

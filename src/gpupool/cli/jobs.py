@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-MAX_TAIL_LINES = 1_000_000  # as the API's (engine/log_tail.py)
+MAX_TAIL_LINES = 1_000_000  # as the API's (service/log_tail.py)
 QUEUE_PAGE = 50  # jobs in `gpupool queue`'s table unless --limit or -a says otherwise
 # Names are cut to this many columns (with an ellipsis), so one long name cannot widen
 # every row; figures and states are never cut.
@@ -106,7 +106,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
         action="store_true",
         help="every pending task of an array on its own line (by default: 12_[3-99%%8])",
     )
-    p = sub.add_parser("show", parents=[common, listing], help="a job's full record and story")
+    p = sub.add_parser("show", parents=[common, listing], help="a job's full record and history")
     p.set_defaults(handler=OnPool(cmd_show))
     p.add_argument("job_id", type=job_id)
     p = sub.add_parser(
@@ -280,7 +280,7 @@ def _gpu_use(client: Client, job_id: int) -> str:
 
 
 def cmd_show(client: Client, args: argparse.Namespace) -> int:
-    """A job's record and story; an array's id: every task's, in index order (Slurm's
+    """A job's record and history; an array's id: every task's, in index order (Slurm's
     `scontrol show job`), and with --json a list of them."""
     job = client.job(args.job_id)
     tasks = [job]

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from gpupool.cli.commands import Offline, Parents, Subparsers
 
 if TYPE_CHECKING:
-    from gpupool.api.serving import HttpSettings
     from gpupool.core.hardware import Inventory
+    from gpupool.daemon.serving import HttpSettings
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -160,8 +160,8 @@ def http_settings(args: argparse.Namespace) -> HttpSettings:
 
     from gpupool.api.limits import HttpLimits
     from gpupool.api.ratelimit import SubmitRate
-    from gpupool.api.serving import HttpSettings, Tls
     from gpupool.core.units import parse_duration, parse_size
+    from gpupool.daemon.serving import HttpSettings, Tls
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ValueError("--tls-cert and --tls-key go together: give both")
@@ -249,7 +249,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         from gpupool.cli.service_unit import install
 
         return install(args, args.server_parser)
-    from gpupool.api.daemon import DaemonConfig, DaemonError, run_daemon
+    from gpupool.daemon.run import DaemonConfig, DaemonError, run_daemon
     from gpupool.inventory import DiscoveryError, InventoryError, resolve_inventory
 
     try:

@@ -85,8 +85,8 @@ WantedBy=multi-user.target
 def install(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Write the unit (to --output, `-` for stdout; /etc/systemd/system by default) and say
     how to start it."""
-    from gpupool.api.preflight import DaemonError, check_exposure, database_url
     from gpupool.cli.server import http_settings
+    from gpupool.daemon.preflight import DaemonError, check_exposure, database_url
 
     try:  # what the daemon would refuse at start is refused now, before a unit is written
         http_settings(args)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from gpupool.client.errors import ApiError
     from gpupool.client.wire_json import JsonObject
 
-QUOTA_NEVER_FITS = "quota_never_fits"  # the API's error code (engine/service.py)
+QUOTA_NEVER_FITS = "quota_never_fits"  # the API's error code (service/pool_service.py)
 
 
 def add_preemptible_flag(parser: argparse.ArgumentParser, when_preempted: str) -> None:

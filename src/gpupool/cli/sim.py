@@ -289,7 +289,7 @@ def _report(
     if args.json:
         print(json.dumps({"_run": meta, **metrics}, indent=2))
         return
-    from gpupool.cli.plan_common import print_whole, table_console
+    from gpupool.cli.plan.common import print_whole, table_console
 
     # Piped or redirected output gets the tables' full width; a terminal wraps cells.
     console = table_console()
@@ -301,7 +301,7 @@ def _report(
         + (f"; not replayed: {skipped}" if skipped else "")
         + (f"; {first.refused:,} jobs could never run here (refused)" if first.refused else "")
     )
-    console.print(load_and_util_words(plan.trace, first.capacity_gpus, first.load))
+    console.print(load_and_util_text(plan.trace, first.capacity_gpus, first.load))
     print_whole(comparison_table(metrics), console)
     print_whole(size_table(metrics), console)
     if out is None:
@@ -312,7 +312,7 @@ def _report(
         console.print(f"plot: {path}")
 
 
-def load_and_util_words(trace: Trace, capacity_gpus: float, load: float) -> str:
+def load_and_util_text(trace: Trace, capacity_gpus: float, load: float) -> str:
     """What the report's load and the table's util measure, with the figures the load was
     computed from (sim/load.py: GPU-seconds asked, a fractional job as one GPU, over
     capacity x the submission span; sim/metrics.py: GPU-seconds held over capacity x the

@@ -25,7 +25,7 @@ VERB_HELP: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "Jupyter as an interactive job with GPUs; prints its URL (culled when idle)",
     ),
     ("queue", ("ps",), "list active jobs (-a: finished too)"),
-    ("show", (), "a job's full record and story"),
+    ("show", (), "a job's full record and history"),
     ("why", (), "why a job waits, and when it is expected to start"),
     ("logs", (), "print a job's output (-f follows)"),
     (

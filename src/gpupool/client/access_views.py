@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.wire_shapes import AuditWire, NewTokenWire, TokenListWire, TokenWire, WhoamiWire
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +20,8 @@ class Identity:
 
 
 def read_identity(value: JsonValue) -> Identity:
-    f = Fields(value)
-    return Identity(f.text("user"), f.text("via"), f.flag("pool_admin"), f.text("mode"))
+    w = conform(WhoamiWire, value)
+    return Identity(w["user"], w["via"], w["pool_admin"], w["mode"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,22 +37,22 @@ class TokenView:
     wire: JsonObject = field(repr=False, compare=False)
 
     @classmethod
-    def read(cls, f: Fields) -> TokenView:
+    def read(cls, w: TokenWire) -> TokenView:
         return cls(
-            id=f.whole("id"),
-            name=f.text("name"),
-            user=f.text("user"),
-            created_at=f.number("created_at"),
-            created_by=f.text("created_by"),
-            expires_at=f.opt_number("expires_at"),
-            last_used_at=f.opt_number("last_used_at"),
-            revoked_at=f.opt_number("revoked_at"),
-            wire=f.data,
+            id=w["id"],
+            name=w["name"],
+            user=w["user"],
+            created_at=w["created_at"],
+            created_by=w["created_by"],
+            expires_at=w["expires_at"],
+            last_used_at=w["last_used_at"],
+            revoked_at=w["revoked_at"],
+            wire=json_of(w),
         )
 
 
 def read_token(value: JsonValue) -> TokenView:
-    return TokenView.read(Fields(value))
+    return TokenView.read(conform(TokenWire, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,8 @@ class NewToken:
 
 
 def read_new_token(value: JsonValue) -> NewToken:
-    f = Fields(value)
-    return NewToken(TokenView.read(f), f.text("token"))
+    w = conform(NewTokenWire, value)
+    return NewToken(TokenView.read(w), w["token"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +75,8 @@ class TokenList:
 
 
 def read_token_list(value: JsonValue) -> TokenList:
-    f = Fields(value)
-    return TokenList(tuple(TokenView.read(Fields(v, at)) for at, v in f.items("tokens")), f.data)
+    w = conform(TokenListWire, value)
+    return TokenList(tuple(TokenView.read(t) for t in w["tokens"]), json_of(w))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,18 +96,9 @@ class AuditLog:
 
 
 def read_audit(value: JsonValue) -> AuditLog:
-    f = Fields(value)
-    entries = []
-    for at, v in f.items("entries"):
-        e = Fields(v, at)
-        entries.append(
-            AuditEntryView(
-                e.number("time"),
-                e.text("actor"),
-                e.text("via"),
-                e.text("action"),
-                e.text("target"),
-                e.text("detail"),
-            )
-        )
-    return AuditLog(tuple(entries), f.data)
+    w = conform(AuditWire, value)
+    entries = tuple(
+        AuditEntryView(e["time"], e["actor"], e["via"], e["action"], e["target"], e["detail"])
+        for e in w["entries"]
+    )
+    return AuditLog(entries, json_of(w))

@@ -3,27 +3,31 @@
 
 from __future__ import annotations
 
-from gpupool.client.wire_json import Fields, JsonValue
+from gpupool.client.wire_json import JsonValue, conform, json_of
 from gpupool.core.benchmarks import SavedBenchmark
+from gpupool.core.wire_shapes import BenchmarkListWire, SavedBenchmarkWire
 
 
-def read_saved_benchmark(answer: JsonValue, where: str = "") -> SavedBenchmark:
-    f = Fields(answer, where)
+def _saved(w: SavedBenchmarkWire) -> SavedBenchmark:
     return SavedBenchmark(
-        id=f.whole("id"),
-        user=f.text("user"),
-        benchmark=f.text("benchmark"),
-        hostname=f.text("hostname"),
-        device=f.text("device"),
-        gpu_model=f.opt_text("gpu_model"),
-        gpu_count=f.whole("gpu_count"),
-        driver=f.opt_text("driver"),
-        started_at=f.number("started_at"),
-        saved_at=f.number("saved_at"),
-        passed=f.flag("passed"),
-        result=f.obj("result").data,
+        id=w["id"],
+        user=w["user"],
+        benchmark=w["benchmark"],
+        hostname=w["hostname"],
+        device=w["device"],
+        gpu_model=w["gpu_model"],
+        gpu_count=w["gpu_count"],
+        driver=w["driver"],
+        started_at=w["started_at"],
+        saved_at=w["saved_at"],
+        passed=w["passed"],
+        result=json_of(w["result"]),
     )
 
 
+def read_saved_benchmark(answer: JsonValue) -> SavedBenchmark:
+    return _saved(conform(SavedBenchmarkWire, answer))
+
+
 def read_saved_benchmarks(answer: JsonValue) -> tuple[SavedBenchmark, ...]:
-    return tuple(read_saved_benchmark(v, w) for w, v in Fields(answer).items("results"))
+    return tuple(_saved(s) for s in conform(BenchmarkListWire, answer)["results"])

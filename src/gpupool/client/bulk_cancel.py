@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gpupool.client.http import Client
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform
+from gpupool.core.wire_shapes import BulkCancelWire
 
 
 class SkipWhy(StrEnum):
@@ -68,22 +69,19 @@ class CancelReport:
 
     @classmethod
     def read(cls, value: JsonValue) -> CancelReport:
-        f = Fields(value)
-        cancelled = []
-        for at, v in f.items("cancelled"):
-            one = Fields(v, at)
-            cancelled.append(CancelledJob(one.whole("id"), one.text("user"),
-                                          one.text("state"), one.flag("stopping")))  # fmt: skip
+        w = conform(BulkCancelWire, value)
+        cancelled = tuple(
+            CancelledJob(c["id"], c["user"], c["state"], c["stopping"]) for c in w["cancelled"]
+        )
         skipped = []
-        for at, v in f.items("skipped"):
-            one = Fields(v, at)
-            why = one.text("why")
+        for i, s in enumerate(w["skipped"]):
             try:
-                known = SkipWhy(why)
+                known = SkipWhy(s["why"])
             except ValueError:
-                raise WireShapeError(one.at("why"), f"not a reason to skip: {why!r}") from None
-            skipped.append(SkippedJob(one.whole("id"), known, one.text("message")))
-        return cls(tuple(cancelled), tuple(skipped))
+                where, why = f"skipped[{i}].why", s["why"]
+                raise WireShapeError(where, f"not a reason to skip: {why!r}") from None
+            skipped.append(SkippedJob(s["id"], known, s["message"]))
+        return cls(cancelled, tuple(skipped))
 
 
 def cancel_jobs(client: Client, filters: CancelFilters) -> CancelReport:

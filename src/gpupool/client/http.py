@@ -36,7 +36,7 @@ from gpupool.client.transport import (
     tls_context,
     tls_instead,
 )
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform
 from gpupool.core.paths import socket_path, state_dir
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
@@ -486,21 +486,19 @@ class SubmitReceipt:
 
 
 def read_receipt(value: JsonValue) -> SubmitReceipt:
-    """The receipt in a job's answer, checked as views.JobView.read checks those fields."""
-    f = Fields(value)
-    warnings = tuple(Fields(w, at).text("message") for at, w in f.items("warnings", []))
-    return SubmitReceipt(f.whole("id"), f.text("project"), warnings)
+    """The receipt in a job's answer, checked against the job's shape as views.read_job is."""
+    from gpupool.core.wire_shapes import JobWire
+
+    w = conform(JobWire, value)
+    warnings = tuple(warning["message"] for warning in w.get("warnings", []))
+    return SubmitReceipt(w["id"], w["project"], warnings)
 
 
 def read_batch_ids(value: JsonValue) -> list[int]:
     """The ids in a batch's answer (`{"ids": [...]}`)."""
-    ids = value.get("ids") if isinstance(value, dict) else None
-    if not isinstance(ids, list):
-        raise WireShapeError("ids", "not a list of job ids")
-    found = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
-    if len(found) != len(ids):
-        raise WireShapeError("ids", "not a list of job ids")
-    return found
+    from gpupool.core.wire_shapes import BatchIdsWire
+
+    return conform(BatchIdsWire, value)["ids"]
 
 
 def _page_query(

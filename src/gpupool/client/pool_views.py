@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.hardware import Link, LinkKind
+from gpupool.core.wire_shapes import (
+    BackendsWire,
+    GpuHolderWire,
+    GpusWire,
+    GpuUsageWire,
+    GpuWire,
+    InfoWire,
+    LinkWire,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,8 +28,8 @@ class GpuHolder:
     gpu_memory_bytes: int | None
 
     @classmethod
-    def read(cls, f: Fields) -> GpuHolder:
-        return cls(f.whole("id"), f.text("name"), f.text("user"), f.opt_whole("gpu_memory_bytes"))
+    def read(cls, w: GpuHolderWire) -> GpuHolder:
+        return cls(w["id"], w["name"], w["user"], w["gpu_memory_bytes"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +45,15 @@ class GpuUsage:
     foreign_memory_bytes: int  # held by processes that are not gpupool jobs'
 
     @classmethod
-    def read(cls, f: Fields) -> GpuUsage:
+    def read(cls, w: GpuUsageWire) -> GpuUsage:
         return cls(
-            simulated=f.flag("simulated"),
-            utilization_pct=f.opt_number("utilization_pct"),
-            memory_used_bytes=f.opt_whole("memory_used_bytes"),
-            memory_total_bytes=f.whole("memory_total_bytes"),
-            power_w=f.opt_number("power_w"),
-            temperature_c=f.opt_number("temperature_c"),
-            foreign_memory_bytes=f.whole("foreign_memory_bytes"),
+            simulated=w["simulated"],
+            utilization_pct=w["utilization_pct"],
+            memory_used_bytes=w["memory_used_bytes"],
+            memory_total_bytes=w["memory_total_bytes"],
+            power_w=w["power_w"],
+            temperature_c=w["temperature_c"],
+            foreign_memory_bytes=w["foreign_memory_bytes"],
         )
 
 
@@ -66,24 +75,23 @@ class GpuView:
     cpu_affinity: tuple[int, ...] = ()
 
     @classmethod
-    def read(cls, f: Fields) -> GpuView:
+    def read(cls, w: GpuWire) -> GpuView:
+        usage = w.get("usage")  # absent from a daemon older than GPU sampling: not sampled
         return cls(
-            index=f.whole("index"),
-            model=f.text("model"),
-            memory_bytes=f.whole("memory_bytes"),
-            nvlink_peers=f.wholes("nvlink_peers"),
-            job=f.opt_whole("job"),
-            job_name=f.opt_text("job_name"),
-            user=f.opt_text("user"),
-            shared=f.flag("shared"),
-            jobs=tuple(GpuHolder.read(Fields(v, at)) for at, v in f.items("jobs")),
-            # Absent from a daemon older than GPU sampling: not sampled, as null says.
-            usage=None
-            if (u := f.data.get("usage")) is None
-            else GpuUsage.read(Fields(u, f.at("usage"))),
-            pci_bus_id=f.text("pci_bus_id") if "pci_bus_id" in f.data else "",
-            numa_node=f.opt_whole("numa_node") if "numa_node" in f.data else None,
-            cpu_affinity=f.wholes("cpu_affinity") if "cpu_affinity" in f.data else (),
+            index=w["index"],
+            model=w["model"],
+            memory_bytes=w["memory_bytes"],
+            nvlink_peers=tuple(w["nvlink_peers"]),
+            job=w["job"],
+            job_name=w["job_name"],
+            user=w["user"],
+            shared=w["shared"],
+            jobs=tuple(GpuHolder.read(j) for j in w["jobs"]),
+            usage=None if usage is None else GpuUsage.read(usage),
+            # Topology: absent from an older daemon's answer (unknown).
+            pci_bus_id=w.get("pci_bus_id", ""),
+            numa_node=w.get("numa_node"),
+            cpu_affinity=tuple(w.get("cpu_affinity", ())),
         )
 
 
@@ -95,13 +103,13 @@ class NodeView:
     simulated: bool = False  # its GPUs do not exist (docs/nvml.md)
 
 
-def _link(f: Fields) -> Link:
-    name = f.text("type")
+def _link(w: LinkWire, where: str) -> Link:
+    name = w["type"]
     try:
         kind = LinkKind[name.upper()]
     except KeyError:
-        raise WireShapeError(f.at("type"), f"unknown link type {name!r}") from None
-    return Link(f.whole("a"), f.whole("b"), kind, f.whole("nvlinks"))
+        raise WireShapeError(f"{where}.type", f"unknown link type {name!r}") from None
+    return Link(w["a"], w["b"], kind, w["nvlinks"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +127,14 @@ class GpusView:
 
 
 def read_gpus(value: JsonValue) -> GpusView:
-    f = Fields(value)
+    w = conform(GpusWire, value)
     nodes = []
-    for at, v in f.items("nodes"):
-        n = Fields(v, at)
-        gpus = tuple(GpuView.read(Fields(g, where)) for where, g in n.items("gpus"))
-        links = tuple(_link(Fields(v, where)) for where, v in n.items("links", default=[]))
-        simulated = n.flag("simulated") if "simulated" in n.data else False  # older daemons
-        nodes.append(NodeView(n.text("name"), gpus, links, simulated))
-    return GpusView(f.text("source"), f.opt_text("note") or "", tuple(nodes), f.data)
+    for i, n in enumerate(w["nodes"]):
+        gpus = tuple(GpuView.read(g) for g in n["gpus"])
+        links = n.get("links", [])  # absent from older daemons' answers, as is `simulated`
+        read = tuple(_link(lk, f"nodes[{i}].links[{j}]") for j, lk in enumerate(links))
+        nodes.append(NodeView(n["name"], gpus, read, n.get("simulated", False)))
+    return GpusView(w["source"], w["note"], tuple(nodes), json_of(w))
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,19 +155,19 @@ class PoolInfo:
 
 
 def read_info(value: JsonValue) -> PoolInfo:
-    f = Fields(value)
+    w = conform(InfoWire, value)
     return PoolInfo(
-        version=f.text("version"),
-        pid=f.whole("pid"),
-        started=f.number("started"),
-        state_dir=f.text("state_dir"),
-        socket=f.text("socket"),
-        url=f.opt_text("url"),
-        gpus=f.whole("gpus"),
-        inventory_source=f.text("inventory_source"),
-        inventory_note=f.opt_text("inventory_note") or "",
-        passes=f.whole("passes"),
-        polls=f.whole("polls"),
+        version=w["version"],
+        pid=w["pid"],
+        started=w["started"],
+        state_dir=w["state_dir"],
+        socket=w["socket"],
+        url=w["url"],
+        gpus=w["gpus"],
+        inventory_source=w["inventory_source"],
+        inventory_note=w["inventory_note"],
+        passes=w["passes"],
+        polls=w["polls"],
     )
 
 
@@ -183,18 +190,11 @@ class BackendsView:
 
 
 def read_backends(value: JsonValue) -> BackendsView:
-    f = Fields(value)
-    rows = []
-    for at, v in f.items("backends"):
-        b = Fields(v, at)
-        rows.append(
-            BackendRow(
-                b.text("name"),
-                b.text("kind"),
-                b.flag("reachable"),
-                b.texts("capabilities"),
-                b.whole("jobs"),
-                b.text("summary"),
-            )
+    w = conform(BackendsWire, value)
+    rows = tuple(
+        BackendRow(
+            b["name"], b["kind"], b["reachable"], tuple(b["capabilities"]), b["jobs"], b["summary"]
         )
-    return BackendsView(tuple(rows), f.data)
+        for b in w["backends"]
+    )
+    return BackendsView(rows, json_of(w))

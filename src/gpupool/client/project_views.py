@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.wire_shapes import DefaultProjectWire, ProjectListWire, ProjectWire
 
 
 @dataclass(frozen=True, slots=True)
 class QuotaWarningView:
     """What is wrong with the quotas a created or changed project is part of
-    (engine/quota_warnings.py): `code`, the projects, and the daemon's words."""
+    (spec/quota_warnings.py): `code`, the projects, and the daemon's words."""
 
     code: str
     projects: tuple[str, ...]
@@ -41,35 +42,33 @@ class ProjectView:
     warnings: tuple[QuotaWarningView, ...] = ()
 
     @classmethod
-    def read(cls, f: Fields) -> ProjectView:
+    def read(cls, w: ProjectWire) -> ProjectView:
         return cls(
-            name=f.text("name"),
-            quota=f.number("quota"),
-            limit=f.opt_number("limit"),
-            weight=f.number("weight"),
-            department=f.opt_text("department"),
-            members=f.texts("members"),
-            open=f.flag("open"),
-            default_time_limit_s=f.opt_number("default_time_limit_s"),
+            name=w["name"],
+            quota=w["quota"],
+            limit=w["limit"],
+            weight=w["weight"],
+            department=w["department"],
+            members=tuple(w["members"]),
+            open=w["open"],
+            default_time_limit_s=w["default_time_limit_s"],
             # absent from a daemon older than the idle policy: none
-            idle_timeout_s=f.opt_number("idle_timeout_s") if "idle_timeout_s" in f.data else None,
-            idle_threshold_pct=f.number("idle_threshold_pct")
-            if "idle_threshold_pct" in f.data
-            else 5.0,
-            idle_action=f.opt_text("idle_action") if "idle_action" in f.data else None,
-            in_use_gpus=f.number("in_use_gpus"),
-            running_jobs=f.whole("running_jobs"),
-            pending_jobs=f.whole("pending_jobs"),
-            pending_gpus=f.number("pending_gpus"),
+            idle_timeout_s=w.get("idle_timeout_s"),
+            idle_threshold_pct=w.get("idle_threshold_pct", 5.0),
+            idle_action=w.get("idle_action"),
+            in_use_gpus=w["in_use_gpus"],
+            running_jobs=w["running_jobs"],
+            pending_jobs=w["pending_jobs"],
+            pending_gpus=w["pending_gpus"],
             warnings=tuple(
-                QuotaWarningView(w.text("code"), w.texts("projects"), w.text("message"))
-                for w in (Fields(v, at) for at, v in f.items("warnings", []))
+                QuotaWarningView(q["code"], tuple(q["projects"]), q["message"])
+                for q in w.get("warnings", [])
             ),
         )
 
 
 def read_project(value: JsonValue) -> ProjectView:
-    return ProjectView.read(Fields(value))
+    return ProjectView.read(conform(ProjectWire, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +87,10 @@ class ProjectList:
 
 
 def read_project_list(value: JsonValue) -> ProjectList:
-    f = Fields(value)
-    projects = tuple(ProjectView.read(Fields(v, at)) for at, v in f.items("projects"))
-    departments = []
-    for at, v in f.items("departments"):
-        d = Fields(v, at)
-        departments.append(DepartmentView(d.text("name"), d.opt_number("quota")))
-    return ProjectList(projects, tuple(departments), f.data)
+    w = conform(ProjectListWire, value)
+    projects = tuple(ProjectView.read(p) for p in w["projects"])
+    departments = tuple(DepartmentView(d["name"], d["quota"]) for d in w["departments"])
+    return ProjectList(projects, departments, json_of(w))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +105,5 @@ class DefaultProject:
 
 
 def read_default_project(value: JsonValue) -> DefaultProject:
-    f = Fields(value)
-    return DefaultProject(
-        f.text("user"), f.opt_text("project"), f.opt_text("effective"), f.text("problem")
-    )
+    w = conform(DefaultProjectWire, value)
+    return DefaultProject(w["user"], w["project"], w["effective"], w["problem"])

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from gpupool.client.http import Client
 from gpupool.client.views import JobView, read_job
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+from gpupool.client.wire_json import JsonObject, JsonValue, conform
+from gpupool.core.wire_shapes import SteeredWire
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,13 +21,9 @@ class Steered:
 
     @classmethod
     def read(cls, value: JsonValue) -> Steered:
-        f = Fields(value)
-        jobs = tuple(JobView.read(Fields(v, at)) for at, v in f.items("jobs"))
-        left = []
-        for at, v in f.items("left", default=[]):
-            one = Fields(v, at)
-            left.append((one.whole("id"), one.text("why")))
-        return cls(jobs, tuple(left))
+        w = conform(SteeredWire, value)
+        jobs = tuple(JobView.read(j, f"jobs[{i}]") for i, j in enumerate(w["jobs"]))
+        return cls(jobs, tuple((one["id"], one["why"]) for one in w.get("left", [])))
 
 
 def hold(client: Client, job_id: int) -> Steered:

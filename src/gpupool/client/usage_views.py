@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue
+from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.wire_shapes import (
+    GroupUsageWire,
+    JobUsageAnswerWire,
+    JobUsageWire,
+    UsageReportWire,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,18 +30,18 @@ class GroupUsageView:
     energy_kwh: float
 
     @classmethod
-    def read(cls, f: Fields) -> GroupUsageView:
+    def read(cls, w: GroupUsageWire) -> GroupUsageView:
         return cls(
-            f.text("group"),
-            f.whole("jobs"),
-            f.number("allocated_gpu_hours"),
-            f.number("used_gpu_hours"),
-            f.number("sampled_gpu_hours"),
-            f.opt_number("efficiency"),
-            f.opt_number("mean_wait_s"),
-            f.number("preempted_gpu_hours"),
-            f.number("idle_reclaimed_gpu_hours"),
-            f.number("energy_kwh"),
+            w["group"],
+            w["jobs"],
+            w["allocated_gpu_hours"],
+            w["used_gpu_hours"],
+            w["sampled_gpu_hours"],
+            w["efficiency"],
+            w["mean_wait_s"],
+            w["preempted_gpu_hours"],
+            w["idle_reclaimed_gpu_hours"],
+            w["energy_kwh"],
         )
 
 
@@ -51,17 +57,10 @@ class UsageReportView:
 
 
 def read_usage_report(answer: JsonValue) -> UsageReportView:
-    f = Fields(answer)
-    rows = tuple(GroupUsageView.read(Fields(v, w)) for w, v in f.items("rows"))
-    return UsageReportView(
-        f.text("by"),
-        f.number("since"),
-        f.number("until"),
-        f.flag("simulated"),
-        rows,
-        GroupUsageView.read(f.obj("total")),
-        f.data,
-    )
+    w = conform(UsageReportWire, answer)
+    rows = tuple(GroupUsageView.read(r) for r in w["rows"])
+    total = GroupUsageView.read(w["total"])
+    return UsageReportView(w["by"], w["since"], w["until"], w["simulated"], rows, total, json_of(w))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,20 +78,20 @@ class JobUsageView:
     simulated: bool
 
     @classmethod
-    def read(cls, f: Fields) -> JobUsageView:
+    def read(cls, w: JobUsageWire) -> JobUsageView:
         return cls(
-            f.whole("samples"),
-            f.opt_number("mean_util_pct"),
-            f.opt_number("p95_util_pct"),
-            f.opt_whole("peak_memory_bytes"),
-            f.number("energy_j"),
-            f.number("used_gpu_hours"),
-            f.number("sampled_gpu_hours"),
-            f.opt_number("efficiency"),
-            f.flag("simulated"),
+            w["samples"],
+            w["mean_util_pct"],
+            w["p95_util_pct"],
+            w["peak_memory_bytes"],
+            w["energy_j"],
+            w["used_gpu_hours"],
+            w["sampled_gpu_hours"],
+            w["efficiency"],
+            w["simulated"],
         )
 
 
 def read_job_usage(answer: JsonValue) -> JobUsageView | None:
-    usage = Fields(answer).opt_obj("usage")
+    usage = conform(JobUsageAnswerWire, answer)["usage"]
     return None if usage is None else JobUsageView.read(usage)

@@ -1,9 +1,11 @@
 """What the API answers, as typed objects: parsed in one place from the daemon's JSON.
 
-Each view is a frozen dataclass whose fields are the wire's (api/wire.py, api/projects.py),
-read with a checked shape (client/wire_json.py): a value of another shape raises
-`WireShapeError` naming it, which the client turns into `UnexpectedAnswer`. States are
-`JobState`; a pending job's wait code is `WaitCode`.
+Each view is a frozen dataclass whose fields are the wire's, read from an answer checked
+against its shape (core/wire_shapes.py, the one definition the server answers with and the
+OpenAPI document is made from; client/wire_json.py's `conform`): a value of another shape
+raises `WireShapeError` naming it, which the client turns into `UnexpectedAnswer`. A view
+reads the checked, typed dict, so mypy holds it to the shape's keys. States are `JobState`;
+a pending job's wait code is `WaitCode`.
 
 The GPU and pool views are in client/pool_views.py, the project views in
 client/project_views.py: each is imported by the client methods that read it (a frozen
@@ -21,8 +23,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gpupool.client.wire_json import Fields, JsonObject, JsonValue, WireShapeError
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.job_enums import JobState
+from gpupool.core.wire_shapes import (
+    JobEventWire,
+    JobPageWire,
+    JobWire,
+    PriorityFactorsWire,
+    ReservationWire,
+    ResourcesWire,
+    WaitReservationWire,
+    WaitWire,
+)
 
 
 class WaitCode(StrEnum):
@@ -47,12 +59,12 @@ class WaitCode(StrEnum):
 _WAIT_CODES = frozenset(c.value for c in WaitCode)
 
 
-def _state(fields: Fields, key: str) -> JobState:
-    text = fields.text(key)
+def _state(text: str, where: str, key: str) -> JobState:
     try:
         return JobState(text)
     except ValueError:
-        raise WireShapeError(fields.at(key), f"not a job state: {text!r}") from None
+        at = f"{where}.{key}" if where else key
+        raise WireShapeError(at, f"not a job state: {text!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +79,11 @@ class ResourcesView:
     gpu_fraction: float | None
 
     @classmethod
-    def read(cls, f: Fields) -> ResourcesView:
+    def read(cls, w: ResourcesWire) -> ResourcesView:
         return cls(
-            gpus=f.whole("gpus"),
-            gpu_type=f.opt_text("gpu_type"),
-            cpus=f.opt_whole("cpus"),
-            mem_bytes=f.opt_whole("mem_bytes"),
-            gpu_memory_bytes=f.opt_whole("gpu_memory_bytes"),
-            gpu_fraction=f.opt_number("gpu_fraction"),
-        )
+            w["gpus"], w["gpu_type"], w["cpus"], w["mem_bytes"], w["gpu_memory_bytes"],
+            w["gpu_fraction"],
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +96,8 @@ class Reservation:
     time: float
 
     @classmethod
-    def read(cls, f: Fields) -> Reservation:
-        return cls(
-            f.text("node"), f.wholes("gpus"), f.opt_whole("gpu_memory_bytes"), f.number("time")
-        )
+    def read(cls, w: ReservationWire) -> Reservation:
+        return cls(w["node"], tuple(w["gpus"]), w["gpu_memory_bytes"], w["time"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,16 +113,11 @@ class WaitReservation:
     nodes: int
 
     @classmethod
-    def read(cls, f: Fields) -> WaitReservation:
+    def read(cls, w: WaitReservationWire) -> WaitReservation:
         return cls(
-            job_id=f.whole("job_id"),
-            node=f.text("node"),
-            gpus=f.wholes("gpus"),
-            gpu_memory_bytes=f.opt_whole("gpu_memory_bytes"),
-            time=f.number("time"),
-            gpus_total=f.whole("gpus_total"),
-            nodes=f.whole("nodes"),
-        )
+            w["job_id"], w["node"], tuple(w["gpus"]), w["gpu_memory_bytes"], w["time"],
+            w["gpus_total"], w["nodes"],
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,24 +140,24 @@ class Wait:
     detail: str = ""  # QueuedInBackend: why, in the backend's words
 
     @classmethod
-    def read(cls, f: Fields) -> Wait:
-        code = f.text("code")
+    def read(cls, w: WaitWire, where: str) -> Wait:
+        code = w["code"]
         if code not in _WAIT_CODES:
-            raise WireShapeError(f.at("code"), f"not a wait code: {code!r}")
-        reserved = f.opt_obj("reservation")
+            raise WireShapeError(f"{where}.code" if where else "code", f"not a wait code: {code!r}")
+        reserved = w["reservation"]
         return cls(
             code=WaitCode(code),
-            rule=f.text("rule"),
-            dimension=f.opt_text("dimension"),
-            requested=f.opt_number("requested"),
-            free=f.opt_number("free"),
-            capacity=f.opt_number("capacity"),
-            node=f.opt_text("node"),
+            rule=w["rule"],
+            dimension=w["dimension"],
+            requested=w["requested"],
+            free=w["free"],
+            capacity=w["capacity"],
+            node=w["node"],
             reservation=None if reserved is None else WaitReservation.read(reserved),
-            jobs=f.wholes("jobs"),
-            project=f.opt_text("project"),
-            backend=f.opt_text("backend") if "backend" in f.data else None,
-            detail=(f.opt_text("detail") or "") if "detail" in f.data else "",
+            jobs=tuple(w["jobs"]),
+            project=w["project"],
+            backend=w.get("backend"),
+            detail=w.get("detail", ""),
         )
 
 
@@ -171,16 +172,13 @@ class PriorityFactors:
     score: float
 
     @classmethod
-    def read(cls, f: Fields) -> PriorityFactors:
-        return cls(
-            f.whole("class"), f.number("fairshare"), f.number("age"), f.number("size"),
-            f.number("score"),
-        )  # fmt: skip
+    def read(cls, w: PriorityFactorsWire) -> PriorityFactors:
+        return cls(w["class"], w["fairshare"], w["age"], w["size"], w["score"])
 
 
 @dataclass(frozen=True, slots=True)
 class JobEvent:
-    """One event of a job's story; `frm` is None for its submission."""
+    """One event of a job's history; `frm` is None for its submission."""
 
     time: float
     frm: JobState | None
@@ -188,9 +186,14 @@ class JobEvent:
     cause: str
 
     @classmethod
-    def read(cls, f: Fields) -> JobEvent:
-        frm = None if f.raw("from") is None else _state(f, "from")
-        return cls(f.number("time"), frm, _state(f, "to"), f.text("cause"))
+    def read(cls, w: JobEventWire, where: str) -> JobEvent:
+        frm = w["from"]
+        return cls(
+            w["time"],
+            None if frm is None else _state(frm, where, "from"),
+            _state(w["to"], where, "to"),
+            w["cause"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,67 +255,67 @@ class JobView:
         return WaitCode(self.reason) if self.reason in _WAIT_CODES else None
 
     @classmethod
-    def read(cls, f: Fields) -> JobView:
-        wait = f.opt_obj("wait")
-        reservation = f.opt_obj("reservation")
-        factors = f.opt_obj("priority_factors")
-        events = [JobEvent.read(Fields(v, at)) for at, v in f.items("events", default=[])]
+    def read(cls, w: JobWire, where: str = "") -> JobView:
+        """The view of a job checked against JobWire (`conform`); `where`: its place in the
+        answer, for a value the shape cannot say is wrong (a state, a wait code)."""
+        wait, reservation, factors = w["wait"], w["reservation"], w["priority_factors"]
+        at = f"{where}.events" if where else "events"
+        events = [JobEvent.read(e, f"{at}[{i}]") for i, e in enumerate(w.get("events", []))]
+        array_task = w.get("array_index"), w.get("array_limit")
         return cls(
-            id=f.whole("id"),
-            name=f.text("name"),
-            user=f.text("user"),
-            project=f.text("project"),
-            state=_state(f, "state"),
-            priority=f.whole("priority"),
-            priority_name=f.text("priority_name"),
-            command=f.texts("command"),
-            resources=ResourcesView.read(f.obj("resources")),
-            preemptible=f.flag("preemptible"),
-            time_limit_s=f.opt_number("time_limit_s"),
-            grace_s=f.number("grace_s"),
-            workdir=f.text("workdir"),
-            env=f.text_map("env"),
-            node=f.opt_text("node"),
-            gpus=f.wholes("gpus"),
-            gpu_count=f.number("gpu_count"),
-            gpu_memory_bytes=f.opt_whole("gpu_memory_bytes"),
-            submit_time=f.number("submit_time"),
-            start_time=f.opt_number("start_time"),
-            end_time=f.opt_number("end_time"),
-            exit_code=f.opt_whole("exit_code"),
-            reason=f.opt_text("reason") or "",
-            why=f.opt_text("why") or "",
-            wait=None if wait is None else Wait.read(wait),
-            estimated_start=f.opt_number("estimated_start"),
+            id=w["id"],
+            name=w["name"],
+            user=w["user"],
+            project=w["project"],
+            state=_state(w["state"], where, "state"),
+            priority=w["priority"],
+            priority_name=w["priority_name"],
+            command=tuple(w["command"]),
+            resources=ResourcesView.read(w["resources"]),
+            preemptible=w["preemptible"],
+            time_limit_s=w["time_limit_s"],
+            grace_s=w["grace_s"],
+            workdir=w["workdir"],
+            env=w["env"],
+            node=w["node"],
+            gpus=tuple(w["gpus"]),
+            gpu_count=w["gpu_count"],
+            gpu_memory_bytes=w["gpu_memory_bytes"],
+            submit_time=w["submit_time"],
+            start_time=w["start_time"],
+            end_time=w["end_time"],
+            exit_code=w["exit_code"],
+            reason=w["reason"],
+            why=w["why"],
+            wait=None if wait is None else Wait.read(wait, f"{where}.wait" if where else "wait"),
+            estimated_start=w["estimated_start"],
             reservation=None if reservation is None else Reservation.read(reservation),
             priority_factors=None if factors is None else PriorityFactors.read(factors),
-            begin_time=f.opt_number("begin_time"),
-            restart_count=f.whole("restart_count"),
-            failed_attempts=f.whole("failed_attempts") if "failed_attempts" in f.data else 0,
-            cancel_requested=f.flag("cancel_requested"),
-            log_path=f.text("log_path"),
-            # Absent from an older daemon's answer: a plain job.
-            after=f.texts("after") if "after" in f.data else (),
-            array_id=f.opt_whole("array_id") if "array_id" in f.data else None,
-            array_index=f.opt_whole("array_index") if "array_index" in f.data else None,
-            array_limit=f.opt_whole("array_limit") if "array_limit" in f.data else None,
-            image=f.opt_text("image") if "image" in f.data else None,
-            container_engine=(
-                f.opt_text("container_engine") if "container_engine" in f.data else None
-            ),
+            begin_time=w["begin_time"],
+            restart_count=w["restart_count"],
+            # The Added keys (core/wire_shapes.py): absent from an older daemon's answer.
+            failed_attempts=w.get("failed_attempts", 0),
+            cancel_requested=w["cancel_requested"],
+            log_path=w["log_path"],
+            after=tuple(w.get("after", ())),
+            array_id=w.get("array_id"),
+            array_index=array_task[0],
+            array_limit=array_task[1],
+            image=w.get("image"),
+            container_engine=w.get("container_engine"),
             events=tuple(events),
-            hidden=f.flag("hidden") if "hidden" in f.data else False,
-            wire=f.data,
-            hold=f.opt_text("hold") if "hold" in f.data else None,
-            separate_stderr=f.flag("separate_stderr") if "separate_stderr" in f.data else False,
-            backend=f.opt_text("backend") if "backend" in f.data else None,
-            nodes=f.whole("nodes") if "nodes" in f.data else 1,
-            backend_ref=f.opt_text("backend_ref") if "backend_ref" in f.data else None,
+            hidden=w.get("hidden", False),
+            wire=json_of(w),
+            hold=w.get("hold"),
+            separate_stderr=w.get("separate_stderr", False),
+            backend=w.get("backend"),
+            nodes=w.get("nodes", 1),
+            backend_ref=w.get("backend_ref"),
         )
 
 
 def read_job(value: JsonValue) -> JobView:
-    return JobView.read(Fields(value))
+    return JobView.read(conform(JobWire, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,13 +330,13 @@ class JobPage:
 
 
 def read_job_page(value: JsonValue) -> JobPage:
-    f = Fields(value)
+    w = conform(JobPageWire, value)
     return JobPage(
-        jobs=tuple(JobView.read(Fields(v, at)) for at, v in f.items("jobs")),
-        total=f.whole("total"),
-        counts=f.whole_map("counts"),
-        offset=f.whole("offset"),
-        limit=f.opt_whole("limit"),
+        jobs=tuple(JobView.read(j, f"jobs[{i}]") for i, j in enumerate(w["jobs"])),
+        total=w["total"],
+        counts=w["counts"],
+        offset=w["offset"],
+        limit=w["limit"],
     )
 
 
@@ -347,9 +350,14 @@ class WireJobPage:
     total: int
 
 
+_JOBS = frozenset({"jobs"})
+
+
 def read_wire_job_page(value: JsonValue) -> WireJobPage:
-    f = Fields(value)
-    return WireJobPage([v for _, v in f.items("jobs")], f.whole("total"))
+    w = conform(JobPageWire, value, shallow=_JOBS)  # each job as it came: not looked into
+    jobs = json_of(w)["jobs"]
+    assert isinstance(jobs, list)
+    return WireJobPage(jobs, w["total"])
 
 
 @dataclass(frozen=True, slots=True)

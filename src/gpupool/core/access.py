@@ -87,7 +87,7 @@ class Authority:
         owner may not (release an admin's hold, lengthen a running job's time limit)."""
         return self.is_pool_admin(name) or self.is_project_admin(name, project)
 
-    def pool_admin_words(self) -> str:
+    def pool_admin_text(self) -> str:
         """'root, gpupool or alice': who the pool admins are, for messages."""
         names = sorted({ROOT, self.daemon_user} | (self.pool_admins if self.shared else set()))
         return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
@@ -164,13 +164,13 @@ def permit(authority: Authority, caller: Caller, action: Action, target: Target)
             return None
         return Refusal(
             f"only the job's owner {target.owner}, an admin of project {target.project} or a "
-            f"pool admin ({authority.pool_admin_words()}) may {_doing(action, target)}"
+            f"pool admin ({authority.pool_admin_text()}) may {_doing(action, target)}"
         )
     if action in _SELF_ACTIONS:
         if name == target.owner:
             return None
         return Refusal(
-            f"only {target.owner} or a pool admin ({authority.pool_admin_words()}) may "
+            f"only {target.owner} or a pool admin ({authority.pool_admin_text()}) may "
             f"{_doing(action, target)}"
         )
     if action is Action.EDIT_PROJECT:
@@ -178,11 +178,11 @@ def permit(authority: Authority, caller: Caller, action: Action, target: Target)
             return None
         return Refusal(
             f"only an admin of project {target.project} or a pool admin "
-            f"({authority.pool_admin_words()}) may {_doing(action, target)}"
+            f"({authority.pool_admin_text()}) may {_doing(action, target)}"
         )
     # MANAGE_PROJECTS, READ_AUDIT
     return Refusal(
-        f"only a pool admin ({authority.pool_admin_words()}) may {_doing(action, target)}"
+        f"only a pool admin ({authority.pool_admin_text()}) may {_doing(action, target)}"
     )
 
 

@@ -1,5 +1,5 @@
 """How many jobs one request names at most, shared by the daemon and its clients: a batch
-submission (POST /v1/jobs/batch; engine/batch_submit.py), a bound on one request's time and
+submission (POST /v1/jobs/batch; service/batch_submit.py), a bound on one request's time and
 one transaction; and the jobs listed by id (GET /v1/jobs?id=..., `gpupool queue -j`), a
 query string that stays well inside the daemon's 16 KiB request head. And the one reading of
 such a list of ids, for the CLI's flag and the API's query alike."""

@@ -98,7 +98,7 @@ class ExitRecord:
     end_time: float
     message: str
     # Stretches (from, to; wall-clock) in which the disk under the run's log was full, so
-    # that what it wrote then is not in its log (executor/log_space.py); told in its story.
+    # that what it wrote then is not in its log (executor/log_space.py); told in its history.
     output_lost: tuple[tuple[float, float], ...] = ()
 
 
@@ -231,7 +231,7 @@ class LogChunk:
 @dataclass(frozen=True)
 class Leftovers:
     """What cleaning up after a LOST run found and did (`Executor.settle_lost`); the
-    engine renders it into the job's story."""
+    engine renders it into the job's history."""
 
     main_pid: int | None  # the job's command; None: never recorded
     other_boot: bool = False  # the machine restarted since: nothing of the job can run

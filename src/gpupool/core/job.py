@@ -1,7 +1,7 @@
 """A job's identity, its request, and its life as an explicit state machine.
 
 Every state change goes through `check_transition`, and every stored transition carries a
-cause, so `gpupool show` can tell a job's whole story (as Dask's worker state machine does).
+cause, so `gpupool show` can tell a job's whole history (as Dask's worker state machine does).
 Its states, hold kinds, gang launchers and priority classes are defined in job_enums.py
 (without dataclasses, for the CLI) and re-exported here.
 """
@@ -49,7 +49,7 @@ class InvalidTransition(ValueError):
 
 class EndReason(StrEnum):
     """Why a job ended, the short code of the REASON column (`Job.reason` of a finished
-    job; "" for a success). Its cause in words goes into the job's story."""
+    job; "" for a success). Its cause in words goes into the job's history."""
 
     NONE = ""  # exited with code 0
     NON_ZERO_EXIT = "NonZeroExit"
@@ -228,7 +228,7 @@ class Job:
 
 @dataclass(frozen=True)
 class Transition:
-    """One event of a job's story: when, from where to where, and why. A state change, or,
+    """One event of a job's history: when, from where to where, and why. A state change, or,
     with `frm == to`, a note: something that happened to the job without changing its
     state (its supervisor died and its processes still run, its GPUs left the pool)."""
 

@@ -28,7 +28,7 @@ DEFAULT_IDLE_THRESHOLD_PCT = 5.0
 class IdleAction(StrEnum):
     """What a project's idle-GPU policy does to a job idle for its `idle_timeout_s`."""
 
-    NOTIFY = "notify"  # a note in the job's story and a line in its log
+    NOTIFY = "notify"  # a note in the job's history and a line in its log
     STOP = "stop"  # cancelled (SIGTERM, grace, SIGKILL)
     REQUEUE = "requeue"  # preempted and requeued: preemptible jobs, while others wait
 
@@ -106,7 +106,7 @@ class Project:
     everyone); default_time_limit_s: assumed run time of its jobs without --time.
     idle_timeout_s: a job whose GPUs stay below idle_threshold_pct utilization this long
     is idle (None: no idle policy); idle_action: what then (None: stop for interactive
-    jobs, notify for the others); see engine/idle.py.
+    jobs, notify for the others); see monitor/idle.py.
     """
 
     name: str

@@ -1,7 +1,8 @@
-"""The loop that ties the layers together: events -> snapshot -> policy.decide -> store -> executor."""
+"""The scheduler's runtime: events -> snapshot -> policy.decide -> store -> executor.
+
+Its one seam outward is `Engine`: post events, read the view, wake (docs/ARCHITECTURE.md).
+"""
 
 from gpupool.engine.loop import Engine
-from gpupool.engine.refusal import RequestRefused
-from gpupool.engine.service import PoolService
 
-__all__ = ["Engine", "PoolService", "RequestRefused"]
+__all__ = ["Engine"]

@@ -16,7 +16,7 @@ backend's poll says (`observed`, one poll per backend per round):
                                         CANCELLED when a cancel was asked
     RUNNING          EXITED             ends as a local run's exit does (react._observed)
     RUNNING          UNLAUNCHED/LOST    FAILED: the backend no longer knows the run
-    any              UNKNOWN            nothing changes; its story says once that the
+    any              UNKNOWN            nothing changes; its history says once that the
                                         backend cannot be reached
 
 A cancel of a handed-over PENDING job is delivered to its backend as for a running one
@@ -36,8 +36,8 @@ from gpupool.engine.events import (
     Instruction,
     KeepRef,
     Log,
+    LogLine,
     Note,
-    Said,
     SetReasons,
     Signal,
     StartInBackend,
@@ -93,10 +93,10 @@ def hand_over(state: EngineState, tracked: Tracked, now: float) -> list[Instruct
     backend = job.spec.backend
     assert backend is not None
     tracked.handed_over = True
-    said = Said(f"job {job.id} handed over to backend {backend}")
+    log_line = LogLine(f"job {job.id} handed over to backend {backend}")
     cause = f"handed over to backend {backend}"
     return [
-        HandOver(job.id, backend, state.limit_of(job).seconds, said),
+        HandOver(job.id, backend, state.limit_of(job).seconds, log_line),
         Note(job.id, cause, now, reason=Code.QUEUED_IN_BACKEND.value, only_if=JobState.PENDING),
     ]
 
@@ -110,13 +110,15 @@ def deliver_cancel(tracked: Tracked, now: float | None) -> list[Instruction]:
     if job.state is not JobState.PENDING or not job.cancel_requested or tracked.cancel_delivered:
         return []
     if tracked.handed_over:
-        said = Said(f"job {job.id}: cancelling it in backend {job.spec.backend}")
-        return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", said)]
+        log_line = LogLine(f"job {job.id}: cancelling it in backend {job.spec.backend}")
+        return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", log_line)]
     if now is None:
         return []
-    said = Said(f"job {job.id} CANCELLED before it was handed over")
+    log_line = LogLine(f"job {job.id} CANCELLED before it was handed over")
     cause = "cancelled before it was handed over to its backend"
-    return [Finish(job.id, JobState.CANCELLED, None, cause, EndReason.CANCELLED, now, said=said)]
+    return [
+        Finish(job.id, JobState.CANCELLED, None, cause, EndReason.CANCELLED, now, log_line=log_line)
+    ]
 
 
 def observed(
@@ -134,7 +136,7 @@ def observed(
             return []
         tracked.unreachable_told = True
         cause = f"backend {backend} cannot be reached: its state is kept until it answers"
-        return [Note(job.id, cause, now, said=Said(f"job {job.id}: {cause}", _WARN))]
+        return [Note(job.id, cause, now, log_line=LogLine(f"job {job.id}: {cause}", _WARN))]
     tracked.unreachable_told = False
     out: list[Instruction] = []
     starts = job.state is JobState.PENDING and obs.state is RunState.RUNNING  # writes the ref
@@ -143,11 +145,16 @@ def observed(
     if job.state is JobState.RUNNING:
         if obs.state in (RunState.UNLAUNCHED, RunState.LOST):
             cause = f"backend {backend} no longer knows its run"
-            said = Said(f"job {job.id} failed: {cause}", _WARN)
+            log_line = LogLine(f"job {job.id} failed: {cause}", _WARN)
             reason = EndReason.NODE_FAIL
-            return [*out, Finish(job.id, JobState.FAILED, None, cause, reason, now, said=said)]
+            return [
+                *out,
+                Finish(job.id, JobState.FAILED, None, cause, reason, now, log_line=log_line),
+            ]
         if adopted and obs.state is RunState.RUNNING:
-            out.append(Log(Said(f"job {job.id} is still running in backend {backend}: re-adopted")))
+            out.append(
+                Log(LogLine(f"job {job.id} is still running in backend {backend}: re-adopted"))
+            )
         return out + running_observed(state, tracked, obs, now)
     if job.state is not JobState.PENDING:
         return out
@@ -160,18 +167,18 @@ def observed(
             tracked.backend_detail = obs.detail
             return out + deliver_cancel(tracked, now)
         case RunState.RUNNING:
-            said = Said(f"job {job.id} started in backend {backend}")
-            return [*out, StartInBackend(job.id, backend, now, obs.ref, said)]
+            log_line = LogLine(f"job {job.id} started in backend {backend}")
+            return [*out, StartInBackend(job.id, backend, now, obs.ref, log_line)]
         case RunState.EXITED:
             record = obs.exit
             cancelled = record is not None and record.reason is ExitReason.CANCELLED
             if job.cancel_requested or cancelled:
-                said = Said(f"job {job.id} CANCELLED in backend {backend} before it started")
+                log_line = LogLine(f"job {job.id} CANCELLED in backend {backend} before it started")
                 cause = f"cancelled in backend {backend} before it started"
                 reason = EndReason.CANCELLED
                 return [
                     *out,
-                    Finish(job.id, JobState.CANCELLED, None, cause, reason, now, said=said),
+                    Finish(job.id, JobState.CANCELLED, None, cause, reason, now, log_line=log_line),
                 ]
             start = now if record is None else min(record.start_time, now)
             state.poll_soon = True  # its end is read at the next poll, as a running job's
@@ -181,8 +188,8 @@ def observed(
                 tracked.handed_over = False
                 return out + deliver_cancel(tracked, now)
             if tracked.handed_over and backend in state.backends:
-                said = Said(f"job {job.id}: backend {backend} does not have its run: again")
-                out.append(Log(said))
+                log_line = LogLine(f"job {job.id}: backend {backend} does not have its run: again")
+                out.append(Log(log_line))
                 out += hand_over(state, tracked, now)[:1]
             return out
     return out

@@ -6,7 +6,7 @@ what to do: write to the store, launch, signal, run a pass. Both are plain froze
 the table is tested without a store, an executor or a clock (tests/unit/test_engine_react.py),
 as Dask's worker state machine is (`handle_stimulus`: stimuli in, instructions out).
 
-An instruction may carry a `said` line for the daemon's log, written once it has been
+An instruction may carry a `log_line` line for the daemon's log, written once it has been
 carried out (a finish that failed to be written is not logged as done).
 """
 
@@ -24,8 +24,8 @@ from gpupool.policy import Decision, Snapshot, Start
 
 
 @dataclass(frozen=True)
-class Said:
-    """A line for the daemon's log (engine/log_lines.py words it)."""
+class LogLine:
+    """A line for the daemon's log, written once its instruction took effect."""
 
     text: str
     level: int = logging.INFO
@@ -141,7 +141,7 @@ class LostSettled:
 @dataclass(frozen=True)
 class PreemptAsked:
     """Preempt this running job and requeue it (the idle-GPU policy's requeue): as quota
-    reclaim does, SIGTERM, grace, then back to the queue; `why` goes into its story."""
+    reclaim does, SIGTERM, grace, then back to the queue; `why` goes into its history."""
 
     job_id: int
     why: str
@@ -203,7 +203,7 @@ class CommitStarts:
 class Launch:
     job_id: int
     time_limit_s: float  # the limit in force (engine/limits.py), enforced by the executor
-    said: Said | None = None
+    log_line: LogLine | None = None
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class HandOver:
     job_id: int
     backend: str
     time_limit_s: float  # the limit in force (engine/limits.py), enforced by the backend
-    said: Said | None = None
+    log_line: LogLine | None = None
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class StartInBackend:
     backend: str
     start_time: float
     ref: str | None
-    said: Said | None = None
+    log_line: LogLine | None = None
 
 
 @dataclass(frozen=True)
@@ -242,11 +242,11 @@ class Finish:
     job_id: int
     state: JobState  # terminal
     exit_code: int | None
-    cause: str  # for the job's story
+    cause: str  # for the job's history
     reason: str  # EndReason's value, for the REASON column
     now: float
     end_time: float | None = None  # when it really ended, if not now
-    said: Said | None = None
+    log_line: LogLine | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ class Requeue:
     job_id: int
     cause: str
     now: float
-    said: Said | None = None
+    log_line: LogLine | None = None
     hold_until: float | None = None  # held (as with --begin) until then: others go first
     retry: bool = False  # its run failed and is run again (--retry): a failed attempt
 
@@ -270,7 +270,7 @@ class Signal:
     handle: Handle
     kind: StopKind
     why: str
-    said: Said | None = None  # logged when it was delivered
+    log_line: LogLine | None = None  # logged when it was delivered
 
 
 @dataclass(frozen=True)
@@ -287,14 +287,14 @@ class Note:
     now: float
     reason: str | None = None  # the job's new REASON code, if it changes
     only_if: JobState | None = None  # dropped unless the job is still in this state
-    said: Said | None = None
+    log_line: LogLine | None = None
 
 
 @dataclass(frozen=True)
 class Log:
     """Only a line for the daemon's log."""
 
-    said: Said
+    log_line: LogLine
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 recorded while the daemon was down, a job left on GPUs the inventory no longer has.
 
 The rule for all of them: a GPU is given again only once nothing of its job runs on it,
-and what happened is told in the daemon's log and in the job's story. What the engine does
+and what happened is told in the daemon's log and in the job's history. What the engine does
 about each is in its reaction table (engine/react.py); here are the facts it reads and the
 words it writes.
 """
@@ -30,7 +30,7 @@ def _pids(pids: tuple[int, ...]) -> str:
 
 
 def lost_cause(left: Leftovers) -> str:
-    """The job's story for a lost job that is finished: what became of its processes."""
+    """The job's history for a lost job that is finished: what became of its processes."""
     head = "its supervisor died without recording an exit"
     if left.main_pid is None:
         return f"{head}, before it recorded its command's pid (nothing of it was found running)"
@@ -48,7 +48,7 @@ def lost_cause(left: Leftovers) -> str:
 
 
 def held_cause(left: Leftovers) -> str:
-    """The job's story for a lost job whose processes could not be killed (yet)."""
+    """The job's history for a lost job whose processes could not be killed (yet)."""
     why = f"its processes {_pids(left.alive)} still run"
     if left.denied:
         why += f" and may not be killed by the pool's user ({_pids(left.denied)})"

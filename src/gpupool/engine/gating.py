@@ -130,7 +130,7 @@ def _keep(kept: OrderedDict[int, T], key: int, value: T, most: int) -> None:
 @dataclass(frozen=True)
 class Gating:
     """What a pass is not to consider: `held` wait (their status), `doomed` never will
-    start (the cause for their story), `unknown`: dependencies neither active nor known
+    start (the cause for their history), `unknown`: dependencies neither active nor known
     to have ended (their jobs are held meanwhile)."""
 
     held: Mapping[int, Status] = field(default_factory=dict)

@@ -5,7 +5,7 @@ without one a limit when it is submitted: its project's `default_time_limit`, el
 daemon's `--default-time-limit` (24 h unless set). The limit is written into the job's spec,
 so `show` shows it, its supervisor stops the job when it is reached (TIMEOUT, after SIGTERM
 and the job's grace), and backfill, which plans with every running job's end at its start
-plus its limit, plans with the limit that is enforced. The job's story says where the limit
+plus its limit, plans with the limit that is enforced. The job's history says where the limit
 came from (docs/scheduling.md, "Time limits").
 
 Jobs submitted before limits were given at submit (their spec has none) get the same rule
@@ -34,7 +34,7 @@ class TimeLimit:
     seconds: float
     source: LimitSource
 
-    def words(self, project: str) -> str:
+    def text(self, project: str) -> str:
         """'time limit 2h00m (its own --time)', '... (project vision's default: no --time)'."""
         head = f"time limit {format_duration(self.seconds)}"
         if self.source is LimitSource.JOB:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupool.core.job import Job, JobState
-from gpupool.core.project import Project, fmt_gpus
+from gpupool.core.space import StorageFull
 from gpupool.core.units import format_duration, format_size, plural
-from gpupool.store.space import StorageFull
 
 
 def placement(node: str | None, gpus: Sequence[int]) -> str:
@@ -23,7 +22,7 @@ def placement(node: str | None, gpus: Sequence[int]) -> str:
     return f"{node or '?'}:{','.join(str(g) for g in gpus)}"
 
 
-def gpu_words(gpus: float) -> str:
+def gpu_amount_text(gpus: float) -> str:
     """'1 GPU', '0.5 GPU', 'no GPU'."""
     return plural(gpus, "GPU") if gpus else "no GPU"
 
@@ -47,63 +46,6 @@ def job_ended(job: Job, state: JobState, exit_code: int | None, end_time: float,
     return text
 
 
-def _limit(value: float | None) -> str:
-    return "none" if value is None else fmt_gpus(value)
-
-
-def _time_limit(value: float | None) -> str:
-    return "none" if value is None else format_duration(value)
-
-
-def _members(members: Sequence[str]) -> str:
-    return ", ".join(members) if members else "everyone"
-
-
-def project_fields(p: Project) -> str:
-    """'quota 4, limit 8, weight 2, department research, members alice, bob, default time
-    limit 12h' (the fields that are not their defaults, and always the quota)."""
-    parts = [f"quota {fmt_gpus(p.quota)}"]
-    if p.limit is not None:
-        parts.append(f"limit {fmt_gpus(p.limit)}")
-    if p.weight != 1.0:
-        parts.append(f"weight {p.weight:g}")
-    if p.department is not None:
-        parts.append(f"department {p.department}")
-    parts.append(f"members {_members(p.members)}")
-    if p.default_time_limit_s is not None:
-        parts.append(f"default time limit {_time_limit(p.default_time_limit_s)}")
-    if p.idle_timeout_s is not None:
-        parts.append(f"idle policy {idle_policy(p)}")
-    return ", ".join(parts)
-
-
-def idle_policy(p: Project) -> str:
-    """'stop after 30m below 5%'; 'off' without an idle timeout."""
-    if p.idle_timeout_s is None:
-        return "off"
-    action = p.idle_action.value if p.idle_action is not None else "stop interactive, notify others"
-    return f"{action} after {_time_limit(p.idle_timeout_s)} below {p.idle_threshold_pct:g}%"
-
-
-def project_changes(old: Project, new: Project) -> str:
-    """'quota 4 -> 8, members alice -> alice, bob'; 'nothing' when nothing changed."""
-    pairs = [
-        ("quota", fmt_gpus(old.quota), fmt_gpus(new.quota)),
-        ("limit", _limit(old.limit), _limit(new.limit)),
-        ("weight", f"{old.weight:g}", f"{new.weight:g}"),
-        ("department", old.department or "none", new.department or "none"),
-        ("members", _members(old.members), _members(new.members)),
-        (
-            "default time limit",
-            _time_limit(old.default_time_limit_s),
-            _time_limit(new.default_time_limit_s),
-        ),
-        ("idle policy", idle_policy(old), idle_policy(new)),
-    ]
-    changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]
-    return ", ".join(changed) or "nothing"
-
-
 def jobs_left_running(count: int) -> str:
     """'stopping: 3 jobs keep running under their supervisors'."""
     if count == 0:
@@ -113,7 +55,7 @@ def jobs_left_running(count: int) -> str:
     return f"stopping: {plural(count, 'job')} keep running under their supervisors"
 
 
-def disk_full_words(full: StorageFull) -> str:
+def disk_full_text(full: StorageFull) -> str:
     """'the state disk is full (0B free in /var/lib/gpupool, 1MiB needed)', or 'the database
     server has no space left': what the daemon says of a full disk, running or starting."""
     if full.path is None:
@@ -126,10 +68,10 @@ def disk_full_words(full: StorageFull) -> str:
 def not_done_disk_full(what: str, full: StorageFull) -> str:
     """'engine: could not store the pending jobs' reasons: the state disk is full (0B free
     in /var/lib/gpupool, 1MiB needed); done again once space is freed'."""
-    return f"{what}: {disk_full_words(full)}; done again once space is freed"
+    return f"{what}: {disk_full_text(full)}; done again once space is freed"
 
 
 def cannot_run_disk_full(full: StorageFull) -> str:
     """'the state disk is full (0B free in /var/lib/gpupool, 1MiB needed): the daemon cannot
     run; free some space, then start it again' (it cannot write its database, at start)."""
-    return f"{disk_full_words(full)}: the daemon cannot run; free some space, then start it again"
+    return f"{disk_full_text(full)}: the daemon cannot run; free some space, then start it again"

@@ -21,10 +21,12 @@ from collections.abc import Iterable, Mapping
 
 from gpupool.core.backends import Backend
 from gpupool.core.clock import Clock, SystemClock
+from gpupool.core.engine_observer import EngineObserver
 from gpupool.core.execution import Executor, Observation
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
+from gpupool.core.space import storage_full
 from gpupool.engine import backend_io, log_lines
 from gpupool.engine.contracts import EngineStore
 from gpupool.engine.events import (
@@ -39,6 +41,7 @@ from gpupool.engine.events import (
     KeepRef,
     Launch,
     Log,
+    LogLine,
     LostSettled,
     Note,
     PassDecided,
@@ -53,7 +56,6 @@ from gpupool.engine.events import (
     Resync,
     Resynced,
     RunPass,
-    Said,
     SetReasons,
     SettleLost,
     Signal,
@@ -64,7 +66,7 @@ from gpupool.engine.events import (
 )
 from gpupool.engine.gating import Gating
 from gpupool.engine.launching import launch_request
-from gpupool.engine.observer import EngineObserver, NoObserver, first_starts
+from gpupool.engine.observer import NoObserver, first_starts
 from gpupool.engine.pacing import DEFER_RECHECK_S, Arrivals, NoArrivals, PassBudget, PassDeferral
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState, Tracked, handle_of, slim
@@ -72,7 +74,6 @@ from gpupool.engine.view import JobsView
 from gpupool.policy import Decision, decide
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
-from gpupool.store.space import storage_full
 
 log = logging.getLogger("gpupool.engine")
 _DISK_FULL_SAID_EVERY_S = 60.0
@@ -100,6 +101,8 @@ class Engine:
         quiet_pass_s: float = 2.0,
         refresh_pass_s: float = 60.0,
         backends: Mapping[str, Backend] | None = None,
+        observer: EngineObserver | None = None,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -120,7 +123,7 @@ class Engine:
         self.usage_refresh_s = usage_refresh_s
         self.passes = 0  # scheduling passes run
         # Told of each pass's duration and each job's first start (the daemon's /metrics).
-        self.observer: EngineObserver = NoObserver()
+        self.observer: EngineObserver = observer if observer is not None else NoObserver()
         self.polls = 0  # rounds that asked the executor about the running jobs
         self._usage = Usage()
         self._usage_at: float | None = None
@@ -128,7 +131,8 @@ class Engine:
         self._wake = threading.Event()
         self._pass_budget = PassBudget()  # how often passes may run (engine/pacing.py)
         self.deferral = PassDeferral()  # and whether one waits for submissions in flight
-        self.arrivals: Arrivals = NoArrivals()  # the API's load (set by the daemon)
+        # The API's load: a due pass waits while a burst of submissions is in flight.
+        self.arrivals: Arrivals = arrivals if arrivals is not None else NoArrivals()
         self.passes_deferred = 0  # due passes that waited for submissions in flight
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -145,7 +149,7 @@ class Engine:
         self._round_lock = threading.Lock()  # rounds run one at a time, in one thread or not
         self._reasons_due: dict[int, str] = {}  # reason codes given, not stored yet
         self._reasons_at = 0.0
-        self._disk_full_said: dict[str, float] = {}  # what failed on a full disk -> when said
+        self._disk_full_logged: dict[str, float] = {}  # what failed on a full disk -> when log_line
 
     # -- what other threads call -----------------------------------------------------------
 
@@ -164,7 +168,7 @@ class Engine:
         self.post(ProjectsRead(tuple(projects)))
 
     def preempt(self, job_id: int, why: str, hold_s: float | None = None) -> None:
-        """Preempt a running job and requeue it (SIGTERM, grace); `why` goes into its story;
+        """Preempt a running job and requeue it (SIGTERM, grace); `why` goes into its history;
         `hold_s`: once requeued it is held that long (as with --begin)."""
         self.post(PreemptAsked(job_id, why, hold_s))
 
@@ -343,10 +347,10 @@ class Engine:
             log.exception("%s", what)
             return
         now = time.monotonic()
-        if now - self._disk_full_said.get(what, -_DISK_FULL_SAID_EVERY_S) >= (
+        if now - self._disk_full_logged.get(what, -_DISK_FULL_SAID_EVERY_S) >= (
             _DISK_FULL_SAID_EVERY_S
         ):
-            self._disk_full_said[what] = now
+            self._disk_full_logged[what] = now
             log.warning("%s", log_lines.not_done_disk_full(what, full))
 
     def _poll(self) -> None:
@@ -400,9 +404,9 @@ class Engine:
                 self._failed(f"engine: could not carry out {type(ins).__name__}", exc)
                 self.state.resync_needed = True
                 continue
-            said = _said_of(ins)
-            if said is not None and took_effect:
-                log.log(said.level, "%s", said.text)
+            log_line = _log_line_of(ins)
+            if log_line is not None and took_effect:
+                log.log(log_line.level, "%s", log_line.text)
             follow: list[Instruction] = []
             for event in events:
                 follow += react(self.state, event)
@@ -430,7 +434,7 @@ class Engine:
                     started = store.commit_starts(plan, version, now)
                 except StaleState as exc:
                     # LeaseLost: another daemon schedules now; the keeper's next renewal
-                    # learns it and stops this one (engine/lease_keeper.py).
+                    # learns it and stops this one (daemon/lease_keeper.py).
                     lost = isinstance(exc, LeaseLost)
                     log.log(logging.WARNING if lost else logging.DEBUG,
                             "decision refused as stale (%s)%s", exc,
@@ -555,10 +559,10 @@ class Engine:
         return self._usage
 
 
-def _said_of(ins: Instruction) -> Said | None:
+def _log_line_of(ins: Instruction) -> LogLine | None:
     match ins:
         case Launch() | Finish() | Requeue() | Signal() | Note() | HandOver() | StartInBackend():
-            return ins.said
-        case Log(said):
-            return said
+            return ins.log_line
+        case Log(log_line):
+            return log_line
     return None

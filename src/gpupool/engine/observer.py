@@ -10,30 +10,9 @@ measuring never stops the pool.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
 
+from gpupool.core.engine_observer import JobStarted
 from gpupool.core.job import Job
-
-
-@dataclass(frozen=True)
-class JobStarted:
-    """A job's first start: how long it waited, from its submission to its start."""
-
-    job_id: int
-    project: str
-    waited_s: float
-
-
-class EngineObserver(Protocol):
-    def pass_ran(self, seconds: float) -> None:
-        """A scheduling pass ran: `seconds` of wall time to build its snapshot and decide."""
-
-    def job_started(self, start: JobStarted) -> None:
-        """A job started for the first time (its start committed to the store)."""
-
-    def pass_deferred(self) -> None:
-        """A due pass began to wait for the submissions in flight (engine/pacing.py)."""
 
 
 class NoObserver:

@@ -16,7 +16,7 @@ class Outcome:
     state: JobState
     exit_code: int | None
     reason: EndReason  # for the REASON column
-    cause: str  # words for the job's story
+    cause: str  # words for the job's history
 
 
 def _signal_name(num: int) -> str:
@@ -28,7 +28,7 @@ def _signal_name(num: int) -> str:
 
 def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
     """The outcome of a run that ended as `record` says (not one PREEMPTED: that one is
-    requeued). `time_limit_s`: the limit it ran under, for the story of a TIMEOUT."""
+    requeued). `time_limit_s`: the limit it ran under, for the history of a TIMEOUT."""
     code, sig, why = record.exit_code, record.signal, record.reason
     if why is ExitReason.TIMEOUT:
         limit = format_duration(time_limit_s) if time_limit_s else "its"
@@ -51,8 +51,8 @@ def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
     return Outcome(JobState.FAILED, code, EndReason.NON_ZERO_EXIT, f"exited with code {code}")
 
 
-def output_lost_words(record: ExitRecord) -> str | None:
-    """The story's words when the disk under the run's log was full while it ran (None when
+def output_lost_text(record: ExitRecord) -> str | None:
+    """The history's words when the disk under the run's log was full while it ran (None when
     it never was): 'output lost: its log's disk was full for 1m00s, from 2m10s after the
     start; what the job wrote then is not in its log'."""
     gaps = record.output_lost
@@ -74,7 +74,7 @@ _RETRIED = frozenset({EndReason.NON_ZERO_EXIT, EndReason.SIGNAL})
 
 
 def retry_of(job: Job, result: Outcome) -> str | None:
-    """The story's words when `job`'s run ending as `result` is to be run again (--retry),
+    """The history's words when `job`'s run ending as `result` is to be run again (--retry),
     else None. Only failed attempts count against the retries (`failed_attempts`): a job
     requeued by preemption keeps them, as Kubernetes' pod failure policy ignores
     disruptions; GPUPOOL_RESTART_COUNT still counts every requeue, as Slurm's does."""

@@ -4,6 +4,8 @@ A pass is given every waiting job as a `PendingJob` and every running one as a `
 in id order (as the store lists them). Rebuilding those from 10,000 waiting jobs cost more
 than the policy's pass itself; here each is made when its job changes, kept in id order
 (a new job has the highest id: an append), and the snapshot's tuples are copies of lists.
+Each is made by the builder the simulator uses too (policy/inputs.py), so a replay and the
+daemon tell `decide` the same facts about the same job.
 """
 
 from __future__ import annotations
@@ -13,39 +15,24 @@ from collections.abc import Callable, Iterable
 
 from gpupool.core.job import Job, JobState
 from gpupool.policy import PendingJob, RunningJob
+from gpupool.policy.inputs import pending_job, running_pieces
 
 
-def pending_job(job: Job, limit_s: float) -> PendingJob:
-    spec = job.spec
-    return PendingJob(
-        job.id,
-        spec.resources,
-        spec.priority,
-        job.submit_time,
-        job.user,
-        spec.project,
-        limit_s,
-        spec.begin_time,
-        spec.is_preemptible,
-    )
+def pending_of(job: Job, limit_s: float) -> PendingJob:
+    """A stored job as a pass reads it while it waits: the builder the simulator uses too
+    (policy/inputs.py), given the limit the engine enforces."""
+    return pending_job(job.id, job.spec, job.user, job.submit_time, limit_s)
 
 
-def running_job(job: Job, limit_s: float) -> RunningJob:
-    spec = job.spec
+def running_of(job: Job, limit_s: float) -> RunningJob:
+    """A stored RUNNING job as a pass reads it: on its one node (the local pool spreads no
+    job over nodes), with the GPU memory it was granted."""
     assert job.node is not None
-    return RunningJob(
-        job.id,
-        job.node,
-        job.gpus,
-        spec.resources,
-        job.start_time or 0.0,
-        spec.priority,
-        job.user,
-        spec.project,
-        limit_s,
-        spec.is_preemptible,
-        job.gpu_memory_bytes,
+    start = job.start_time or 0.0
+    (piece,) = running_pieces(
+        pending_of(job, limit_s), start, ((job.node, job.gpus),), job.gpu_memory_bytes
     )
+    return piece
 
 
 class PolicyInputs:
@@ -68,7 +55,7 @@ class PolicyInputs:
         present = i < len(self._ids) and self._ids[i] == job_id
         if waiting:
             assert job is not None
-            made = pending_job(job, self._limit_of(job))
+            made = pending_of(job, self._limit_of(job))
             if present:
                 if self._pending[i] != made:
                     self._pending[i] = made
@@ -81,7 +68,7 @@ class PolicyInputs:
             del self._ids[i], self._pending[i]
             self._pending_tuple = None
         if job is not None and job.state is JobState.RUNNING and job.node is not None:
-            self._running[job_id] = running_job(job, self._limit_of(job))
+            self._running[job_id] = running_of(job, self._limit_of(job))
             self._running_tuple = None
         elif self._running.pop(job_id, None) is not None:
             self._running_tuple = None

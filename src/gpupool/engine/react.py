@@ -32,6 +32,7 @@ from gpupool.engine.events import (
     JobsStored,
     Launch,
     Log,
+    LogLine,
     LostSettled,
     Note,
     PassDecided,
@@ -46,7 +47,6 @@ from gpupool.engine.events import (
     Resync,
     Resynced,
     RunPass,
-    Said,
     SetReasons,
     SettleLost,
     Signal,
@@ -63,10 +63,11 @@ from gpupool.engine.faults import (
     outside_cause,
 )
 from gpupool.engine.gating import Gating
-from gpupool.engine.outcome import outcome_of, output_lost_words, retry_of
+from gpupool.engine.outcome import outcome_of, output_lost_text, retry_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked, handle_of
 from gpupool.policy import Code, Decision
+from gpupool.policy.render import preemption_text
 
 _WARN = logging.WARNING
 _NEVER = Code.QUOTA_NEVER_FITS
@@ -90,8 +91,8 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             if tracked.stop_why is not None or tracked.job.cancel_requested:
                 return []  # already being stopped
             tracked.requeue_hold_s = hold_s
-            said = Said(f"job {job_id}: preempting it ({why})")
-            return [Signal(handle_of(tracked.job), StopKind.PREEMPT, why, said)]
+            log_line = LogLine(f"job {job_id}: preempting it ({why})")
+            return [Signal(handle_of(tracked.job), StopKind.PREEMPT, why, log_line)]
         case Resynced(jobs, projects):
             state.replace_all(jobs, projects)
             return []
@@ -141,24 +142,26 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case Released(job_id, released, now):
             return _released(state, job_id, released, now)
         case RequeueRefused(job_id, now):
-            said = Said(f"job {job_id} CANCELLED while it was being preempted")
+            log_line = LogLine(f"job {job_id} CANCELLED while it was being preempted")
             cause, reason = "cancelled while preempted", EndReason.CANCELLED
-            return [Finish(job_id, JobState.CANCELLED, None, cause, reason, now, said=said)]
+            return [Finish(job_id, JobState.CANCELLED, None, cause, reason, now, log_line=log_line)]
         case LostSettled(job_id, leftovers, now):
             tracked = state.jobs.get(job_id)
             if tracked is None or tracked.job.state is not JobState.RUNNING:
                 return []
             if leftovers.gone:
                 cause = lost_cause(leftovers)
-                said = Said(f"job {job_id} failed: {cause}", _WARN)
+                log_line = LogLine(f"job {job_id} failed: {cause}", _WARN)
                 reason = EndReason.NODE_FAIL
-                return [Finish(job_id, JobState.FAILED, None, cause, reason, now, said=said)]
-            if tracked.held_told:
+                return [
+                    Finish(job_id, JobState.FAILED, None, cause, reason, now, log_line=log_line)
+                ]
+            if tracked.survivors_reported:
                 return []
-            tracked.held_told = True
+            tracked.survivors_reported = True
             cause = held_cause(leftovers)
-            said = Said(f"job {job_id}: {cause}", _WARN)
-            return [Note(job_id, cause, now, reason=HeldReason.SUPERVISOR_LOST, said=said)]
+            log_line = LogLine(f"job {job_id}: {cause}", _WARN)
+            return [Note(job_id, cause, now, reason=HeldReason.SUPERVISOR_LOST, log_line=log_line)]
     raise TypeError(f"not an engine event: {event!r}")
 
 
@@ -186,8 +189,8 @@ def _deliver_cancel(tracked: Tracked) -> list[Instruction]:
     job = tracked.job
     if job.state is not JobState.RUNNING or not job.cancel_requested or tracked.cancel_delivered:
         return []
-    said = Said(f"job {job.id}: stopping it (cancelled; {job.spec.grace_s:g}s grace)")
-    return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", said)]
+    log_line = LogLine(f"job {job.id}: stopping it (cancelled; {job.spec.grace_s:g}s grace)")
+    return [Signal(handle_of(job), StopKind.CANCEL, "cancelled", log_line)]
 
 
 def _observed(
@@ -197,13 +200,15 @@ def _observed(
     job = tracked.job
     match obs.state:
         case RunState.EXITED if obs.exit is not None:
-            lost = output_lost_words(obs.exit)  # told first, whatever comes of the run
-            said = Said(f"job {job.id}: {lost}", _WARN)
-            told: list[Instruction] = [] if lost is None else [Note(job.id, lost, now, said=said)]
+            lost = output_lost_text(obs.exit)  # told first, whatever comes of the run
+            log_line = LogLine(f"job {job.id}: {lost}", _WARN)
+            told: list[Instruction] = (
+                [] if lost is None else [Note(job.id, lost, now, log_line=log_line)]
+            )
             return told + _exited(state, tracked, obs.exit, now)
         case RunState.LOST:
             # Its processes may still run on its GPUs: killed before they are freed.
-            wait_s = 0.0 if tracked.held_told else FIRST_KILL_WAIT_S
+            wait_s = 0.0 if tracked.survivors_reported else FIRST_KILL_WAIT_S
             return [SettleLost(handle_of(job), wait_s, now)]
         case RunState.UNLAUNCHED:
             return [Launch(job.id, state.limit_of(job).seconds)]
@@ -225,7 +230,7 @@ def _exited(
     result = outcome_of(record, state.limit_of(job).seconds)
     if job.spec.backend is not None and record.message and result.state is JobState.FAILED:
         # A backend's words about a failure (Ray: "the head no longer knows this
-        # run") go into the story: only it knows what happened there.
+        # run") go into the history: only it knows what happened there.
         said_there = f"{result.cause}; backend {job.spec.backend}: {record.message}"
         result = dataclasses.replace(result, cause=said_there)
     retry = None if job.cancel_requested else retry_of(job, result)
@@ -233,7 +238,7 @@ def _exited(
         tracked.retry_cause = retry
         return [Release(handle_of(job), now)]
     end = end_time_of(record, job, now)
-    said = Said(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
+    log_line = LogLine(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
     return [
         Finish(
             job.id,
@@ -243,7 +248,7 @@ def _exited(
             result.reason,
             now,
             end_time=end,
-            said=said,
+            log_line=log_line,
         )
     ]
 
@@ -268,10 +273,12 @@ def _recovered(state: EngineState, event: Recovered) -> list[Instruction]:
             why = outside_cause(job, state.inventory, missing)
             out += _off_gone_gpus(state, tracked, obs, why, now)
         elif obs.state is RunState.UNLAUNCHED:
-            said = Said(f"job {job.id} was scheduled but never launched: launching it now")
-            out.append(Launch(job.id, state.limit_of(job).seconds, said))
+            log_line = LogLine(f"job {job.id} was scheduled but never launched: launching it now")
+            out.append(Launch(job.id, state.limit_of(job).seconds, log_line))
         elif obs.state is RunState.RUNNING:
-            out.append(Log(Said(f"job {job.id} is still running under its supervisor: re-adopted")))
+            out.append(
+                Log(LogLine(f"job {job.id} is still running under its supervisor: re-adopted"))
+            )
             out += _deliver_cancel(tracked)
         else:
             out += _observed(state, tracked, obs, now)
@@ -288,15 +295,17 @@ def _off_gone_gpus(
     until it has stopped."""
     job = tracked.job
     if obs.state is RunState.UNLAUNCHED:
-        said = Said(f"job {job.id} was scheduled but never launched, and {why}: requeued", _WARN)
-        return [Requeue(job.id, f"{why}; requeued before it was launched", now, said)]
+        log_line = LogLine(
+            f"job {job.id} was scheduled but never launched, and {why}: requeued", _WARN
+        )
+        return [Requeue(job.id, f"{why}; requeued before it was launched", now, log_line)]
     if obs.state is RunState.LOST:
-        said = Said(f"job {job.id}: {why}, and its supervisor is gone", _WARN)
-        return [Note(job.id, why, now, said=said), *_observed(state, tracked, obs, now)]
-    said = Said(f"job {job.id}: {why}: stopping it to requeue it", _WARN)
+        log_line = LogLine(f"job {job.id}: {why}, and its supervisor is gone", _WARN)
+        return [Note(job.id, why, now, log_line=log_line), *_observed(state, tracked, obs, now)]
+    log_line = LogLine(f"job {job.id}: {why}: stopping it to requeue it", _WARN)
     cause = f"{why}: stopping it to requeue it"
     return [
-        Note(job.id, cause, now, reason=HeldReason.GPUS_GONE, said=said),
+        Note(job.id, cause, now, reason=HeldReason.GPUS_GONE, log_line=log_line),
         Signal(handle_of(job), StopKind.PREEMPT, why),
     ]
 
@@ -309,24 +318,24 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
         state.poll_soon = True
         return []
     if tracked.retry_cause is not None:
-        said = Said(f"job {job_id}: {tracked.retry_cause}", _WARN)
-        return [Requeue(job_id, tracked.retry_cause, now, said, retry=True)]
+        log_line = LogLine(f"job {job_id}: {tracked.retry_cause}", _WARN)
+        return [Requeue(job_id, tracked.retry_cause, now, log_line, retry=True)]
     why = tracked.stop_why or "to give its GPUs back"
     hold_s = tracked.requeue_hold_s
     if hold_s is None:
-        said = Said(f"job {job_id} preempted and requeued")
-        return [Requeue(job_id, f"preempted ({why}); requeued", now, said)]
+        log_line = LogLine(f"job {job_id} preempted and requeued")
+        return [Requeue(job_id, f"preempted ({why}); requeued", now, log_line)]
     held = f"requeued, held {format_duration(hold_s)} so that waiting jobs start first"
-    said = Said(f"job {job_id} preempted and {held}")
-    return [Requeue(job_id, f"preempted ({why}); {held}", now, said, now + hold_s)]
+    log_line = LogLine(f"job {job_id} preempted and {held}")
+    return [Requeue(job_id, f"preempted ({why}); {held}", now, log_line, now + hold_s)]
 
 
 def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Instruction]:
     out: list[Instruction] = []
     for job in jobs:
         state.upsert(job)
-        said = Said(log_lines.job_started(job))
-        out.append(Launch(job.id, state.limit_of(job).seconds, said))
+        log_line = LogLine(log_lines.job_started(job))
+        out.append(Launch(job.id, state.limit_of(job).seconds, log_line))
     decision, state.committing = state.committing, None
     if decision is not None:
         out += _after_pass(state, decision, now)
@@ -336,15 +345,15 @@ def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Inst
 def _never_satisfied(state: EngineState, gating: Gating, now: float) -> list[Instruction]:
     """Cancel the waiting jobs whose --after can never be met (an `:ok` dependency ended
     otherwise), as Slurm does with kill_invalid_depend: DependencyNeverSatisfied, the
-    dependency named in the story."""
+    dependency named in the history."""
     out: list[Instruction] = []
     for job_id, cause in sorted(gating.doomed.items()):
         tracked = state.jobs.get(job_id)
         if tracked is None or tracked.job.state is not JobState.PENDING:
             continue
-        said = Said(f"job {job_id} CANCELLED: {cause}")
+        log_line = LogLine(f"job {job_id} CANCELLED: {cause}")
         reason = EndReason.DEPENDENCY
-        out.append(Finish(job_id, JobState.CANCELLED, None, cause, reason, now, said=said))
+        out.append(Finish(job_id, JobState.CANCELLED, None, cause, reason, now, log_line=log_line))
     return out
 
 
@@ -361,8 +370,9 @@ def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Inst
         if tracked.stop_why is not None or p.job_id in asked:
             continue  # the policy names the same victims every pass until they exit
         asked.add(p.job_id)
-        said = Said(f"job {p.job_id}: preempting it for job {p.for_job_id} ({p.reason})")
-        out.append(Signal(handle_of(tracked.job), StopKind.PREEMPT, p.reason, said))
+        why = preemption_text(p)
+        log_line = LogLine(f"job {p.job_id}: preempting it for job {p.for_job_id} ({why})")
+        out.append(Signal(handle_of(tracked.job), StopKind.PREEMPT, why, log_line))
     changed: dict[int, str] = {}
     jobs, pending = state.jobs, JobState.PENDING
     for job_id, status in decision.pending.items():  # every waiting job: kept lean
@@ -378,8 +388,8 @@ def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Inst
         if code is _NEVER or stored == _NEVER:
             note = quota_note(status, stored)
             if note is not None:
-                said = Said(f"job {job_id} {note}")
-                out.append(Note(job_id, note, now, only_if=JobState.PENDING, said=said))
+                log_line = LogLine(f"job {job_id} {note}")
+                out.append(Note(job_id, note, now, only_if=JobState.PENDING, log_line=log_line))
     if changed:
         out.append(SetReasons(changed))
         for job_id, reason in changed.items():

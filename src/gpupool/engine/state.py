@@ -47,15 +47,15 @@ class Tracked:
     """An active job and what the engine has done about it (in place of the sets and dicts
     the loop, the preemption driver and the fault handler each kept before)."""
 
-    job: Job  # as last stored, without its story and submitter environment (`slim`)
+    job: Job  # as last stored, without its history and submitter environment (`slim`)
     cancel_delivered: bool = False  # its run was told to stop for a cancel
     stop_why: str | None = None  # its run was told to stop to be requeued, and why
-    held_told: bool = False  # lost, processes still alive: the story says so (once)
+    survivors_reported: bool = False  # lost, processes still alive: the history says so (once)
     requeue_hold_s: float | None = None  # once requeued, held this long (idle-GPU policy)
-    retry_cause: str | None = None  # its run failed and is retried (--retry): the story's words
+    retry_cause: str | None = None  # its run failed and is retried (--retry): the history's words
     # A backend's job (docs/backends.md): handed over to its backend (a PENDING job's run
     # launched there, or found there after a restart), why its backend says it waits, and
-    # whether its story says the backend could not be reached (once).
+    # whether its history says the backend could not be reached (once).
     handed_over: bool = False
     backend_detail: str = ""
     unreachable_told: bool = False
@@ -67,25 +67,27 @@ def handle_of(job: Job) -> Handle:
 
 
 def slim(job: Job) -> Job:
-    """`job` without what the engine's view never reads: its story (events) and the
+    """`job` without what the engine's view never reads: its history (events) and the
     submitter's environment (read from the store again at launch)."""
     if job.events or job.spec.base_env:
         return copy_with(job, spec=copy_with(job.spec, base_env=()), events=())
     return job
 
 
-def _not_newer(job: Job, known: Job) -> bool:
+def _not_newer(job: Job, known: Job, reason_bumps: int = 0) -> bool:
     """Whether the store's `job` is no news to a view that holds `known`. Versions order
-    the store's writes; the one tie is a reason the engine wrote (`set_reason` counts its
-    version) against a cancel that won the race to the store: a change of state wins."""
-    return job.version < known.version or (
-        job.version == known.version and job.state is known.state
-    )
+    the store's writes. `reason_bumps`: the versions `set_reason` counted on `known` since
+    it was read from the store; the store counts fewer (its writes of reasons are batched:
+    a reason that changed twice between two writes is one write, or none), so news is
+    whatever is newer than the copy last read, not than the count. Without that, a start
+    committed after a few such reasons read as old, and the view lost the job's run."""
+    stored = known.version - reason_bumps  # the version of the store's copy last read
+    return job.version < stored or (job.version == stored and job.state is known.state)
 
 
 def _matters(old: Job, new: Job) -> bool:
     """Whether a pass could decide differently after `old` became `new` (a new reason or a
-    note in the story does not)."""
+    note in the history does not)."""
     return (
         old.state is not new.state
         or old.cancel_requested != new.cancel_requested
@@ -149,6 +151,7 @@ class EngineState:
         }
         self.unmanaged = dict(self._declared_unmanaged)
         self._removed: OrderedDict[int, int] = OrderedDict()
+        self._reason_bumps: dict[int, int] = {}  # job -> versions `set_reason` counted
         self._running_ids: set[int] = set()  # of `jobs`, those RUNNING (local ones)
         self._backend_ids: set[int] = set()  # of `jobs`, backends' jobs (never a pass's)
         self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
@@ -169,10 +172,11 @@ class EngineState:
         (after is None for a finished job). A copy older than the view's is ignored
         (before is after)."""
         old = self.jobs.get(job.id)
-        if old is not None and _not_newer(job, old.job):
+        if old is not None and _not_newer(job, old.job, self._reason_bumps.get(job.id, 0)):
             return old, old
         if old is None and job.version <= self._removed.get(job.id, -1):
             return None, None
+        self._reason_bumps.pop(job.id, None)  # the store's copy: it counts every write
         if job.state.terminal:
             self.ended.record_job(job)
             if old is not None:
@@ -205,6 +209,7 @@ class EngineState:
             tracked.job = self.public[job_id] = copy_with(
                 job, reason=reason, version=job.version + 1
             )
+            self._reason_bumps[job_id] = self._reason_bumps.get(job_id, 0) + 1
             self.generation += 1
 
     def replace_all(self, jobs: Iterable[Job], projects: Iterable[Project]) -> None:
@@ -213,6 +218,7 @@ class EngineState:
         before = self.jobs
         self.jobs = {}
         self.public = {}
+        self._reason_bumps = {}
         self._running_ids = set()
         self._backend_ids = set()
         self._controlled = set()
@@ -372,11 +378,11 @@ class EngineState:
         cached = self._outlook
         if cached is not None and cached[0] == self.generation and now < cached[2].next_begin:
             return cached[2]
-        made = self._look(now)
+        made = self._compute_outlook(now)
         self._outlook = (self.generation, now, made)
         return made
 
-    def _look(self, now: float) -> Outlook:
+    def _compute_outlook(self, now: float) -> Outlook:
         config = self.config
         next_begin = math.inf
         sizes: dict[str, int] = {}  # project -> fewest GPUs a startable job of it asks for

@@ -9,9 +9,11 @@ A requeued (e.g. preempted) job runs again under the same id: ``archive`` moves 
 finished run's files into JOBDIR/attempt-<n>/ first, see attempts.py.
 
 ``LocalExecutor`` is the first implementation of the executor contract
-(core/execution.py: launch, poll, adopt, signal, release, settle_lost, logs); the
-job-id methods below them (start, status, cancel, preempt, archive, kill_leftovers) are
-the mechanics those are made of, and what the executor's own tests drive.
+(core/execution.py: launch, poll, adopt, signal, release, settle_lost, logs), the only way
+to start, watch and stop its runs. The job-id methods below them (read_exit, archive,
+attempt_count, main_pid) read and move a job's files: the mechanics the contract is made
+of, read by the executor's own tests (tests/contract/ runs the contract itself against
+every implementation).
 """
 
 from __future__ import annotations
@@ -115,9 +117,9 @@ class LocalExecutor:
     # -- the executor contract (core/execution.py) ------------------------------------------
 
     def launch(self, request: LaunchRequest) -> None:
-        """Start the run at once (`start`); a supervisor of it already running steps aside.
-        The job's checkpoint directory (executor/checkpoints.py) is made at its first launch
-        and named in its environment at every one."""
+        """Start a supervisor for the run and return at once (`_start`); a supervisor of it
+        already running steps aside. The job's checkpoint directory (executor/checkpoints.py)
+        is made at its first launch and named in its environment at every one."""
         job_id = request.handle.job_id
         user = request.user if self.run_as is RunAs.OWNER else None
         where: Path | None = None
@@ -135,19 +137,7 @@ class LocalExecutor:
             command, env, container = containerize(
                 request, self.state_dir, where, user, self.gpu_devices
             )
-        self.start(
-            job_id,
-            command,
-            env,
-            request.workdir,
-            request.time_limit_s,
-            request.grace_s,
-            user,
-            request.umask,
-            request.ranks,
-            container,
-            request.separate_stderr,
-        )
+        self._start(request, command, env, user, container)
 
     def poll(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
         """Each run's state from its files: a few reads per run, no process of its own."""
@@ -159,9 +149,18 @@ class LocalExecutor:
         return self.poll(handles)
 
     def signal(self, handle: Handle, kind: StopKind) -> bool:
-        if kind is StopKind.PREEMPT:
-            return self.preempt(handle.job_id)
-        return self.cancel(handle.job_id)
+        """Stop the job's current run: its supervisor sends SIGTERM, waits grace_s, then
+        SIGKILL. A preemption is the same stop recorded as "preempted" (to requeue the job):
+        the supervisor gets SIGUSR1 (a cancel is SIGTERM), so a cancel before or during the
+        preemption's grace is never lost and wins: the run then ends "cancelled". A
+        supervisor older than preemption (its claim names no preempt signal) is cancelled
+        instead: the run still stops.
+
+        Idempotent, also from a restarted daemon. False when there is nothing to stop: no
+        live supervisor, or the exit is already recorded. True only says the supervisor was
+        told: read the outcome with `poll` (a run that ended on its own just before reads
+        "exited")."""
+        return self._stop(handle.job_id, kind.exit_reason.value)
 
     def release(self, handle: Handle) -> bool:
         """Archive the run's files (`archive`) without waiting: False while its supervisor
@@ -176,7 +175,16 @@ class LocalExecutor:
         return True
 
     def settle_lost(self, handle: Handle, wait_s: float) -> Leftovers:
-        return self.kill_leftovers(handle.job_id, wait_s)
+        """For a LOST run (its supervisor died without recording an exit): SIGKILL what its
+        command left running, and wait up to ``wait_s`` for it to go (see leftovers.py).
+        Until the result says ``gone``, something of the job may still use its GPUs.
+        Refuses (JobBusyError) while the job has a live supervisor."""
+        job_id = handle.job_id
+        status = self._status(job_id)
+        if status is not RunState.LOST:
+            raise JobBusyError(f"job {job_id} is {status.value}, not lost: not killing it")
+        remove_lost_container(self.job_dir(job_id))  # not in the job's session: by name
+        return kill_leftovers(self.job_dir(job_id), wait_s)
 
     def logs(
         self,
@@ -218,61 +226,58 @@ class LocalExecutor:
                 # This run was archived (released) and the job not requeued yet: the daemon
                 # died in between. Its record moved with it.
                 return Observation(RunState.RELEASED, self.read_exit(handle.job_id, handle.attempt))
-            state = self.status(handle.job_id)
+            state = self._status(handle.job_id)
             if state in (RunState.EXITED, RunState.LOST):
                 self.ports.release(handle.job_id)  # its ranks are gone, or going
             if state is RunState.EXITED:
                 record = self.read_exit(handle.job_id)
                 if record is not None:
                     return Observation(state, record)
-                state = self.status(handle.job_id)  # archived since: look again
+                state = self._status(handle.job_id)  # archived since: look again
             return Observation(state)
         except OSError:  # an unreadable state dir: say so, ask again later
             return Observation(RunState.UNKNOWN)
 
     # -- the mechanics, by job id -----------------------------------------------------------
 
-    def start(
+    def _start(
         self,
-        job_id: int,
+        request: LaunchRequest,
         command: Sequence[str],
         env: Mapping[str, str],
-        workdir: str,
-        time_limit_s: float | None,
-        grace_s: float,
-        user: str | None = None,
-        umask: int | None = None,
-        ranks: RankLayout | None = None,
-        container: ContainerFile | None = None,
-        separate_stderr: bool = False,
+        user: str | None,
+        container: ContainerFile | None,
     ) -> None:
-        """Start a supervisor for the job and return at once; the command runs as Unix user
-        ``user`` (None: as the supervisor, i.e. as we are) with ``umask`` (None: 022), as a
-        gang of ``ranks`` with a MASTER_PORT chosen here when given (rank_launcher.py).
+        """Write the run's launch.json and hand it to a supervisor (`launch`): ``command``
+        with ``env`` runs as Unix user ``user`` (None: as the supervisor, i.e. as we are)
+        with the request's umask (None: 022), as a gang of its ``ranks`` with a MASTER_PORT
+        chosen here when given (rank_launcher.py).
 
         Safe to call again for a job that may already run: the supervisors race for
         claim.json and every loser exits without starting anything. After ``archive``,
         starts the next attempt (marked in output.log, which keeps the earlier ones).
         """
+        job_id = request.handle.job_id
         d = self.job_dir(job_id)
         d.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)  # only we may look inside
         d.mkdir(mode=DIR_MODE, exist_ok=True)
+        limit, umask = request.time_limit_s, request.umask
         spec: LaunchFile = {
             "job_id": int(job_id),
             "command": [str(a) for a in command],
             "env": {str(k): str(v) for k, v in env.items()},
-            "workdir": str(workdir),
-            "time_limit_s": None if time_limit_s is None else float(time_limit_s),
-            "grace_s": float(grace_s),
+            "workdir": str(request.workdir),
+            "time_limit_s": None if limit is None else float(limit),
+            "grace_s": float(request.grace_s),
             "notify_socket": None if self.notify_socket is None else str(self.notify_socket),
             "user": user,
             "umask": DEFAULT_UMASK if umask is None else umask,
         }
-        if ranks is not None:  # only then: a run of one process has no such key
-            spec["ranks"] = self._ranks_file(int(job_id), ranks)
+        if request.ranks is not None:  # only then: a run of one process has no such key
+            spec["ranks"] = self._ranks_file(int(job_id), request.ranks)
         if container is not None:  # `command` is the engine's (executor/container.py)
             spec["container"] = container
-        if separate_stderr:  # only then: stderr goes with stdout by default
+        if request.separate_stderr:  # only then: stderr goes with stdout by default
             spec["stderr_log"] = STDERR_LOG
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
@@ -382,8 +387,8 @@ class LocalExecutor:
             return True, None, claim
         return True, pid if process_alive(pid, ticks, boot or None) else None, claim
 
-    def status(self, job_id: int) -> RunState:
-        """RUNNING, EXITED, LOST or UNLAUNCHED (the current run's). UNLAUNCHED means no
+    def _status(self, job_id: int) -> RunState:
+        """RUNNING, EXITED, LOST or UNLAUNCHED (the current run's: `poll` reads it). UNLAUNCHED means no
         supervisor ever claimed it: launching again is safe, and even if an old supervisor
         claims in between, the new one steps aside."""
         # Poll our handles FIRST: a supervisor of ours that is gone has already linked
@@ -401,26 +406,8 @@ class LocalExecutor:
             return RunState.LOST
         return RunState.RUNNING if starting else RunState.UNLAUNCHED
 
-    def cancel(self, job_id: int) -> bool:
-        """Stop the job: its supervisor sends SIGTERM, waits grace_s, then SIGKILL.
-
-        Idempotent. Returns False when there is nothing to stop: no live supervisor, or
-        the exit is already recorded. True only says the supervisor was told: read the
-        outcome from read_exit (a job that ended on its own just before says "exited").
-        """
-        return self._stop(job_id, "cancelled")
-
-    def preempt(self, job_id: int) -> bool:
-        """Stop the job as cancel does, but record reason "preempted" (to requeue it).
-
-        The supervisor gets SIGUSR1 (cancel is SIGTERM), so a cancel before or during the
-        preemption's grace is never lost and wins: the job then ends "cancelled". Safe to
-        repeat, also from a restarted daemon. A supervisor older than preemption (its
-        claim names no preempt signal) is cancelled instead: the job still stops.
-        """
-        return self._stop(job_id, "preempted")
-
     def _stop(self, job_id: int, reason: str) -> bool:
+        """`signal`'s stop of the job's current run, recorded as ``reason``."""
         starting = bool(self._starting(job_id))
         if self.read_exit(job_id) is not None:
             return False  # over; its supervisor may linger a moment to notify the daemon
@@ -514,14 +501,3 @@ class LocalExecutor:
         if isinstance(pid, int) and isinstance(ticks, int) and process_alive(pid, ticks):
             return f"its process (pid {pid}) is still running"
         return None
-
-    def kill_leftovers(self, job_id: int, wait_s: float = 1.0) -> Leftovers:
-        """For a LOST job (its supervisor died without recording an exit): SIGKILL what
-        its command left running, and wait up to ``wait_s`` for it to go (see
-        leftovers.py). Until the result says ``gone``, something of the job may still use
-        its GPUs. Refuses (JobBusyError) while the job has a live supervisor."""
-        status = self.status(job_id)
-        if status is not RunState.LOST:
-            raise JobBusyError(f"job {job_id} is {status.value}, not lost: not killing it")
-        remove_lost_container(self.job_dir(job_id))  # not in the job's session: by name
-        return kill_leftovers(self.job_dir(job_id), wait_s)

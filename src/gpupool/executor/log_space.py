@@ -7,7 +7,7 @@ each turn of its wait loop (at least once a second) and once more when the job h
 while no block is free for the job's writes, what the job writes to its log is lost. Each
 such stretch (when it was first seen full, and when it had room again or the job ended,
 wall-clock seconds) is said in the log once there is room again, or at the job's end, and is
-kept for exit.json (`output_lost`), from which the daemon tells it in the job's story.
+kept for exit.json (`output_lost`), from which the daemon tells it in the job's history.
 
 A stretch shorter than one turn of the loop may go unseen; that is the price of not
 copying the job's output through the supervisor (docs/ARCHITECTURE.md, "A full state

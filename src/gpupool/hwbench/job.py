@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = argparse.ArgumentParser(prog=f"gpupool.hwbench.job {bench.name}")
     parser.add_argument("--result-file", type=Path, required=True)
-    # `gpupool bench NAME`'s own options (cli/bench.py OWN_FLAGS, and the pool's): the CLI
+    # `gpupool bench NAME`'s own options (cli/bench/__init__.py OWN_FLAGS, and the pool's): the CLI
     # passes the words after NAME on as they were given, these included; they mean nothing here.
     for flag in ("--gpus", "--out", "--state-dir", "--url"):
         parser.add_argument(flag, help=argparse.SUPPRESS)

@@ -57,10 +57,10 @@ class NodeIndex(Protocol):
 
 
 def node_index(snapshot: Snapshot, now: float) -> NodeIndex:
-    """The index of this pass: over the snapshot's running view when it serves, else counted
-    (module docstring). The one place the choice is made."""
+    """The index of this pass: over the snapshot's running view when it is a `RunningView`
+    that serves, else counted (module docstring). The one place the choice is made."""
     view = snapshot.running_view
-    if view is not None and view.serves(snapshot):
+    if isinstance(view, RunningView) and view.serves(snapshot):
         return KeptIndex(snapshot, view, now)
     return CountedIndex(snapshot, now)
 

@@ -1,5 +1,5 @@
 """Why a job waits, and why a job is preempted, as data: the dimension that binds and its
-figures, the reservation, the jobs waited for. The pass builds no words; `policy/words.py`
+figures, the reservation, the jobs waited for. The pass builds no words; `policy/render.py`
 renders these at the edges (`gpupool why`, `queue`, `show`, the API, the daemon's log), so
 `--json` and a dashboard read the same structure (DESIGN.md: "A decision is data").
 
@@ -7,16 +7,17 @@ As Nomad's feasibility checkers each name the dimension they found exhausted, ev
 the pass (policy/filters/, the quota book, the reservation) reports an `Insufficient`:
 what was requested, what is free, and what there is at most, on one node or across the pool.
 Units follow the dimension: GPUs, bytes, CPUs, a fraction of one GPU, or nodes.
+
+These are data only, at the bottom of the policy's imports: this module imports nothing of
+gpupool, and the statuses (status.py), the decision (snapshot.py) and the words (words.py)
+import it (tests/unit/test_policy_acyclic.py). So `Reservation`, which a decision hands back
+and a status names, is defined here; snapshot.py exports it with the decision.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gpupool.policy.snapshot import Reservation
 
 
 class Dimension(StrEnum):
@@ -41,6 +42,19 @@ class Insufficient:
     requested: float
     free: float
     capacity: float
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """GPUs held back for a blocked job from `time` on (EASY backfill's one reservation)."""
+
+    job_id: int
+    node: str
+    gpus: tuple[int, ...]
+    time: float
+    # A fractional job's reservation: the memory it is to get on its one GPU (None: the GPUs
+    # are reserved whole). Jobs that outlast it may share that GPU within the rest.
+    gpu_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

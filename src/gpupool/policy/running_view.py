@@ -15,11 +15,15 @@ still a function of the snapshot, and it uses a view only when the view `serves`
 part of a GPU and no memory held outside gpupool; those need the full count). The daemon reads
 its snapshot from the store and passes none. `check` says where a view and a fresh count of
 the snapshot disagree: the replay's tests run it on every pass.
+
+This module reads snapshots (policy/snapshot.py), which name a view only by what it answers
+(`snapshot.KeptView`) and never import it (tests/unit/test_policy_acyclic.py).
 """
 
 from __future__ import annotations
 
 from gpupool.core.hardware import Node
+from gpupool.policy.free_view import free_view
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.node_free import NodeFree
 from gpupool.policy.request import expected_end, holds_whole_gpus
@@ -127,8 +131,6 @@ class RunningView:
 
     def check(self, snapshot: Snapshot) -> list[str]:
         """Where this view and a fresh count of `snapshot` differ (empty: they agree)."""
-        from gpupool.policy.free_view import free_view  # free_view imports nothing of this
-
         out = []
         if list(self.running()) != list(snapshot.running):
             out.append("running pieces differ from the snapshot's")

@@ -25,7 +25,7 @@ that cannot start every later one waits behind it with `Priority` (a job that ne
 run, or is held by --begin, still says so).
 
 Cost: O(pending + (starts + distinct requests) x nodes), not quadratic in the queue. What the
-pass learns about a request (`_Request`: it fits nowhere now, it would delay the reservation)
+pass learns about a request (`Learned`: it fits nowhere now, it would delay the reservation)
 holds for the rest of it, because what is free only shrinks: every later job asking the same
 is answered from it. A request that counts GPUs only is answered from the node index's counts
 (the node with the most free GPUs), never by looking at every node.
@@ -43,6 +43,7 @@ from gpupool.policy.backfill import Shadow, reserve_for
 from gpupool.policy.borrowers import BorrowerQueue
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.filters import closest, fits
+from gpupool.policy.learned import Learned
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.node_index import NodeIndex
 from gpupool.policy.placement import Placement, why_none
@@ -63,24 +64,6 @@ HELD = Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)
 _NOT_IN_LINE = (Code.UNSATISFIABLE, Code.BEGIN_TIME, Code.QUOTA, Code.QUOTA_NEVER_FITS)
 
 
-class _Request:
-    """What the pass has learned about one distinct request. It stays true for the rest of
-    the pass, because what is free only shrinks during it."""
-
-    __slots__ = ("behind", "behind_at", "impossible", "no_fit", "no_spare", "wide")
-
-    def __init__(self, impossible: Status | None, wide: bool) -> None:
-        self.impossible = impossible  # Unsatisfiable, or None
-        self.wide = wide  # spread over nodes (policy/wide.py)
-        self.no_fit: Status | None = None  # fits nowhere now (and the reservation is made)
-        self.no_spare = False  # does not fit what a job outlasting the reservation may use
-        # For a job outlasting the reservation: its Priority status, valid while no other job
-        # starts (SchedulingPass.version), since it relies on the request fitting the
-        # reserved node now.
-        self.behind: Status | None = None
-        self.behind_at = -1
-
-
 class SchedulingPass:
     """The state of one pass: what is free now, what started, the reservation, the verdicts."""
 
@@ -93,6 +76,8 @@ class SchedulingPass:
         self.reclaims = None if book is None else ReclaimPlanner(snapshot, book, now)
         self.wide: WideJobs | None = None
         if snapshot.config.spread_wide_jobs:  # the simulator's (policy/wide_jobs.py)
+            # Loaded only by the passes that take wide jobs; wide_jobs.py never imports this
+            # module (it names the pass by a Protocol, `wide_jobs.PassState`).
             from gpupool.policy.wide_jobs import WideJobs
 
             self.wide = WideJobs(self)
@@ -104,7 +89,7 @@ class SchedulingPass:
         self.shadow: Shadow | None = None
         self.behind: Status | None = None  # the Priority status of jobs that would delay it
         self.blocker: Status | None = None  # no backfill: the status of the jobs behind
-        self.requests: dict[RequestKey, _Request] = {}
+        self.requests: dict[RequestKey, Learned] = {}
 
     # --- the queue ----------------------------------------------------------------------
 
@@ -244,18 +229,18 @@ class SchedulingPass:
         self.pending[job.id] = status
         return True
 
-    def _request(self, res: Resources) -> _Request:
+    def _request(self, res: Resources) -> Learned:
         key = request_key(res)
         req = self.requests.get(key)
         if req is None:
             req = self.requests[key] = self._learn(res)
         return req
 
-    def _learn(self, res: Resources) -> _Request:
+    def _learn(self, res: Resources) -> Learned:
         spread = self.config.spread_wide_jobs
         nodes = self.snapshot.nodes
         impossible = check_satisfiable(res, nodes, spread)
-        return _Request(impossible, spread and self.wide is not None and self.wide.is_wide(res))
+        return Learned(impossible, spread and self.wide is not None and self.wide.is_wide(res))
 
     def take(self, job: PendingJob, guaranteed: bool = False) -> Status | None:
         """Filter, then place or reserve, one job; its status (None: it starts). Most of a
@@ -328,7 +313,7 @@ class SchedulingPass:
     # --- filter, place, reserve -----------------------------------------------------------
 
     def _try_start(
-        self, job: PendingJob, req: _Request, end: float, guaranteed: bool
+        self, job: PendingJob, req: Learned, end: float, guaranteed: bool
     ) -> Status | None:
         if req.wide and self.wide is not None:
             return self.wide.try_start(job, req, end)
@@ -380,7 +365,7 @@ class SchedulingPass:
         short = Insufficient(node or None, Dimension.GPU_COUNT, res.gpus, most, widest)
         return Status(Code.RESOURCES, Rule.NO_FIT, short=short, request=res)
 
-    def _no_fit(self, req: _Request, res: Resources) -> Status:
+    def _no_fit(self, req: Learned, res: Resources) -> Status:
         """`Resources` for a request that fits on no node now: each node's binding check and
         the closest node's (once per request: O(nodes)); by the counts alone for a request
         that counts GPUs only."""
@@ -404,7 +389,7 @@ class SchedulingPass:
             )
         return self.behind
 
-    def reserve(self, job: PendingJob, req: _Request, status: Status) -> Status:
+    def reserve(self, job: PendingJob, req: Learned, status: Status) -> Status:
         """The pass's one reservation for `job`, which does not fit now (`status`)."""
         res = job.resources
         taken = () if self.reclaims is None else self.reclaims.taken

@@ -1,20 +1,23 @@
-"""The read-only world the policy decides on, and the decision it hands back."""
+"""The read-only world the policy decides on, and the decision it hands back.
+
+Data only: this module imports the data types it holds (reasons.py, status.py) and nothing
+that reads a snapshot or renders a decision in words (words.py: `preemption_text`), which
+import it (tests/unit/test_policy_acyclic.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.project import Project
+from gpupool.policy.reasons import PreemptionCause
+from gpupool.policy.reasons import Reservation as Reservation  # part of the decision
 from gpupool.policy.status import Status
-
-if TYPE_CHECKING:
-    from gpupool.policy.reasons import PreemptionCause
-    from gpupool.policy.running_view import RunningView
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,14 @@ class Usage:
     by_user: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (project, user)
 
 
+class KeptView(Protocol):
+    """What `Snapshot.running_view` holds: a `RunningView` (policy/running_view.py), which
+    reads snapshots and so is named here by what it answers, not imported. A pass uses it
+    only as a RunningView that `serves` the snapshot (policy/node_index.py), else counts."""
+
+    def serves(self, snapshot: Snapshot) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Nodes, what runs where, and what waits. `version` is the store's allocation version
@@ -140,7 +151,7 @@ class Snapshot:
     # What `running` leaves free, kept up to date by a caller that runs many passes (the
     # trace replay), so a pass need not count it from every running job: it must describe
     # exactly `running` (policy/running_view.py). None: counted in the pass.
-    running_view: RunningView | None = field(default=None, compare=False, repr=False)
+    running_view: KeptView | None = field(default=None, compare=False, repr=False)
 
     def used_gpus(self) -> dict[str, set[int]]:
         used: dict[str, set[int]] = {n.name: set() for n in self.nodes}
@@ -163,31 +174,12 @@ class Start:
 @dataclass(frozen=True)
 class Preemption:
     """Stop `job_id` gracefully and requeue it, so that `for_job_id` can start (the engine
-    signals; the policy only chooses). `cause`: why, as data (policy/reasons.py)."""
+    signals; the policy only chooses). `cause`: why, as data (policy/reasons.py); in words,
+    for the daemon's log and the job's history: `policy.render.preemption_text(preemption)`."""
 
     job_id: int
     for_job_id: int
     cause: PreemptionCause
-
-    @property
-    def reason(self) -> str:
-        """The cause in words (policy/words.py), for the daemon's log and the job's story."""
-        from gpupool.policy.words import preemption_words
-
-        return preemption_words(self)
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """GPUs held back for a blocked job from `time` on (EASY backfill's one reservation)."""
-
-    job_id: int
-    node: str
-    gpus: tuple[int, ...]
-    time: float
-    # A fractional job's reservation: the memory it is to get on its one GPU (None: the GPUs
-    # are reserved whole). Jobs that outlast it may share that GPU within the rest.
-    gpu_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 As in Kubernetes' scheduler framework, a status is not a bool: `Resources` (waiting may help)
 differs from `Unsatisfiable` (it never will: refuse at submit). The code is the short,
 Slurm-like word of the REASON column; the rule says which check of the pass gave it, and the
-fields carry its figures (policy/reasons.py). Words are rendered from them on demand
-(`message`, policy/words.py), never by the pass.
+fields carry its figures (policy/reasons.py). Words are rendered from them on demand, at the
+edges, by `policy.render.status_text(status)`, never by the pass: this module imports the
+data it holds (reasons.py), never the words, which import it (tests/unit/test_policy_acyclic.py).
 """
 
 from __future__ import annotations
@@ -85,13 +86,6 @@ class Status:
     limit: int | None = None  # ARRAY_LIMIT: the array's %K
     backend: str | None = None  # QUEUED_IN_BACKEND, NO_BACKEND: the backend's name
     detail: str = ""  # QUEUED_IN_BACKEND: why it waits there, as the backend says it
-
-    @property
-    def message(self) -> str:
-        """The status in words (policy/words.py): for the edges, never the pass."""
-        from gpupool.policy.words import status_words  # words import this module
-
-        return status_words(self)
 
     @property
     def source(self) -> str:

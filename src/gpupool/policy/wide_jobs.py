@@ -3,35 +3,66 @@ simulator's; the daemon on one box keeps it off and never reaches this module). 
 reservation and their rules are policy/wide.py's; this is how `SchedulingPass` takes such a
 job: it starts if it fits now and cannot delay the reservation, else it waits, taking the
 reservation if there is none yet.
+
+The pass makes a `WideJobs` and hands it itself. This module never imports the pass's module
+(policy/scheduling_pass.py): it names the pass by what it reads and writes (`PassState`), so
+the two form no import cycle (tests/unit/test_policy_acyclic.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpupool.core.job import Resources
 from gpupool.policy.backfill import Shadow
 from gpupool.policy.filters.topology import check_spread
+from gpupool.policy.learned import Learned
+from gpupool.policy.node_index import NodeIndex
 from gpupool.policy.placement import Placement
+from gpupool.policy.reclaim import ReclaimPlanner
 from gpupool.policy.request import counts_only
-from gpupool.policy.snapshot import PendingJob, Start, WidePlacement
+from gpupool.policy.snapshot import PendingJob, PolicyConfig, Snapshot, Start, WidePlacement
 from gpupool.policy.status import Code, Rule, Status
 from gpupool.policy.timeline import Release
 from gpupool.policy.wide import is_wide, piece, place_wide, reserve_wide
 
-if TYPE_CHECKING:
-    from gpupool.policy.scheduling_pass import SchedulingPass, _Request
+
+class PassState(Protocol):
+    """The pass as `WideJobs` sees it: policy/scheduling_pass.py's `SchedulingPass`. It writes
+    the pass's index, reservation timeline and starts in place, and counts a start in
+    `version`; it reassigns nothing else."""
+
+    version: int  # one more at each start
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def config(self) -> PolicyConfig: ...
+    @property
+    def now(self) -> float: ...
+    @property
+    def free(self) -> NodeIndex: ...
+    @property
+    def shadow(self) -> Shadow | None: ...
+    @property
+    def reclaims(self) -> ReclaimPlanner | None: ...
+    @property
+    def started(self) -> list[Release]: ...
+    @property
+    def starts(self) -> list[Start]: ...
+    def behind_status(self, shadow: Shadow) -> Status: ...
+    def reserve(self, job: PendingJob, req: Learned, status: Status) -> Status: ...
 
 
 class WideJobs:
-    def __init__(self, state: SchedulingPass) -> None:
+    def __init__(self, state: PassState) -> None:
         self.state = state
         self.rule = state.config.wide_placement
 
     def is_wide(self, res: Resources) -> bool:
         return is_wide(res, self.state.snapshot.nodes)
 
-    def try_start(self, job: PendingJob, req: _Request, end: float) -> Status | None:
+    def try_start(self, job: PendingJob, req: Learned, end: float) -> Status | None:
         """`SchedulingPass._try_start` for a wide job. Without a reservation it starts if it
         fits now, else takes the reservation. With one, it starts only if it cannot delay it:
         it ends by then, or the reservation is a one-node `Shadow` and it keeps to the spare
@@ -65,7 +96,7 @@ class WideJobs:
         req.behind, req.behind_at = state.behind_status(shadow), state.version
         return req.behind
 
-    def no_fit(self, job: PendingJob, req: _Request) -> Status:
+    def no_fit(self, job: PendingJob, req: Learned) -> Status:
         """`Resources` for a wide job that fits nowhere now (remembered for the request),
         with the reservation if there is none yet."""
         state = self.state

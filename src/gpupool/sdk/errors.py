@@ -86,7 +86,7 @@ class JobCancelled(JobFailed):
     """The job was cancelled (by someone, or something, other than this future)."""
 
 
-def final_words(job: JobView) -> str:
+def final_text(job: JobView) -> str:
     """'job 3 SUCCEEDED (exit 0)', 'job 4 CANCELLED before it started': the CLI's words
     (`gpupool wait`), never 'exit None'."""
     head = f"job {job.id} {job.state.value}"
@@ -98,7 +98,7 @@ def final_words(job: JobView) -> str:
 
 
 def ended_without_result(job: JobView) -> str:
-    what = final_words(job)
+    what = final_text(job)
     if job.state is JobState.TIMEOUT:
         why = "it was stopped at its time limit before the function returned"
     elif job.state is JobState.CANCELLED:

@@ -2,12 +2,13 @@
 
 Events are job arrivals (the trace's submit times) and job ends. At every distinct event
 time the loop applies what happened (ends first, then arrivals), builds a `Snapshot` as the
-daemon's engine would (pending and running jobs, the cluster's nodes and projects, decayed
-usage) and calls `decide`; it starts what the decision starts. Preemptions (quota reclaim,
-the preemptive baselines) take effect at once: the victim goes back to the queue, and
-`decide` is called again at the same time so that the freed GPUs are used. The daemon waits
-for the victim to exit (its grace period); a replay has no processes, so it charges the cost
-of a preemption to the victim instead (below).
+daemon's engine would (pending and running jobs made by the daemon's own builder,
+policy/inputs.py; the cluster's nodes and projects; decayed usage) and calls `decide`; it
+starts what the decision starts. Preemptions (quota reclaim, the preemptive baselines) take
+effect at once: the victim goes back to the queue, and `decide` is called again at the same
+time so that the freed GPUs are used. The daemon waits for the victim to exit (its grace
+period); a replay has no processes, so it charges the cost of a preemption to the victim
+instead (below).
 
 What a job needs to finish, per attempt: its remaining work, plus `restart_overhead_s` on
 every attempt after a preemption. Without `checkpointing` the progress of a preempted attempt
@@ -34,10 +35,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from gpupool.core.job import DEFAULT_PRIORITY, Resources
+from gpupool.core.job import JobSpec, Resources
 from gpupool.core.project import Project
 from gpupool.policy.decide import decide
 from gpupool.policy.feasibility import check_satisfiable
+from gpupool.policy.inputs import pending_job, placed, running_pieces
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.running_view import RunningView
 from gpupool.policy.snapshot import (
@@ -81,16 +83,16 @@ class _Job:
     """One trace job's state during the replay."""
 
     __slots__ = (
-        "trace", "record", "resources", "work_left", "saved", "attained", "attempt",
+        "trace", "record", "spec", "work_left", "saved", "attained", "attempt",
         "started", "overhead", "noise", "pieces", "waiting_since",
     )  # fmt: skip
 
-    def __init__(self, trace: TraceJob, resources: Resources, noise: float) -> None:
+    def __init__(self, trace: TraceJob, spec: JobSpec, noise: float) -> None:
         self.trace = trace
         self.record = JobRecord(
             trace.id, trace.submit_s, trace.duration_s, trace.gpus, trace.project, trace.user
         )
-        self.resources = resources
+        self.spec = spec  # what the daemon would store for it (`trace_spec`)
         self.work_left = trace.duration_s  # seconds of work still to do
         self.saved = 0.0  # progress kept across preemptions (with checkpointing)
         self.attained = 0.0  # seconds run in attempts that ended by preemption
@@ -133,16 +135,22 @@ class Replay:
         self.jobs: dict[int, _Job] = {}
         self.refused: list[TraceJob] = []
         verdicts: dict[tuple[int, int | None], bool] = {}
+        # Jobs asking the same share one spec (frozen): a few hundred, not one per job.
+        specs: dict[tuple[int, int | None, str, float | None], JobSpec] = {}
         for tj in trace.jobs:
             noise = rng.uniform(1.0, 5.0)  # drawn for every job, so seeds mean the same jobs
-            res = _resources(tj)
+            asked = (tj.gpus, tj.gpu_memory_bytes, tj.project, tj.time_limit_s)
+            spec = specs.get(asked)
+            if spec is None:
+                spec = specs[asked] = trace_spec(tj)
             key = (tj.gpus, tj.gpu_memory_bytes)
             if key not in verdicts:
+                res = spec.resources
                 verdicts[key] = (
                     check_satisfiable(res, cluster.nodes, spread=config.spread_wide_jobs) is None
                 )
             if verdicts[key]:
-                self.jobs[tj.id] = _Job(tj, res, noise)
+                self.jobs[tj.id] = _Job(tj, spec, noise)
             else:
                 self.refused.append(tj)
         self.pending: dict[int, PendingJob] = {}
@@ -309,15 +317,14 @@ class Replay:
 
     def _queue(self, job: _Job, now: float) -> None:
         tj = job.trace
-        self.pending[tj.id] = PendingJob(
-            id=tj.id,
-            resources=job.resources,
-            priority=DEFAULT_PRIORITY,
-            submit_time=tj.submit_s,
-            user=tj.user,
-            project=tj.project,
-            time_limit_s=self._estimate(job),
-            preemptible=True,
+        # As the daemon builds it (policy/inputs.py), with the estimate as its time limit and
+        # the oracle's facts (the sjf, srtf and las baselines read them).
+        self.pending[tj.id] = pending_job(
+            tj.id,
+            job.spec,
+            tj.user,
+            tj.submit_s,
+            self._estimate(job),
             runtime_hint_s=job.attained + job.need,
             attained_s=job.attained,
         )
@@ -325,7 +332,7 @@ class Replay:
         self._count_pending(job, +1)
 
     def _count_pending(self, job: _Job, sign: int) -> None:
-        if job.resources.fractional:
+        if job.spec.resources.fractional:
             self.pending_fractional += sign
         else:
             self.pending_sizes[job.trace.gpus] += sign
@@ -337,30 +344,12 @@ class Replay:
 
     def _start(self, job: _Job, start: Start, now: float) -> None:
         tj = job.trace
-        del self.pending[tj.id]
+        # Its running pieces are its waiting facts plus where and since when (policy/inputs.py):
+        # what it waited as is what it runs as.
+        waiting = self.pending.pop(tj.id)
         self._count_pending(job, -1)
-        places = ((start.node, start.gpus), *start.more)
-        pieces = []
-        for node, gpus in places:
-            res = job.resources if len(places) == 1 else Resources(gpus=len(gpus))
-            pieces.append(
-                RunningJob(
-                    id=tj.id,
-                    node=node,
-                    gpus=gpus,
-                    resources=res,
-                    start_time=now,
-                    priority=DEFAULT_PRIORITY,
-                    user=tj.user,
-                    project=tj.project,
-                    time_limit_s=self._estimate(job),
-                    preemptible=True,
-                    gpu_memory_bytes=start.gpu_memory_bytes,
-                    runtime_hint_s=job.attained + job.need,
-                    attained_s=job.attained,
-                )
-            )
-        job.pieces = tuple(pieces)
+        pieces = running_pieces(waiting, now, placed(start), start.gpu_memory_bytes)
+        job.pieces = pieces
         for piece in pieces:
             self.free_on[piece.node] -= len(piece.gpus)
             self.view.add(piece)
@@ -425,10 +414,14 @@ class Replay:
         self.samples.append(Sample(at, len(self.pending), self.busy, dict(self.by_project)))
 
 
-def _resources(tj: TraceJob) -> Resources:
+def trace_spec(tj: TraceJob) -> JobSpec:
+    """A trace job as the request the daemon would store: its GPUs (or one GPU's memory), its
+    project and its own --time, in the default class; it runs no command here."""
     if tj.gpu_memory_bytes is not None:
-        return Resources(gpus=1, gpu_memory_bytes=tj.gpu_memory_bytes)
-    return Resources(gpus=tj.gpus)
+        res = Resources(gpus=1, gpu_memory_bytes=tj.gpu_memory_bytes)
+    else:
+        res = Resources(gpus=tj.gpus)
+    return JobSpec(command=(), resources=res, project=tj.project, time_limit_s=tj.time_limit_s)
 
 
 def _gpu_count(job: _Job) -> float:

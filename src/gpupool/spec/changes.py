@@ -5,7 +5,7 @@ Standard library only. The wire form is a JSON object with any of `time` (a dura
 `--time` takes it: 2h, 30m, 1-12:00:00; a bare number is minutes), `priority` (a class name
 or 0..1000) and `gpus` (a whole number, or a fraction of one GPU); values as the user typed
 them (strings) or JSON numbers. What the daemon may do with them (pending or running, owner
-or admin) is engine/steering.py's.
+or admin) is service/steering.py's.
 """
 
 from __future__ import annotations

@@ -2,11 +2,16 @@
 projects, departments and who belongs where; the lease of the daemon that schedules; API
 tokens (as salted hashes) and the audit log."""
 
+from gpupool.core.store_errors import (
+    ProjectExists,
+    ProjectInUse,
+    UnknownJob,
+    UnknownProject,
+    UnknownToken,
+)
 from gpupool.store.lease import Lease, LeaseHeld, LeaseHolder
-from gpupool.store.projects import ProjectExists, ProjectInUse, UnknownProject
-from gpupool.store.repository import Store, UnknownJob
+from gpupool.store.repository import Store
 from gpupool.store.stale import LeaseLost, StaleState
-from gpupool.store.tokens import UnknownToken
 
 __all__ = [
     "Lease",

@@ -1,7 +1,7 @@
 """What accounting reads: every job submitted or running in a window, with the intervals it
 held GPUs (from its transitions: a job preempted and requeued ran more than once).
 
-The arithmetic over these records is engine/accounting.py; this only reads, in two
+The arithmetic over these records is service/accounting.py; this only reads, in two
 statements whatever the number of jobs: the jobs' columns, then their transitions.
 """
 
@@ -23,7 +23,7 @@ _PREEMPTED_TO = (JobState.PREEMPTED, JobState.PENDING)
 
 
 class IdleActionRow(Base):
-    """A stop or requeue the idle-GPU policy made (engine/usage_acts.py)."""
+    """A stop or requeue the idle-GPU policy made (service/usage_acts.py)."""
 
     __tablename__ = "idle_actions"
     __table_args__ = ({"sqlite_autoincrement": True},)
@@ -140,6 +140,49 @@ class AccountingMethods(SessionMethods):
             specs = {i: decode_spec(sp).resources for i, sp in conn.execute(specs_of)}
         memory = gpu_memory or {}
         return [_record(row, runs.get(row[0], ()), specs.get(row[0]), memory) for row in rows]
+
+    def requeued_runs(self, since: float) -> list[tuple[str, str, float, float, float]]:
+        """(project, user, GPUs, start, end) of every run that ended in a requeue (preempted,
+        reclaimed, retried) at or after `since`. A job's row keeps only its last run, so
+        fair share (`usage_history`) adds these, as accounting and the simulator's replay
+        charge every run. GPUs by the job's request (`core.job.gpu_count`; a shared GPU's
+        share of memory is not known once it left it: its fraction, or 1 GPU)."""
+        ended_by_requeue = (
+            select(TransitionRow.job_id)
+            .where(TransitionRow.time >= since, TransitionRow.from_state == JobState.RUNNING)
+            .where(TransitionRow.to_state.in_(_PREEMPTED_TO))
+        )
+        jobs = select(JobRow.id, JobRow.project, JobRow.user, JobRow.spec).where(
+            JobRow.restart_count > 0, JobRow.id.in_(ended_by_requeue)
+        )
+        moves = (
+            select(
+                TransitionRow.job_id,
+                TransitionRow.time,
+                TransitionRow.from_state,
+                TransitionRow.to_state,
+            )
+            .where(TransitionRow.job_id.in_(ended_by_requeue))
+            .where(TransitionRow.from_state.is_distinct_from(TransitionRow.to_state))
+            .where(
+                (TransitionRow.to_state == JobState.RUNNING)
+                | (TransitionRow.from_state == JobState.RUNNING)
+            )
+            .order_by(TransitionRow.job_id, TransitionRow.id)
+        )
+        with self._read() as s:
+            conn = s.connection()
+            who = {i: (project, user, sp) for i, project, user, sp in conn.execute(jobs)}
+            runs = _runs(conn.execute(moves).all()) if who else {}
+        out: list[tuple[str, str, float, float, float]] = []
+        for job_id, (project, user, spec) in who.items():
+            count = gpu_count(decode_spec(spec).resources)
+            out += [
+                (project, user, count, run.start, run.end)
+                for run in runs.get(job_id, ())
+                if run.preempted and run.end is not None and run.end >= since
+            ]
+        return out
 
 
 def _runs(moves: Sequence[Any]) -> dict[int, tuple[Run, ...]]:

@@ -1,5 +1,5 @@
 """Many jobs cancelled in ONE transaction (`gpupool cancel` by filters, many ids or an
-array: engine/bulk_cancel.py selects them). Each job is changed as `cancel_pending` and
+array: service/bulk_cancel.py selects them). Each job is changed as `cancel_pending` and
 `request_cancel` change one, from its row as it is now: before this, 5,000 pending jobs
 were 5,000 requests and commits (100-213 s)."""
 
@@ -31,8 +31,8 @@ class BulkCancelMethods:
         once; a RUNNING one, or a backend's PENDING one, is asked to stop (its first request
         kept; the engine signals it, or cancels its run in the backend). An ended job or an
         id of no job is left out. The jobs cancelled or being stopped, as stored now, in id
-        order, without their stories and submitters' environments (what the engine's view
-        keeps: a bulk cancel answers with ids and states); `cause` goes into each story."""
+        order, without their histories and submitters' environments (what the engine's view
+        keeps: a bulk cancel answers with ids and states); `cause` goes into each history."""
         wanted = sorted(set(job_ids))
 
         def op(s: Session) -> list[Job]:

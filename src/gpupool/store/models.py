@@ -237,7 +237,7 @@ def transition_all(
 
 
 def note(s: Session, row: JobRow, now: float, cause: str) -> None:
-    """A line in the job's story that is no change of state: an event from its state to
+    """A line in the job's history that is no change of state: an event from its state to
     itself (creation, from None, is the other event that is no edge of the table)."""
     s.add(
         TransitionRow(
@@ -271,7 +271,7 @@ def load_jobs(s: Session, where: ColumnElement[bool]) -> list[Job]:
     """Jobs matching `where`, with their events, in id order; one query, one snapshot.
 
     Events come in the order they were written, which is time order as long as the clock
-    does not step back; if it does, the story still reads in the order things happened.
+    does not step back; if it does, the history still reads in the order things happened.
     """
     stmt = (
         select(JobRow, TransitionRow)

@@ -12,9 +12,9 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpupool.core.space import StorageFull, storage_full
 from gpupool.store.migrations import make_engine
 from gpupool.store.repository import Store
-from gpupool.store.space import StorageFull, storage_full
 from gpupool.store.urls import shown, sqlite_file
 
 

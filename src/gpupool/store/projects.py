@@ -23,6 +23,7 @@ from gpupool.core.project import (
     Project,
     ProjectChanges,
 )
+from gpupool.core.store_errors import ProjectExists, ProjectInUse, UnknownProject
 from gpupool.store.models import (
     DepartmentRow,
     JobRow,
@@ -35,25 +36,6 @@ from gpupool.store.sessions import SessionMethods
 _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 # What set_project may change (members through add_members/remove_members or members=).
 CHANGEABLE = frozenset(f.name for f in dataclasses.fields(Project)) - {"name"}
-
-
-class UnknownProject(KeyError):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-    def __str__(self) -> str:
-        return f"no project named {self.name}"
-
-
-class ProjectExists(ValueError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"project {name} already exists (change it with `gpupool project set`)")
-        self.name = name
-
-
-class ProjectInUse(ValueError):
-    """A project that cannot be deleted: the default one, or one with active jobs."""
 
 
 class ProjectMethods(SessionMethods):

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
+from gpupool.core.store_errors import UnknownJob
 from gpupool.core.units import format_size
 from gpupool.store import models
 from gpupool.store.accounting import AccountingMethods
@@ -50,15 +51,6 @@ _ACTIVE_STATES = tuple(s for s in JobState if not s.terminal)
 _RETRIES = 5
 # Rows converted at a time when many jobs are read (`_jobs`).
 _BATCH = 500
-
-
-class UnknownJob(KeyError):
-    def __init__(self, job_id: int) -> None:
-        super().__init__(job_id)
-        self.job_id = job_id
-
-    def __str__(self) -> str:
-        return f"no job with id {self.job_id}"
 
 
 class Store(
@@ -186,8 +178,8 @@ class Store(
     def usage_history(
         self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
     ) -> list[tuple[str, str, float, float, float | None]]:
-        """(project, user, GPUs, start, end or None) of every job that ran after `since`:
-        the raw material of fair-share usage. GPUs as every view counts them
+        """(project, user, GPUs, start, end or None) of every run after `since`, a requeued
+        job's earlier runs included (`requeued_runs`): the raw material of fair-share usage. GPUs as every view counts them
         (`core.job.gpu_count`): a shared GPU counts its fraction, a GPU-memory request its
         memory over its GPU's (`gpu_memory`: (node, GPU index) -> bytes; unknown: 1 GPU).
         Reads columns only; the spec only of jobs that shared a GPU (few), for the fraction."""
@@ -227,7 +219,7 @@ class Store(
                 total = memory.get((node, held[0])) if node is not None and held else None
                 count = gpu_count(res, len(held), granted, total)
             out.append((project, user, count, start, end))
-        return out
+        return out + self.requeued_runs(since)
 
     def allocation_version(self) -> int:
         with self._read() as s:
@@ -333,7 +325,7 @@ class Store(
         """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op.
 
         `end_time` is when the job really ended, if that is known and not `now` (its exit
-        record, read after the daemon was down): the job's end, its story and the usage
+        record, read after the daemon was down): the job's end, its history and the usage
         charged to its project take it. The GPUs are freed now either way.
         """
         to = JobState(to)
@@ -347,7 +339,7 @@ class Store(
                 return models.load_jobs(s, JobRow.id == job_id)[0]
             full_cause = cause
             if to is JobState.CANCELLED and row.cancel_cause:
-                # The request left no event of its own; keep who asked in the story.
+                # The request left no event of its own; keep who asked in the history.
                 full_cause = f"{cause}; {row.cancel_cause}"
             models.transition(s, row, to, ended, full_cause)
             row.end_time, row.exit_code, row.reason = ended, exit_code, reason
@@ -393,7 +385,7 @@ class Store(
         *,
         only_if: JobState | None = None,
     ) -> Job | None:
-        """Add `cause` to a job's story without changing its state (an event from its state
+        """Add `cause` to a job's history without changing its state (an event from its state
         to the same state): something the pool found or did about it, e.g. that its
         supervisor died and its processes still run, or that a quota change means it can
         never start. `reason`, when given, becomes the job's reason code (the REASON column)

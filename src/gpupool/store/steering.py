@@ -1,5 +1,5 @@
 """Changes to a job's request after it was queued: a hold, a release, a new time limit,
-priority or GPU count (`gpupool hold`, `release`, `update`; engine/steering.py decides
+priority or GPU count (`gpupool hold`, `release`, `update`; service/steering.py decides
 them). One write per change, in the job's own transaction: the change is computed from the
 row as it is now, so two changes at once never undo each other."""
 
@@ -32,13 +32,13 @@ class SteerMethods:
     ) -> Job | None:
         """Replace a job's spec with `edit(job)`, the job as stored now (it may raise to
         refuse: nothing is written). None from `edit`: nothing to change, None returned.
-        The story gets `cause(job, new spec)`; `reason`, when given, becomes its reason
+        The history gets `cause(job, new spec)`; `reason`, when given, becomes its reason
         code. UnknownJob for an id the store does not have."""
 
         def op(s: Session) -> Job | None:
             row = s.get(JobRow, job_id)
             if row is None:
-                from gpupool.store.repository import UnknownJob
+                from gpupool.core.store_errors import UnknownJob
 
                 raise UnknownJob(job_id)
             job = job_from_row(row)

@@ -2,7 +2,7 @@
 (`submit_many`), which syncs the disk once for all of them.
 
 A mixin of Store (repository.py). A submission is durable when either returns: its row and
-the first line of its story are committed (and, on SQLite, fsynced). A token makes a
+the first line of its history are committed (and, on SQLite, fsynced). A token makes a
 submission idempotent: a token used before, by a committed job or earlier in the same
 batch, gives that job instead of a new one.
 """
@@ -26,7 +26,7 @@ from gpupool.store.sessions import SessionMethods
 
 class NewJob(NamedTuple):
     """One submission: the job, who submits it, when, its idempotency token, and the first
-    line of its story (None: "submitted by USER")."""
+    line of its history (None: "submitted by USER")."""
 
     spec: JobSpec
     user: str
@@ -47,7 +47,7 @@ class SubmitMethods(SessionMethods):
         cause: str | None = None,
     ) -> Job:
         """Store a new PENDING job; with a token already used, return that job instead.
-        `cause`: the first line of its story (default: who submitted it)."""
+        `cause`: the first line of its history (default: who submitted it)."""
         new = NewJob(spec, user, now, token, cause)
         try:
             with self._write() as s:
@@ -64,7 +64,7 @@ class SubmitMethods(SessionMethods):
 
     def submit_many(self, batch: Sequence[NewJob]) -> list[Job]:
         """`submit` for each of `batch`, in order, in one transaction: the disk is synced
-        once for all of them (group commit: engine/service.py gathers the submissions that
+        once for all of them (group commit: service/pool_service.py gathers the submissions that
         arrive while one is being written)."""
         if not batch:
             return []

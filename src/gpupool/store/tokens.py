@@ -11,6 +11,7 @@ from sqlalchemy import Double, Index, Integer, String, Text, select, update
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gpupool.core.audit import AuditAction, AuditEntry
+from gpupool.core.store_errors import UnknownToken
 from gpupool.core.tokens import Minted, TokenRecord
 from gpupool.store.models import Base
 from gpupool.store.sessions import SessionMethods
@@ -43,15 +44,6 @@ class AuditRow(Base):
     action: Mapped[str] = mapped_column(String(32))
     target: Mapped[str] = mapped_column(Text)
     detail: Mapped[str] = mapped_column(Text)
-
-
-class UnknownToken(KeyError):
-    def __init__(self, token_id: int) -> None:
-        super().__init__(token_id)
-        self.token_id = token_id
-
-    def __str__(self) -> str:
-        return f"no API token with id {self.token_id}"
 
 
 def _record(row: TokenRow) -> TokenRecord:

@@ -115,7 +115,7 @@ def _status_code(exc: BaseException) -> int | None:
     return exc.status if isinstance(exc, ApiException) else None
 
 
-def _api_words(exc: ApiException) -> str:
+def _api_text(exc: ApiException) -> str:
     """The API's own message (a metav1.Status body), else its reason."""
     try:
         body = json.loads(exc.body or "{}")
@@ -230,7 +230,7 @@ class KubernetesBackend(RemoteExecutor):
             if exc.status != 409:
                 if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
                     self._refuse(
-                        request.handle, f"the API server refused the Job: {_api_words(exc)}"
+                        request.handle, f"the API server refused the Job: {_api_text(exc)}"
                     )
                 return
             uid = None  # launched before: its Service may still be missing
@@ -335,27 +335,34 @@ class KubernetesBackend(RemoteExecutor):
         rank: int | None = None,
         stderr: bool = False,
     ) -> LogChunk:
-        """The main container's log of pod `rank` (its completion index; 0 by default): the
-        whole log is read and sliced (the API has no byte offset). A pod's stdout and stderr
-        are one stream: `stderr` reads nothing apart."""
+        """The main container's log of pod `rank` (its completion index; 0 by default), every
+        attempt's in turn (a pod list and a log read per attempt; an attempt whose pods are
+        gone with its Job adds nothing): the whole log is read and sliced (the API has no
+        byte offset). A pod's stdout and stderr are one stream: `stderr` reads nothing
+        apart."""
         if stderr:
             return LogChunk(b"", offset, 0)
-        run, namespace = run_name(self._pool_id, handle), self._settings.namespace
+        namespace = self._settings.namespace
         index = 0 if rank is None else rank
+        data, found = b"", False
         try:
-            pods = self._list_pods(f"{LABEL_RUN}={run}")
-            pod = _pod_of_index(pods, index)
-            if pod is None:
-                return LogChunk(b"", offset, None)
-            raw: object = self._core().read_namespaced_pod_log(
-                pod,
-                namespace,
-                container=CONTAINER,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            )
-            data = _body_of(raw)
+            for attempt in range(handle.attempt + 1):
+                run = run_name(self._pool_id, Handle(handle.job_id, attempt))
+                pod = _pod_of_index(self._list_pods(f"{LABEL_RUN}={run}"), index)
+                if pod is None:
+                    continue
+                raw: object = self._core().read_namespaced_pod_log(
+                    pod,
+                    namespace,
+                    container=CONTAINER,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+                data += _body_of(raw)
+                found = True
         except (ConfigException, *API_ERRORS):
+            return LogChunk(b"", offset, None)
+        if not found:
             return LogChunk(b"", offset, None)
         chunk = data[offset : offset + max(0, limit)]
         return LogChunk(chunk, offset + len(chunk), len(data))
@@ -370,7 +377,7 @@ class KubernetesBackend(RemoteExecutor):
         try:
             info = VersionApi(self._api()).get_code(_request_timeout=self._timeout)
         except ApiException as exc:
-            return BackendHealth(False, f"{where}: {_api_words(exc)}")
+            return BackendHealth(False, f"{where}: {_api_text(exc)}")
         except (ConfigException, *API_ERRORS) as exc:
             return BackendHealth(False, f"{where}: not reached ({type(exc).__name__}: {exc})")
         return BackendHealth(True, f"Kubernetes {info.git_version} at {where}")

@@ -149,14 +149,14 @@ def observe(
     if _obj(job.get("metadata")).get("deletionTimestamp") is not None:
         return Observation(RunState.RUNNING, ref=ref, detail="being deleted")
     if _obj(job.get("spec")).get("suspend") is True:
-        return Observation(RunState.QUEUED, ref=ref, detail=_suspended_words(job))
+        return Observation(RunState.QUEUED, ref=ref, detail=_suspended_text(job))
     if _int(status.get("active")) > 0:
         ready = _int(status.get("ready"))
         return Observation(RunState.RUNNING, ref=ref, detail=f"{ready} pod(s) ready")
     return Observation(RunState.QUEUED, ref=ref, detail="admitted by Kueue, pods being created")
 
 
-def _suspended_words(job: JsonObject) -> str:
+def _suspended_text(job: JsonObject) -> str:
     queue = _str(_obj(_obj(job.get("metadata")).get("labels")).get("kueue.x-k8s.io/queue-name"))
     cond = condition(job, "Suspended")
     said = _str(cond.get("message")) if cond is not None else ""

@@ -49,6 +49,7 @@ from gpupool.core.execution import (
 )
 
 TIMEOUT_EXIT = 124  # the single-process entrypoint's `timeout`, the gang driver's limit
+NO_IMAGES = "container images are not run by the Ray backend (its capabilities: containers False)"
 HEAD_LOST = "the Ray head no longer knows this run (it restarted, losing its jobs): the run is gone"
 # A run stopped while Ray held it PENDING: Ray's stop_job only queues a call to the job's
 # supervisor actor, which runs when that actor starts, so Ray keeps the job PENDING until
@@ -201,6 +202,9 @@ class RayBackend(RemoteExecutor):
             return self._client
 
     def launch(self, request: LaunchRequest) -> None:
+        if request.container is not None:  # declared: containers False (capabilities)
+            self.marks.write(run_name(self.context.pool_id, request.handle), {"refused": NO_IMAGES})
+            return  # never run on the host instead: the poll says SPAWN_FAILED, and why
         submission = render(request, self.settings, self.context.pool_id)
         sid = submission.submission_id
         try:

@@ -13,7 +13,8 @@ twice (backend.py). Two shapes (docs/backends.md, "Ray"):
   driver, which reserves nothing itself and places the gang with a placement group.
 
 Either way the job's environment (`BackendRequest.job_env` over the settings' `env_vars`)
-is the runtime_env's `env_vars`, and the metadata names the pool, job, attempt and project
+is the runtime_env's `env_vars`, with Ray's stop wait set to the run's grace (`stop_wait_s`),
+and the metadata names the pool, job, attempt and project
 (and the time limit, by which a run ended by it is told apart: backend.py; and a single
 process's entrypoint resources, by which a poll says why it waits: capacity.py).
 """
@@ -21,12 +22,13 @@ process's entrypoint resources, by which a poll says why it waits: capacity.py).
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpupool.backends.ray.capacity import entrypoint_asks
-from gpupool.backends.ray.gang import GANG_ENV, GangSpec
+from gpupool.backends.ray.gang import GANG_ENV, POLL_S, GangSpec
 from gpupool.backends.ray.settings import RaySettings, WorkdirPolicy
 from gpupool.core.backends import run_name
 from gpupool.core.execution import BackendRequest, LaunchRequest
@@ -41,6 +43,13 @@ META_ATTEMPT = "gpupool_attempt"
 META_PROJECT = "gpupool_project"
 META_NAME = "gpupool_name"
 META_TIME_LIMIT = "gpupool_time_limit_s"
+# How long Ray's job supervisor waits, after the SIGTERM of a `stop_job`, before it SIGKILLs
+# the entrypoint and everything under it: whole seconds, read from the supervisor's
+# environment, which is the job's runtime_env `env_vars` (3 s when not set).
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+# A gang's driver stops its ranks with the grace, then waits up to 5 s more for them
+# (gang.py), seen at its next poll: Ray must not kill it, and with it the ranks, before.
+GANG_STOP_SLACK_S = 5 + POLL_S
 # The entrypoint's resources by Ray's names (JSON): Ray's job list does not return them, and
 # a poll compares them with the live nodes to say why a run waits (capacity.py).
 META_ASKS = "gpupool_entrypoint_asks"
@@ -80,6 +89,13 @@ def single_entrypoint(request: LaunchRequest, settings: RaySettings) -> str:
     return f"cd {shlex.quote(workdir)} && exec {command}"
 
 
+def stop_wait_s(request: LaunchRequest, gang: bool) -> int:
+    """Ray's stop wait for the run (STOP_WAIT_ENV): a stop is SIGTERM, the run's own grace,
+    SIGKILL, as the executor contract says, not Ray's 3 s."""
+    grace = max(request.grace_s, 0.0) + (GANG_STOP_SLACK_S if gang else 0.0)
+    return max(1, math.ceil(grace))
+
+
 def gang_spec(request: LaunchRequest, backend: BackendRequest, settings: RaySettings) -> GangSpec:
     nproc = request.ranks.nproc_per_node if request.ranks is not None else 1
     return GangSpec(
@@ -112,7 +128,9 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
     if request.time_limit_s is not None:
         metadata[META_TIME_LIMIT] = repr(float(request.time_limit_s))
     submission_id = run_name(pool_id, request.handle)
-    if is_gang(request, backend):
+    gang = is_gang(request, backend)
+    env[STOP_WAIT_ENV] = str(stop_wait_s(request, gang))
+    if gang:
         spec = gang_spec(request, backend, settings)
         env[GANG_ENV] = json.dumps(spec, sort_keys=True)
         return RaySubmission(

@@ -15,6 +15,7 @@
   the run's `grace_s` has passed (checked at each poll), `scancel` (Slurm's SIGTERM,
   KillWait, SIGKILL; so a command that ignores SIGTERM gets the grace plus the cluster's
   KillWait). A run still queued in Slurm, or one without a grace, is `scancel`led at once.
+  A run already over (one poll says so) is left as it is: False, its end unchanged.
   The stop is recorded (runs.py): however the run then ends (its command may end itself
   in the grace), it reads as CANCELLED, or PREEMPTED, so that gpupool requeues the job as
   a new attempt (a new Slurm job); Slurm's own preemption of a `--requeue` job is Slurm's
@@ -341,6 +342,8 @@ class SlurmBackend(RemoteExecutor):
         record = self.book.get(handle)
         if record is None or record.slurm_id is None:
             return False
+        if self.poll([handle])[handle].state is RunState.EXITED:
+            return False  # over: nothing to stop, and its end stays as it was read
         self.book.set_stop(handle, kind)
         if record.term_at is not None or record.ended_at is not None:
             return True  # asked before: its grace is running, or it is being ended

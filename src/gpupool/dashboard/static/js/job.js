@@ -1,4 +1,4 @@
-// The job page (#/jobs/ID): its record, its story (every state change and why, from
+// The job page (#/jobs/ID): its record, its history (every state change and why, from
 // GET v1/jobs/ID `events`), its GPUs' use while it runs, and a live tail of its log.
 // The daemon decides what the caller may see (core/access.py): for a job of someone else's
 // the API leaves out the command, environment and working directory (`hidden`) and answers
@@ -12,7 +12,7 @@ import { expectedStart, reason } from "./reasons.js";
 
 const TAIL_BYTES = 256 * 1024; // where a tail starts: this far before the end
 const SHOWN_CHARS = 512 * 1024; // the most output kept on the page
-const CHUNK = 1 << 20; // the daemon's largest answer (engine/service.py MAX_LOG_CHUNK)
+const CHUNK = 1 << 20; // the daemon's largest answer (service/log_reading.py MAX_LOG_CHUNK)
 const END = Number.MAX_SAFE_INTEGER; // an offset past any end: the answer says the size
 const ENDED = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT"]);
 export const LOG_FORBIDDEN = "Only the owner or an admin can read this job's log.";
@@ -43,7 +43,7 @@ export const jobPage = {
           parts = jobParts(id);
           root.replaceChildren(...parts.nodes);
         }
-        const { head, record, story, tail } = parts;
+        const { head, record, history, tail } = parts;
         document.title = `#${id} ${job.name} · gpupool`;
         const task = job.array_id !== null && job.array_id !== undefined ? h("span", { class: "tag", title: "a task of an array job" }, `task ${taskLabel(job)}`) : null;
         head.replaceChildren(
@@ -56,21 +56,21 @@ export const jobPage = {
         );
         const pool = job.state === "RUNNING" ? await tick.get("v1/gpus") : null;
         record.replaceChildren(...recordOf(job, pool));
-        story.replaceChildren(h("h2", { class: "panel-title" }, "Story"), storyOf(job));
+        history.replaceChildren(h("h2", { class: "panel-title" }, "History"), historyOf(job));
         await tail.refresh(job);
       },
     };
   },
 };
 
-/** The page's sections for job `id`: its head, record, story and log tail. */
+/** The page's sections for job `id`: its head, record, history and log tail. */
 function jobParts(id) {
   const head = h("header", { class: "job-head" });
   const record = h("section", { class: "panel record" });
-  const story = h("section", { class: "panel story-panel" });
+  const history = h("section", { class: "panel history-panel" });
   const logBox = h("section", { class: "panel log-panel" });
-  const nodes = [head, h("div", { class: "job-columns" }, h("div", {}, record, story), logBox)];
-  return { head, record, story, tail: new LogTail(id, logBox), nodes };
+  const nodes = [head, h("div", { class: "job-columns" }, h("div", {}, record, history), logBox)];
+  return { head, record, history, tail: new LogTail(id, logBox), nodes };
 }
 
 /** The page for a job id that names no job (`why`: which way it does not). */
@@ -173,12 +173,12 @@ function gpuUse(job, pool) {
   );
 }
 
-function storyOf(job) {
+function historyOf(job) {
   const events = job.events || [];
   if (!events.length) return notice("No state change recorded yet.", "empty");
   return h(
     "ol",
-    { class: "story" },
+    { class: "history" },
     events.map((e) =>
       h(
         "li",

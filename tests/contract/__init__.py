@@ -1,0 +1,1 @@
+"""The executor contract suite: one set of tests against every executor (test_executor_contract.py)."""
