@@ -82,7 +82,9 @@ def _not_newer(job: Job, known: Job, reason_bumps: int = 0) -> bool:
     whatever is newer than the copy last read, not than the count. Without that, a start
     committed after a few such reasons read as old, and the view lost the job's run."""
     stored = known.version - reason_bumps  # the version of the store's copy last read
-    return job.version < stored or (job.version == stored and job.state is known.state)
+    # A copy in the same state is news only past the view's own count: the store's copy of
+    # a waiting job may hold a reason older than the view's (written before the last ones).
+    return job.version < stored or (job.version <= known.version and job.state is known.state)
 
 
 def _matters(old: Job, new: Job) -> bool:
