@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -52,6 +51,7 @@ from gpupool.core.execution import (
     StopKind,
 )
 from gpupool.executor import LocalExecutor
+from integration import pool_harness
 
 PY = sys.executable
 DEADLINE_S = 300.0  # a run on a slow, busy 2-core machine: seconds, minutes at worst (Ray)
@@ -85,14 +85,8 @@ sys.exit(code)
 
 
 def wait_for(what: str, check: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
-    """`check()`'s first true value, asked every 0.1 s until the deadline."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < end, f"timed out after {deadline_s} s waiting for {what}"
-        time.sleep(0.1)
+    """`check()`'s first true value, polled until the deadline (the harness's wait)."""
+    return pool_harness.wait_for(check, timeout=deadline_s, what=what)
 
 
 def wait_obs(
