@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.client import Client, JobView
+from gpupool.executor import job_cgroup
+from gpupool.executor.cgroup_plan import pool_cgroups
 
 # A job that runs until it is cancelled (or the test's cleanup kills it).
 FOREVER = ("sleep", "infinity")
@@ -150,6 +152,9 @@ class Pool:
             _kill_recorded(claim, "supervisor_pid", group=False)
         for child in (self.state_dir / "jobs").glob("*/child.json"):
             _kill_recorded(child, "pgid", group=True)
+        for cg in pool_cgroups(self.state_dir):  # what left its session, too
+            job_cgroup.kill(cg, reap=False, wait_s=10)
+            job_cgroup.remove(cg)
 
     def cli(
         self, *args: str, check: bool = False, timeout: float = 60, cwd: Path | None = None

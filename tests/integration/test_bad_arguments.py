@@ -196,6 +196,8 @@ BAD_ARGUMENTS = [
     case("server", "--inventory", "/nonexistent.yaml", says="/nonexistent.yaml"),
     case("server", "--default-time-limit", "-1h", says="positive"),
     case("server", "--fairshare-half-life", "soon", says="soon"),
+    case("server", "--default-mem-per-gpu", "lots", says="--default-mem-per-gpu"),
+    case("server", "--default-cpus-per-gpu", "0", says="--default-cpus-per-gpu: must be at"),
     case("server", "extra", says=USAGE),
 ]
 

@@ -247,6 +247,42 @@ def test_the_chart_and_usage_render_their_documented_shapes(
             shoot(page, f"queue-empty-{scheme}")
 
 
+def test_a_jobs_cpu_time_and_memory_are_on_its_page_and_cpu_hours_on_usage(
+    page: Page, web_pool: Pool
+) -> None:
+    """The figures its cgroup counted (`cgroup_usage`, core/cgroup_usage.py), in the words
+    `gpupool show` prints; set in the answer here, so the page is checked whatever this
+    machine's cgroups count. CPU-hours beside GPU-hours on the usage page."""
+    from playwright.sync_api import expect
+
+    job = web_pool.submit("--name", "dash-cpu", "--", "true")
+    web_pool.wait(job)
+    figures = {
+        "cpu_seconds": 1.2, "cpu_seconds_all_runs": 1.2, "memory_peak_bytes": 64 << 20,
+        "memory_mean_bytes": 12 << 20, "memory_current_bytes": None,
+        "memory_limit_bytes": 64 << 20, "live": False,
+    }  # fmt: skip
+
+    def with_figures(route: Route) -> None:
+        answer = route.fetch().json()
+        _json(route, {**answer, "cgroup_usage": figures})
+
+    page.route(f"**/v1/jobs/{job}", with_figures)
+    open_page(page, web_pool, f"jobs/{job}", "jobs")
+    expect(page.locator(".record")).to_contain_text(
+        "1.2 CPU-s; memory peak 64MiB, mean 12MiB (limit 64MiB)"
+    )
+    shoot(page, "job-cpu-memory")
+    usage = usage_answer(time.time())
+    rows = usage["rows"]
+    assert isinstance(rows, list)
+    usage["rows"] = [{**row, "cpu_hours": 12.5} for row in rows]
+    page.route("**/v1/usage*", lambda route: _json(route, usage))
+    open_page(page, web_pool, "usage", "usage")
+    expect(page.locator("table.usage thead")).to_contain_text("CPU-hours")
+    expect(page.locator("table.usage tbody tr").first).to_contain_text("12.5")
+
+
 def _json(route: Route, answer: dict[str, object]) -> None:
     route.fulfill(status=200, content_type="application/json", body=json.dumps(answer))
 

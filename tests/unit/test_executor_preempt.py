@@ -128,13 +128,16 @@ def test_preempt_while_starting_never_runs_the_command(ex: LocalExecutor, tmp_pa
 
 
 def test_a_restarted_executor_can_preempt(ex: LocalExecutor, tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    launch(ex, 1, trapping_job(ready), ENV, "/", None, 5.0)
+    ready, done = tmp_path / "ready", tmp_path / "done"
+    # It exits 3 on SIGTERM only once `done` exists: it is still running at the second ask.
+    linger = f"[time.sleep(0.02) for _ in iter(lambda: os.path.exists({str(done)!r}), True)]"
+    launch(ex, 1, trapping_job(ready, on_term=f"{linger}; sys.exit(3)"), ENV, "/", None, 30.0)
     wait_for(ready.exists, what="job ready")
     fresh = LocalExecutor(ex.state_dir)  # knows nothing but the job directory
     assert state_of(fresh, 1) == RunState.RUNNING
     assert preempt(fresh, 1)
     assert preempt(LocalExecutor(ex.state_dir), 1)  # and again, by yet another restart
+    done.touch()
     rec = wait_exit(fresh, 1)
     assert (rec.reason, rec.exit_code) == ("preempted", 3)
 

@@ -53,6 +53,7 @@ def test_the_unit_runs_this_python_as_root_with_the_flags_given(
     assert "--output" not in start and "install-service" not in start
     assert "User=root" in unit
     assert "KillMode=process" in unit  # the jobs' supervisors outlive a daemon restart
+    assert "Delegate=yes" in unit  # its cgroup subtree is the daemon's: a cgroup per job
     assert "postgresql.service" in unit
 
 

@@ -310,7 +310,8 @@ def create_app(
 
     @api.get("/v1/jobs/{job_id:job}", responses=refusals(404))
     def show(job_id: JobId, caller: CallerDep) -> JobWire:
-        return wire(service.get(job_id), caller)
+        """One job; a running one with what it has used so far (its cgroup, read now)."""
+        return wire(service.with_live_usage(service.get(job_id)), caller)
 
     @api.post("/v1/jobs/{job_id:job}/cancel", responses=refusals(403, 404))
     def cancel(job_id: JobId, caller: CallerDep) -> JobWire:

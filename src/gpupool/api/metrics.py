@@ -8,6 +8,9 @@ conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
   was taken. A figure the sample lacks (a GPU that does not report power; no sample yet) is
   left out for that GPU, never exported as 0;
 - per running job (labels job_id, user, project, name): GPUs allocated, their utilization;
+  from its cgroup, read on the scrape (core/cgroup_usage.py): its CPU time, every run's
+  (`gpupool_job_cpu_seconds_total`, a counter), its memory now, its peak and its limit.
+  A job nothing counts (a backend's, a daemon without cgroups) has none of these;
 - per project (label project): quota, limit, GPUs used and borrowed, running and pending
   jobs, pending GPUs;
 - the active jobs by state; histograms of the wait from submission to first start (label
@@ -30,8 +33,9 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.engine_observer import JobStarted
 from gpupool.service.pool_stats import PoolStats
 
@@ -213,18 +217,51 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("gpupool_project_pending_jobs", "The project's pending jobs", PROJECT_LABELS),
     ("gpupool_project_pending_gpus", "GPUs the project's pending jobs ask for", PROJECT_LABELS),
     ("gpupool_jobs", "Active jobs by state (pending, running)", ("state",)),
+    (
+        "gpupool_job_memory_bytes",
+        "Memory a running job's processes use now, as its cgroup counts it (page cache "
+        "included; absent: nothing counts it)",
+        JOB_LABELS,
+    ),
+    (
+        "gpupool_job_memory_peak_bytes",
+        "The most memory a running job's current run has used, as its cgroup counts it "
+        "(absent: nothing counts it)",
+        JOB_LABELS,
+    ),
+    (
+        "gpupool_job_memory_limit_bytes",
+        "A running job's memory limit (--mem), enforced by its cgroup (absent: none)",
+        JOB_LABELS,
+    ),
+)
+# Counters (name without `_total`, which the exposition adds), as FAMILIES.
+COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "gpupool_job_cpu_seconds",
+        "CPU-seconds (user and system) a running job has used, in all its runs, as their "
+        "cgroups counted them (absent: nothing counts them)",
+        JOB_LABELS,
+    ),
 )
 
 
-def _families() -> dict[str, GaugeMetricFamily]:
-    """Each family of FAMILIES, empty, by name (in FAMILIES' order)."""
-    return {
+# Every family of a scrape, by name.
+Families = dict[str, GaugeMetricFamily | CounterMetricFamily]
+
+
+def _families() -> Families:
+    """Each family of FAMILIES, then of COUNTERS, empty, by name (in their order)."""
+    families: Families = {
         name: GaugeMetricFamily(name, help_text, labels=labels)
         for name, help_text, labels in FAMILIES
     }
+    for name, help_text, labels in COUNTERS:
+        families[name] = CounterMetricFamily(name, help_text, labels=labels)
+    return families
 
 
-def _fill_gpus(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+def _fill_gpus(f: Families, stats: PoolStats) -> None:
     for gpu in stats.gpus:
         labels = (gpu.node, str(gpu.index), gpu.model)
         f["gpupool_gpu_allocated_ratio"].add_metric(labels, gpu.allocated)
@@ -244,17 +281,33 @@ def _fill_gpus(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
         f["gpupool_gpu_sample_timestamp_seconds"].add_metric(labels, sample.time)
 
 
-def _fill_jobs(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+def _fill_jobs(f: Families, stats: PoolStats) -> None:
     for job in stats.running:
         labels = (str(job.job_id), job.user, job.project, job.name)
         f["gpupool_job_allocated_gpus"].add_metric(labels, job.gpus)
         if job.utilization_pct is not None:
             f["gpupool_job_gpu_utilization_ratio"].add_metric(labels, job.utilization_pct / 100)
+        _fill_cgroup_usage(f, labels, job.cgroup_usage)
     f["gpupool_jobs"].add_metric(("pending",), stats.pending_jobs)
     f["gpupool_jobs"].add_metric(("running",), stats.running_jobs)
 
 
-def _fill_projects(f: dict[str, GaugeMetricFamily], stats: PoolStats) -> None:
+def _fill_cgroup_usage(f: Families, labels: tuple[str, ...], usage: CgroupUsage | None) -> None:
+    """A running job's CPU time and memory; a figure nothing counted is left out."""
+    if usage is None:
+        return
+    figures = (
+        ("gpupool_job_cpu_seconds", usage.cpu_seconds_all_runs),
+        ("gpupool_job_memory_bytes", usage.memory_current_bytes),
+        ("gpupool_job_memory_peak_bytes", usage.memory_peak_bytes),
+        ("gpupool_job_memory_limit_bytes", usage.memory_limit_bytes),
+    )
+    for name, value in figures:
+        if value is not None:
+            f[name].add_metric(labels, value)
+
+
+def _fill_projects(f: Families, stats: PoolStats) -> None:
     for p in stats.projects:
         labels = (p.name,)
         f["gpupool_project_quota_gpus"].add_metric(labels, p.quota)

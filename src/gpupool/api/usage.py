@@ -39,7 +39,8 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
         since: str = Query("30d", max_length=32, description="a duration back from now: 30d"),
     ) -> UsageReportWire | JSONResponse:
         """Per user, project or GPU type over the window: jobs, GPU-hours allocated, used
-        (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed."""
+        (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed,
+        and the CPU-hours the jobs' cgroups counted."""
         span = _span(since)
         if isinstance(span, JSONResponse):
             return span
@@ -86,6 +87,7 @@ def row_to_wire(row: GroupUsage) -> GroupUsageWire:
         "preempted_gpu_hours": row.preempted_gpu_h,
         "idle_reclaimed_gpu_hours": row.idle_reclaimed_gpu_h,
         "energy_kwh": row.energy_kwh,
+        "cpu_hours": row.cpu_h,
     }
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
 from gpupool.core.monitoring import GpuSample
 from gpupool.core.wire_shapes import (
+    CgroupUsageWire,
     GpusWire,
     GpuUsageWire,
     GpuWire,
@@ -184,6 +186,8 @@ def job_to_wire(
         # submit); null for a job on the host.
         "image": spec.image,
         "container_engine": None if spec.container_engine is None else spec.container_engine.value,
+        # Figures only, never private: /metrics shows the running jobs' to everyone.
+        "cgroup_usage": cgroup_usage_to_wire(job.cgroup_usage),
         "log_path": log_path,
         "hidden": not private,
     }
@@ -200,6 +204,21 @@ def job_to_wire(
             for e in job.events
         ]
     return out
+
+
+def cgroup_usage_to_wire(usage: CgroupUsage | None) -> CgroupUsageWire | None:
+    """A job's CPU time and memory (core/cgroup_usage.py); None: nothing counted them."""
+    if usage is None:
+        return None
+    return {
+        "cpu_seconds": usage.cpu_seconds,
+        "cpu_seconds_all_runs": usage.cpu_seconds_all_runs,
+        "memory_peak_bytes": usage.memory_peak_bytes,
+        "memory_mean_bytes": usage.memory_mean_bytes,
+        "memory_current_bytes": usage.memory_current_bytes,
+        "memory_limit_bytes": usage.memory_limit_bytes,
+        "live": usage.live,
+    }
 
 
 def usage_to_wire(sample: GpuSample | None) -> GpuUsageWire | None:

@@ -302,8 +302,11 @@ def cmd_show(client: Client, args: argparse.Namespace) -> int:
 
 
 def _show(client: Client, job: JobView) -> None:
+    from gpupool.cli.cpu_memory import cpu_memory_text
+
     res = job.resources
     task = "" if job.array_id is None else f"{job.array_id}_{job.array_index}, "
+    cpu_memory = cpu_memory_text(job.cgroup_usage, job.state.terminal)
     lines = [
         ("Job", f"{job.id} ({task}{job.name})"),
         ("State", state_cell(job)),
@@ -330,6 +333,8 @@ def _show(client: Client, job: JobView) -> None:
         ("Exit code", "-" if job.exit_code is None else str(job.exit_code)),
         ("Restarts", _restarts(job)),
         ("GPU use", _gpu_use(client, job.id) if job.start_time is not None else "-"),
+        # Only where its cgroup counted something (not a backend's job, nor one without).
+        *([("CPU / memory", cpu_memory)] if cpu_memory is not None else []),
         ("Log", job.log_path),
     ]
     if job.env:

@@ -11,6 +11,7 @@ from gpupool.cli.commands import Offline, Parents, Subparsers
 if TYPE_CHECKING:
     from gpupool.core.hardware import Inventory
     from gpupool.daemon.serving import HttpSettings
+    from gpupool.policy.per_gpu_defaults import PerGpuDefaults
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -61,6 +62,20 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "they are stopped after it, as Slurm's DefaultTime (default 24h)",
     )
     p.add_argument(
+        "--default-mem-per-gpu",
+        metavar="SIZE",
+        help="memory of a job with GPUs and without --mem: SIZE per GPU (a share of a GPU "
+        "counts as 1), at most what the largest node that could run it has, as Slurm's "
+        "DefMemPerGPU (default: none, the job asks for no memory)",
+    )
+    p.add_argument(
+        "--default-cpus-per-gpu",
+        metavar="N",
+        help="CPUs of a job with GPUs and without --cpus: N per GPU (a share of a GPU counts "
+        "as 1), at most what the largest node that could run it has, as Slurm's "
+        "DefCpuPerGPU (default: none, the job asks for no CPUs)",
+    )
+    p.add_argument(
         "--fairshare-half-life",
         default="7d",
         metavar="DURATION",
@@ -86,6 +101,22 @@ def register(sub: Subparsers, parents: Parents) -> None:
         metavar="DURATION",
         help="how long a job may stay above its granted GPU memory before it is stopped "
         "(default 60s)",
+    )
+    p.add_argument(
+        "--cgroups",
+        choices=("auto", "off"),
+        default="auto",
+        help="each job in a cgroup of its own, enforcing --mem and --cpus and killing all it "
+        "started when it ends (auto, the default: where the host allows; the start line says "
+        "what is enforced), or no cgroups (off)",
+    )
+    p.add_argument(
+        "--job-pids-max",
+        type=int,
+        default=32768,
+        metavar="N",
+        help="at most N tasks (processes and threads) in one job's cgroup, which stops a fork "
+        "bomb; 0: no bound (default 32768)",
     )
     p.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
     # Seconds a database lease lasts without a heartbeat (store/lease.py); for tests.
@@ -208,6 +239,29 @@ def http_settings(args: argparse.Namespace) -> HttpSettings:
     )
 
 
+def per_gpu_defaults(args: argparse.Namespace) -> PerGpuDefaults:
+    """The pool's memory and CPUs per GPU the flags give (both None unless set); ValueError
+    naming the flag when one is wrong (policy/per_gpu_defaults.py)."""
+    from gpupool.core.units import parse_size
+    from gpupool.policy.per_gpu_defaults import PerGpuDefaults
+
+    mem_bytes = cpus = None
+    if args.default_mem_per_gpu is not None:
+        try:
+            mem_bytes = parse_size(args.default_mem_per_gpu)
+        except ValueError as exc:
+            raise ValueError(f"--default-mem-per-gpu: {exc}") from None
+    if args.default_cpus_per_gpu is not None:
+        try:
+            cpus = int(args.default_cpus_per_gpu)
+        except ValueError:
+            raise ValueError(
+                f"--default-cpus-per-gpu: must be a whole number of CPUs, got "
+                f"{args.default_cpus_per_gpu!r}"
+            ) from None
+    return PerGpuDefaults(mem_bytes=mem_bytes, cpus=cpus)
+
+
 def _log_to_stderr() -> None:
     """The daemon's log on stderr: '2026-11-23 14:05:09 job 12 started on box:0,1';
     warnings and errors say so. (logging is imported here: every other verb builds this
@@ -273,6 +327,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         sample_interval_s = 0.0 if off else parse_duration(args.sample_interval)
         memory_grace_s = parse_duration(args.memory_overuse_grace)
         http = http_settings(args)
+        per_gpu = per_gpu_defaults(args)
     except ValueError as exc:
         print(f"gpupool: {exc}", file=sys.stderr)
         return 2
@@ -289,6 +344,9 @@ def cmd_server(args: argparse.Namespace) -> int:
         board_power_w=_board_power(inventory),
         memory_overuse_stop=args.memory_overuse == "stop",
         memory_overuse_grace_s=memory_grace_s,
+        per_gpu_defaults=per_gpu,
+        cgroups=args.cgroups == "auto",
+        job_pids_max=args.job_pids_max if args.job_pids_max > 0 else None,
     )
     if args.lease_ttl is not None:
         config.lease_ttl_s = args.lease_ttl

@@ -6,6 +6,8 @@ install-service, written out in the unit. Two settings matter beyond the usual:
 - `KillMode=process`: jobs live under their own supervisors, which must outlive a daemon
   restart (the daemon re-adopts them); systemd's default would kill the whole cgroup.
 - `UMask=0077`: the daemon's files are private from the first one (it sets 077 itself too).
+- `Delegate=yes`: the unit's cgroup subtree is the daemon's to manage: each job gets a cgroup
+  of its own there (executor/cgroup_plan.py), which systemd leaves alone.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ UMask=0077
 # Jobs run under their own supervisors and must outlive a daemon restart: stop the
 # daemon's own process only (it re-adopts the jobs when it starts again).
 KillMode=process
+# The unit's cgroup subtree is the daemon's: each job runs in a cgroup of its own in it
+# (its --mem and --cpus enforced there, and nothing it starts outlives it).
+Delegate=yes
 KillSignal=SIGTERM
 TimeoutStopSec=30
 Restart=on-failure

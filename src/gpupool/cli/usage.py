@@ -1,6 +1,7 @@
 """`gpupool usage`: accounting per user, project or GPU type over a window (like Slurm's
-`sreport cluster AccountUtilizationByUser`): GPU-hours allocated and used, efficiency, mean
-wait, GPU-hours lost to preemption and reclaimed from idle jobs. A table, CSV or JSON."""
+`sreport cluster AccountUtilizationByUser`): GPU-hours allocated and used, the CPU-hours the
+jobs' cgroups counted, efficiency, mean wait, GPU-hours lost to preemption and reclaimed from
+idle jobs. A table, CSV or JSON."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ COLUMNS = (
     "JOBS",
     "ALLOC GPU-H",
     "USED GPU-H",
+    "CPU-H",
     "EFFICIENCY",
     "MEAN WAIT",
     "PREEMPTED GPU-H",
@@ -33,9 +35,10 @@ def register(sub: Subparsers, parents: Parents) -> None:
         parents=[parents.common, parents.listing],
         help="GPU-hours allocated vs used, by user, project or GPU type",
         description="Accounting over a window: GPU-hours allocated (held by jobs), used "
-        "(utilization-weighted, from the GPU samples), efficiency (used over the allocated "
-        "time that was sampled), mean wait, GPU-hours lost to preemption, idle GPU-hours "
-        "reclaimed.",
+        "(utilization-weighted, from the GPU samples), CPU-hours (from the jobs' cgroups, "
+        "charged when a run ends; '-' where none was counted), efficiency (used over the "
+        "allocated time that was sampled), mean wait, GPU-hours lost to preemption, idle "
+        "GPU-hours reclaimed.",
     )
     p.add_argument("--by", choices=BY, default="user", help="group by (default: user)")
     p.add_argument("--since", default="30d", help="window back from now: 30d, 12h, 1w")
@@ -72,6 +75,7 @@ def _cells(r: GroupUsageView) -> tuple[Cell, ...]:
         r.jobs,
         f"{r.allocated_gpu_hours:.2f}",
         f"{r.used_gpu_hours:.2f}",
+        "-" if r.cpu_hours is None else f"{r.cpu_hours:.2f}",
         eff,
         format_duration(r.mean_wait_s),
         f"{r.preempted_gpu_hours:.2f}",
@@ -94,6 +98,7 @@ def _print_csv(report: UsageReportView) -> None:
             "preempted_gpu_hours",
             "idle_reclaimed_gpu_hours",
             "energy_kwh",
+            "cpu_hours",  # last: added after scripts read these columns by position
         ]
     )
     for r in (*report.rows, report.total):
@@ -109,5 +114,6 @@ def _print_csv(report: UsageReportView) -> None:
                 r.preempted_gpu_hours,
                 r.idle_reclaimed_gpu_hours,
                 r.energy_kwh,
+                "" if r.cpu_hours is None else r.cpu_hours,
             ]
         )

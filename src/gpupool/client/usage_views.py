@@ -28,6 +28,7 @@ class GroupUsageView:
     preempted_gpu_hours: float
     idle_reclaimed_gpu_hours: float
     energy_kwh: float
+    cpu_hours: float | None  # None: not counted (no job's cgroup, or an older daemon)
 
     @classmethod
     def read(cls, w: GroupUsageWire) -> GroupUsageView:
@@ -42,6 +43,7 @@ class GroupUsageView:
             w["preempted_gpu_hours"],
             w["idle_reclaimed_gpu_hours"],
             w["energy_kwh"],
+            w.get("cpu_hours"),
         )
 
 

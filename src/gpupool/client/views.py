@@ -26,6 +26,7 @@ from enum import StrEnum
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.job_enums import JobState
 from gpupool.core.wire_shapes import (
+    CgroupUsageWire,
     JobEventWire,
     JobPageWire,
     JobWire,
@@ -197,6 +198,32 @@ class JobEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class CgroupUsageView:
+    """A job's CPU time and memory as its runs' cgroups counted them: its last ended run's,
+    or (`live`) its run under way's so far; None where nothing counted a figure."""
+
+    cpu_seconds: float | None
+    cpu_seconds_all_runs: float | None
+    memory_peak_bytes: int | None
+    memory_mean_bytes: int | None
+    memory_current_bytes: int | None
+    memory_limit_bytes: int | None
+    live: bool
+
+    @classmethod
+    def read(cls, w: CgroupUsageWire) -> CgroupUsageView:
+        return cls(
+            w["cpu_seconds"],
+            w["cpu_seconds_all_runs"],
+            w["memory_peak_bytes"],
+            w["memory_mean_bytes"],
+            w["memory_current_bytes"],
+            w["memory_limit_bytes"],
+            w["live"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class JobView:
     """A job as the API gives it (api/wire.py's job_to_wire)."""
 
@@ -248,6 +275,7 @@ class JobView:
     backend: str | None = None  # the backend it is handed to; None: the local pool
     nodes: int = 1
     backend_ref: str | None = None  # the backend's name for its run (slurm://c/1234)
+    cgroup_usage: CgroupUsageView | None = None  # None: nothing counted (or an older daemon)
 
     @property
     def wait_code(self) -> WaitCode | None:
@@ -262,6 +290,7 @@ class JobView:
         at = f"{where}.events" if where else "events"
         events = [JobEvent.read(e, f"{at}[{i}]") for i, e in enumerate(w.get("events", []))]
         array_task = w.get("array_index"), w.get("array_limit")
+        cgroup_usage = w.get("cgroup_usage")
         return cls(
             id=w["id"],
             name=w["name"],
@@ -311,6 +340,7 @@ class JobView:
             backend=w.get("backend"),
             nodes=w.get("nodes", 1),
             backend_ref=w.get("backend_ref"),
+            cgroup_usage=None if cgroup_usage is None else CgroupUsageView.read(cgroup_usage),
         )
 
 

@@ -64,6 +64,7 @@ class ExitReason(StrEnum):
     CANCELLED = "cancelled"  # stopped by a cancel
     PREEMPTED = "preempted"  # stopped to give its GPUs back: the job is requeued
     SPAWN_FAILED = "spawn_failed"  # the command could not be started
+    OUT_OF_MEMORY = "out_of_memory"  # the kernel killed it at its memory limit (--mem)
 
     @classmethod
     def parse(cls, text: str) -> ExitReason:
@@ -90,6 +91,18 @@ class StopKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class RunUsage:
+    """A run's CPU time and memory, from its cgroup (executor/job_cgroup.py); a figure this
+    host does not count is None."""
+
+    cpu_seconds: float | None
+    memory_peak_bytes: int | None
+    memory_mean_bytes: int | None
+    oom_kills: int = 0  # processes the kernel killed at its memory limit
+    memory_current_bytes: int | None = None  # a running run's use now (ended runs: None)
+
+
+@dataclass(frozen=True)
 class ExitRecord:
     exit_code: int  # 128+N when killed by signal N, as shells report it
     signal: int | None
@@ -100,6 +113,9 @@ class ExitRecord:
     # Stretches (from, to; wall-clock) in which the disk under the run's log was full, so
     # that what it wrote then is not in its log (executor/log_space.py); told in its history.
     output_lost: tuple[tuple[float, float], ...] = ()
+    # What the run used, as its cgroup counted it (None: it had none, or a backend's run).
+    usage: RunUsage | None = None
+    memory_limit_bytes: int | None = None  # the limit it ran under (its --mem), when enforced
 
 
 @dataclass(frozen=True)
@@ -200,6 +216,10 @@ class LaunchRequest:
     ranks: RankLayout | None = None  # None: one process; else a gang of ranks (see RankLayout)
     container: ContainerLaunch | None = None  # None: on the host; else in this image
     separate_stderr: bool = False  # stderr to a log of its own, not with stdout
+    # The job's --mem and --cpus (None: not asked): the local executor enforces them in the
+    # run's cgroup (executor/cgroup_plan.py), a backend passes them to its scheduler.
+    mem_bytes: int | None = None
+    cpus: int | None = None
     # None: the local executor's run, placed by the pool on `allocation`. Else the run goes
     # to a backend (Slurm, Ray, Kubernetes) that schedules it itself; `allocation` then names
     # the backend (`Allocation(backend_name, ())`) and `ranks` the whole gang (nnodes).
@@ -238,6 +258,7 @@ class Leftovers:
     killed: tuple[int, ...] = ()  # pids sent SIGKILL now
     alive: tuple[int, ...] = ()  # pids still running after the wait: dying, or not ours
     denied: tuple[int, ...] = ()  # of `alive`, those the pool may not signal (another user's)
+    in_cgroup: bool = False  # found by the run's cgroup (else by its session, from /proc)
 
     @property
     def gone(self) -> bool:

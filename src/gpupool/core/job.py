@@ -24,6 +24,7 @@ from gpupool.core.job_enums import JobState as JobState
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # job_control imports JobState from here
+    from gpupool.core.cgroup_usage import CgroupUsage
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
 
 
@@ -57,6 +58,7 @@ class EndReason(StrEnum):
     TIME_LIMIT = "TimeLimit"
     CANCELLED = "Cancelled"
     SPAWN_FAILED = "SpawnFailed"  # its command could not be started
+    OUT_OF_MEMORY = "OutOfMemory"  # killed at its --mem limit (Slurm's OUT_OF_MEMORY)
     NODE_FAIL = "NodeFail"  # its supervisor died without recording an exit
     DEPENDENCY = "DependencyNeverSatisfied"  # cancelled: an --after job ended not as asked
 
@@ -207,6 +209,9 @@ class Job:
     # A backend's own name for its current run (`slurm://cluster/1234`), once known; None
     # for the local pool's jobs (docs/backends.md).
     backend_ref: str | None = None
+    # CPU time and memory as its runs' cgroups counted them (core/cgroup_usage.py): its last
+    # ended run's, and all its runs' CPU time; None: nothing counted (yet).
+    cgroup_usage: CgroupUsage | None = None
     events: tuple[Transition, ...] = field(default=(), compare=False)
 
     def gpu_count(self, gpu_memory_bytes: int | None = None) -> float:

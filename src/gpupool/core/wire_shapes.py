@@ -161,6 +161,20 @@ class SubmitWarningWire(TypedDict):
     message: str
 
 
+class CgroupUsageWire(TypedDict):
+    """A job's CPU time and memory, as its runs' cgroups counted them (core/cgroup_usage.py):
+    its last ended run's, or with `live` its run under way's, read now. A figure nothing
+    counted is null."""
+
+    cpu_seconds: float | None
+    cpu_seconds_all_runs: float | None  # every run's (a requeued job ran more than once)
+    memory_peak_bytes: int | None
+    memory_mean_bytes: int | None  # null while it runs
+    memory_current_bytes: int | None  # a running job's, now
+    memory_limit_bytes: int | None  # the limit it ran under (--mem), when one was enforced
+    live: bool
+
+
 class JobWire(TypedDict):
     """A job (api/wire.py's job_to_wire). For a reader who may not see its spec, `hidden` is
     true and its command, env, workdir, log_path and image are empty."""
@@ -208,6 +222,7 @@ class JobWire(TypedDict):
     backend_ref: Added[str | None]
     image: Added[str | None]
     container_engine: Added[str | None]
+    cgroup_usage: Added[CgroupUsageWire | None]  # null: nothing counted (a backend's job)
     log_path: str
     hidden: Added[bool]
     events: NotRequired[list[JobEventWire]]  # absent when it has none
@@ -358,6 +373,7 @@ class GroupUsageWire(TypedDict):
     preempted_gpu_hours: float
     idle_reclaimed_gpu_hours: float
     energy_kwh: float
+    cpu_hours: Added[float | None]  # null: none of its jobs' CPU time was counted
 
 
 class UsageReportWire(TypedDict):

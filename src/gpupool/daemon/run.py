@@ -48,6 +48,11 @@ from gpupool.daemon.preflight import (
 )
 from gpupool.daemon.preflight import database_url as checked_database_url
 from gpupool.daemon.serving import HttpSettings
+from gpupool.executor.cgroup_plan import CgroupPlan, plan_cgroups
+from gpupool.executor.cgroup_plan import release as release_cgroups
+from gpupool.executor.cpu_sets import CpuSets
+from gpupool.policy.per_gpu_defaults import PerGpuDefaults
+from gpupool.policy.render import per_gpu_defaults_text
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.store.lease import DEFAULT_TTL_S, Lease, LeaseHeld, LeaseHolder
 from gpupool.store.urls import sqlite_file
@@ -83,10 +88,15 @@ class DaemonConfig:
     memory_overuse_stop: bool = True
     memory_overuse_grace_s: float = 60.0
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    # Memory and CPUs per GPU of jobs that do not say (policy/per_gpu_defaults.py); off.
+    per_gpu_defaults: PerGpuDefaults = field(default_factory=PerGpuDefaults)
     lease_ttl_s: float = DEFAULT_TTL_S
     http: HttpSettings = field(default_factory=HttpSettings)
     # TCP on an address other than loopback without TLS: refused unless this is set.
     insecure_listen: bool = False
+    # Each job in a cgroup of its own (executor/cgroup_plan.py); False: none (`--cgroups off`).
+    cgroups: bool = True
+    job_pids_max: int | None = 32768  # tasks per job in its cgroup (None: unbounded)
 
 
 def _lock_state_dir(state: Path) -> TextIO:
@@ -211,7 +221,34 @@ def _describe_start(config: DaemonConfig, sock_path: Path, url: str | None) -> l
         f"a job without --time is stopped after {limit} (--default-time-limit; a project's "
         "default_time_limit comes first)"
     )
+    per_gpu = per_gpu_defaults_text(config.per_gpu_defaults, inv.nodes)
+    if per_gpu is not None:
+        lines.append(per_gpu)
     return lines
+
+
+def _job_cgroups(config: DaemonConfig) -> CgroupPlan | None:
+    """The pool's cgroup subtree on this host (executor/cgroup_plan.py); None: `--cgroups off`."""
+    if not config.cgroups:
+        return None
+    return plan_cgroups(config.state_dir, pids_max=config.job_pids_max)
+
+
+def cgroups_line(plan: CgroupPlan | None) -> str:
+    if plan is None:
+        return (
+            "jobs run without cgroups (--cgroups off): --mem and --cpus are not enforced, and "
+            "a process that leaves its job's session (setsid) outlives a cancel"
+        )
+    return plan.start_line()
+
+
+def _cpu_sets(config: DaemonConfig) -> CpuSets:
+    """The CPUs jobs are pinned to: the daemon's own, chosen near each GPU's (its CPU
+    affinity in the inventory) when known."""
+    node = config.inventory.nodes[0] if config.inventory.nodes else None
+    near = {g.index: g.cpu_affinity for g in node.gpus} if node is not None else {}
+    return CpuSets(sorted(os.sched_getaffinity(0)), near)
 
 
 def _mode_line(authority: Authority) -> str:
@@ -430,7 +467,16 @@ def _serve(
     keeper = LeaseKeeper(store, lease, _lost)
     # Containers get the GPUs as devices only where NVML found real ones (docs/containers.md).
     gpu_devices = config.inventory.source == "nvml"
-    executor = LocalExecutor(state, notify_socket=sock_path, gpu_devices=gpu_devices)
+    cgroups = _job_cgroups(config)
+    executor = LocalExecutor(
+        state,
+        notify_socket=sock_path,
+        gpu_devices=gpu_devices,
+        cgroups=cgroups,
+        cpu_sets=_cpu_sets(config),
+    )
+    if cgroups is not None:
+        stack.callback(release_cgroups, cgroups)
     # Made before the engine and the service, which both take them (no wiring after):
     # the group commit of submissions, whose load a due pass waits for, and the engine's
     # histograms for /metrics.
@@ -455,6 +501,7 @@ def _serve(
         backends=backends,
         project_backends=dict(projects_config.project_backends) if projects_config else None,
         submissions=submissions,
+        per_gpu_defaults=config.per_gpu_defaults,
     )
     for backend in backends.values():
         stack.callback(backend.close)
@@ -503,6 +550,7 @@ def _serve(
     for line in _describe_start(config, sock_path, url):
         log.info("%s", line)
     log.info("%s", _mode_line(authority))
+    log.info("%s", cgroups_line(cgroups))
     if tcp is not None:
         log.info("%s", _tcp_identity_line(config, owners is not None))
     log.info("state in %s; database %s", state, shown_url)

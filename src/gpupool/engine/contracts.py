@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 
@@ -66,6 +67,7 @@ class EngineStore(Protocol):
         reason: str = ...,
         *,
         end_time: float | None = None,
+        usage: CgroupUsage | None = None,
     ) -> Job: ...
 
     def requeue(
@@ -76,6 +78,7 @@ class EngineStore(Protocol):
         hold_until: float | None = None,
         *,
         retry: bool = False,
+        usage: CgroupUsage | None = None,
     ) -> Job: ...
 
     def note(

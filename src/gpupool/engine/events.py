@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.execution import Handle, Leftovers, Observation, StopKind
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
@@ -247,6 +248,7 @@ class Finish:
     now: float
     end_time: float | None = None  # when it really ended, if not now
     log_line: LogLine | None = None
+    usage: CgroupUsage | None = None  # what its last run used (None: nothing counted it)
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ class Requeue:
     log_line: LogLine | None = None
     hold_until: float | None = None  # held (as with --begin) until then: others go first
     retry: bool = False  # its run failed and is run again (--retry): a failed attempt
+    usage: CgroupUsage | None = None  # what the run that ended used (None: nothing counted it)
 
 
 @dataclass(frozen=True)

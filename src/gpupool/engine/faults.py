@@ -43,7 +43,8 @@ def lost_cause(left: Leftovers) -> str:
     what = [f"killed its process {main}"] if main is not None else []
     if others:
         n = len(others)
-        what.append(f"{n} other process{'es' if n > 1 else ''} of its session ({_pids(others)})")
+        group = "cgroup" if left.in_cgroup else "session"
+        what.append(f"{n} other process{'es' if n > 1 else ''} of its {group} ({_pids(others)})")
     return f"{head}; {' and '.join(what)} before freeing its GPUs"
 
 

@@ -27,6 +27,8 @@ def launch_request(job: Job, time_limit_s: float) -> LaunchRequest:
         ranks=None if spec.distributed is None else RankLayout(len(job.gpus)),
         container=_container_launch(job),
         separate_stderr=spec.separate_stderr,
+        mem_bytes=spec.resources.mem_bytes,
+        cpus=spec.resources.cpus,
     )
 
 

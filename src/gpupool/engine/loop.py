@@ -458,11 +458,12 @@ class Engine:
                     ins.cause,
                     ins.reason,
                     end_time=ins.end_time,
+                    usage=ins.usage,
                 )
                 return [JobsStored((job,))], True
-            case Requeue(job_id, cause, now, _, hold_until, retry):
+            case Requeue(job_id, cause, now, _, hold_until, retry, usage):
                 try:
-                    job = store.requeue(job_id, now, cause, hold_until, retry=retry)
+                    job = store.requeue(job_id, now, cause, hold_until, retry=retry, usage=usage)
                 except StaleState:  # cancelled meanwhile: cancel wins
                     return [RequeueRefused(job_id, now)], False
                 return [JobsStored((job,))], True

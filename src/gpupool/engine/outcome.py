@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gpupool.core.execution import ExitReason, ExitRecord
 from gpupool.core.job import EndReason, Job, JobState
 from gpupool.core.job_control import retry_wanted
-from gpupool.core.units import format_duration
+from gpupool.core.units import format_duration, format_size
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
     if why is ExitReason.SPAWN_FAILED:
         detail = record.message or f"could not start (exit {code})"
         return Outcome(JobState.FAILED, code, EndReason.SPAWN_FAILED, f"{detail} (exit {code})")
+    if why is ExitReason.OUT_OF_MEMORY:
+        return Outcome(JobState.FAILED, code, EndReason.OUT_OF_MEMORY, _out_of_memory(record))
     if sig:
         words = f"killed by {_signal_name(sig)} (exit {code})"
         return Outcome(JobState.FAILED, code, EndReason.SIGNAL, words)
@@ -49,6 +51,18 @@ def outcome_of(record: ExitRecord, time_limit_s: float | None) -> Outcome:
             JobState.FAILED, code, EndReason.NON_ZERO_EXIT, "command not found (exit 127)"
         )
     return Outcome(JobState.FAILED, code, EndReason.NON_ZERO_EXIT, f"exited with code {code}")
+
+
+def _out_of_memory(record: ExitRecord) -> str:
+    """'out of memory: killed at its --mem limit of 64MiB (peak 64MiB) (exit 137)'."""
+    limit = record.memory_limit_bytes
+    words = "out of memory: killed at its --mem limit"
+    if limit:
+        words += f" of {format_size(limit)}"
+    peak = None if record.usage is None else record.usage.memory_peak_bytes
+    if peak:
+        words += f" (peak {format_size(peak)})"
+    return f"{words} (exit {record.exit_code})"
 
 
 def output_lost_text(record: ExitRecord) -> str | None:

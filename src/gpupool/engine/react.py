@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from gpupool.core.cgroup_usage import ended_run_usage
 from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState, StopKind
 from gpupool.core.job import EndReason, HeldReason, Job, JobState
 from gpupool.core.units import format_duration
@@ -144,7 +145,10 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case RequeueRefused(job_id, now):
             log_line = LogLine(f"job {job_id} CANCELLED while it was being preempted")
             cause, reason = "cancelled while preempted", EndReason.CANCELLED
-            return [Finish(job_id, JobState.CANCELLED, None, cause, reason, now, log_line=log_line)]
+            refused = state.jobs.get(job_id)
+            used = None if refused is None else refused.ended_run_usage  # its run's, kept
+            ended = JobState.CANCELLED
+            return [Finish(job_id, ended, None, cause, reason, now, log_line=log_line, usage=used)]
         case LostSettled(job_id, leftovers, now):
             tracked = state.jobs.get(job_id)
             if tracked is None or tracked.job.state is not JobState.RUNNING:
@@ -225,7 +229,9 @@ def _exited(
     """A RUNNING job whose run ended as `record` says: released (preempted, or retried) or
     finished."""
     job = tracked.job
+    used = ended_run_usage(record)
     if record.reason is ExitReason.PREEMPTED:
+        tracked.ended_run_usage = used  # stored with the requeue
         return [Release(handle_of(job), now)]  # then requeued (`_released`)
     result = outcome_of(record, state.limit_of(job).seconds)
     if job.spec.backend is not None and record.message and result.state is JobState.FAILED:
@@ -235,7 +241,7 @@ def _exited(
         result = dataclasses.replace(result, cause=said_there)
     retry = None if job.cancel_requested else retry_of(job, result)
     if retry is not None:  # archived, then requeued with the same id (`_released`)
-        tracked.retry_cause = retry
+        tracked.retry_cause, tracked.ended_run_usage = retry, used
         return [Release(handle_of(job), now)]
     end = end_time_of(record, job, now)
     log_line = LogLine(log_lines.job_ended(job, result.state, result.exit_code, end, result.cause))
@@ -249,6 +255,7 @@ def _exited(
             now,
             end_time=end,
             log_line=log_line,
+            usage=used,
         )
     ]
 
@@ -317,17 +324,19 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
     if not released:  # its supervisor is finishing: look again soon, not at the next tick
         state.poll_soon = True
         return []
+    used = tracked.ended_run_usage  # what the run that ended used, stored with the requeue
     if tracked.retry_cause is not None:
         log_line = LogLine(f"job {job_id}: {tracked.retry_cause}", _WARN)
-        return [Requeue(job_id, tracked.retry_cause, now, log_line, retry=True)]
+        return [Requeue(job_id, tracked.retry_cause, now, log_line, retry=True, usage=used)]
     why = tracked.stop_why or "to give its GPUs back"
     hold_s = tracked.requeue_hold_s
     if hold_s is None:
         log_line = LogLine(f"job {job_id} preempted and requeued")
-        return [Requeue(job_id, f"preempted ({why}); requeued", now, log_line)]
+        return [Requeue(job_id, f"preempted ({why}); requeued", now, log_line, usage=used)]
     held = f"requeued, held {format_duration(hold_s)} so that waiting jobs start first"
     log_line = LogLine(f"job {job_id} preempted and {held}")
-    return [Requeue(job_id, f"preempted ({why}); {held}", now, log_line, now + hold_s)]
+    cause = f"preempted ({why}); {held}"
+    return [Requeue(job_id, cause, now, log_line, now + hold_s, usage=used)]
 
 
 def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Instruction]:

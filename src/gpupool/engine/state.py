@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.copies import copy_with
 from gpupool.core.execution import Handle
 from gpupool.core.hardware import Inventory
@@ -53,6 +54,9 @@ class Tracked:
     survivors_reported: bool = False  # lost, processes still alive: the history says so (once)
     requeue_hold_s: float | None = None  # once requeued, held this long (idle-GPU policy)
     retry_cause: str | None = None  # its run failed and is retried (--retry): the history's words
+    # What its run that ended used (its exit record's), kept from the exit to the requeue
+    # (or the finish) that stores it: a release comes between.
+    ended_run_usage: CgroupUsage | None = None
     # A backend's job (docs/backends.md): handed over to its backend (a PENDING job's run
     # launched there, or found there after a restart), why its backend says it waits, and
     # whether its history says the backend could not be reached (once).

@@ -31,7 +31,7 @@ from gpupool.executor.files import read_json
 NOBODY = 65534
 
 if TYPE_CHECKING:  # launch.json's shape; the supervisor script is run, never imported
-    from gpupool.executor.supervisor import ContainerFile
+    from gpupool.executor.launch_files import ContainerFile
 
 
 def containerize(

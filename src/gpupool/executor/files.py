@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gpupool.core.paths import FILE_MODE
 
 if TYPE_CHECKING:
-    from gpupool.executor.supervisor import ClaimFile
+    from gpupool.executor.launch_files import ClaimFile
 
 
 def _tmp_name(path: Path) -> Path:

@@ -78,7 +78,9 @@ def kill_leftovers(sid: int) -> None:
 
 
 def wait_leftovers_gone(sid: int, limit_s: float) -> None:
-    """Give SIGKILLed orphans a moment to die, so their GPUs are free once exit.json says so.
+    """Without a cgroup: kill what the job left in its session and scan again, until a scan
+    finds nothing (a process that forks as it dies leaves a new pid behind), or `limit_s`.
+    Their GPUs are then free once exit.json says so.
 
     Zombies count as gone: an orphan re-parented to an init that never reaps (some
     containers) would otherwise hold us here for the whole limit.
@@ -91,6 +93,9 @@ def wait_leftovers_gone(sid: int, limit_s: float) -> None:
         alive = [p for p, state in session_members(sid) if state not in ("Z", "X")]
         if not alive or time.monotonic() >= end:
             return
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.01)
 
 

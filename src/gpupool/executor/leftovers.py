@@ -12,8 +12,11 @@ any process still uses it as its pid, process group or session id. So while a pr
 session N lives, N is the job's session; it can only become a stranger's after every
 process of the job's has gone and N was handed out again, and then the process with pid N
 is not the job's main process and nothing is touched. What this cannot tell apart is a
-stranger's session whose leader has also exited (after the pids wrapped around); a cgroup
-per job would close that, and catch processes that left the session, too.
+stranger's session whose leader has also exited (after the pids wrapped around).
+
+A run in a cgroup of its own (launch.json's `cgroup`, job_cgroup.py) needs none of that:
+everything in its cgroup is the job's, whatever session it made, and nothing else is; it is
+killed as a whole (`kill_cgroup`) and the cgroup removed once empty.
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ import signal
 import time
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from gpupool.core.execution import Leftovers
+from gpupool.executor import job_cgroup
 from gpupool.executor.files import boot_id, proc_stat, read_json, session_members
+
+if TYPE_CHECKING:
+    from gpupool.executor.job_cgroup import CgroupFile
 
 
 class Sent(Enum):
@@ -81,6 +89,9 @@ def kill_leftovers(jobdir: Path, wait_s: float) -> Leftovers:
     wait up to ``wait_s`` for them to go. Safe to repeat."""
     child = read_json(jobdir / "child.json") or {}
     pid, ticks = child.get("pid"), child.get("start_ticks")
+    cg = run_cgroup(jobdir)
+    if cg is not None:
+        return kill_cgroup(cg, pid if isinstance(pid, int) else None, wait_s)
     if not isinstance(pid, int) or not isinstance(ticks, int):
         # The supervisor died before it recorded its command (or could not read its start
         # time): there is nothing to look for. See docs/ARCHITECTURE.md, crash safety.
@@ -110,4 +121,30 @@ def kill_leftovers(jobdir: Path, wait_s: float) -> Leftovers:
         killed=tuple(sorted(killed)),
         alive=tuple(sorted(alive)),
         denied=tuple(sorted(denied & set(alive))),
+    )
+
+
+def run_cgroup(jobdir: Path) -> CgroupFile | None:
+    """The current run's cgroup, when it has one that still exists (its supervisor removes
+    it once empty; one that died before that leaves it)."""
+    launch = read_json(jobdir / "launch.json") or {}
+    found = launch.get("cgroup")
+    if not isinstance(found, dict):
+        return None
+    cg = cast("CgroupFile", found)
+    return cg if job_cgroup.exists(cg) else None
+
+
+def kill_cgroup(cg: CgroupFile, main_pid: int | None, wait_s: float) -> Leftovers:
+    """SIGKILL everything in the run's cgroup, wait up to `wait_s` for it to empty, and
+    remove it once it has."""
+    before = job_cgroup.members(cg)
+    alive = job_cgroup.kill(cg, reap=False, wait_s=wait_s)
+    if not alive:
+        job_cgroup.remove(cg)
+    return Leftovers(
+        main_pid=main_pid,
+        killed=tuple(sorted(set(before) - set(alive))),
+        alive=tuple(alive),
+        in_cgroup=True,
     )

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.core.containers import ContainerEngine
+from gpupool.core.cpu_list import format_cpu_list, parse_cpu_list
 from gpupool.core.execution import (
     DEFAULT_UMASK,
     Capabilities,
@@ -44,14 +45,16 @@ from gpupool.core.execution import (
     RankLayout,
     RunAs,
     RunState,
+    RunUsage,
     StopKind,
 )
 from gpupool.core.paths import DIR_MODE
-from gpupool.executor import attempts
+from gpupool.executor import attempts, job_cgroup
 from gpupool.executor.checkpoints import CHECKPOINT_ENV, ensure_checkpoint_dir
 from gpupool.executor.container import installed_engines
 from gpupool.executor.container_launch import containerize, remove_lost_container
 from gpupool.executor.control import control_signal, write_orders
+from gpupool.executor.cpu_sets import CpuSets
 from gpupool.executor.files import (
     append_private,
     atomic_write_json,
@@ -60,14 +63,16 @@ from gpupool.executor.files import (
     process_alive,
     read_json,
 )
-from gpupool.executor.leftovers import kill_leftovers
+from gpupool.executor.leftovers import kill_leftovers, run_cgroup
 from gpupool.executor.ports import PortReservations
 from gpupool.executor.rank_launcher import rank_log_name
 from gpupool.executor.records import JobBusyError, read_exit_record
 
 if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
+    from gpupool.executor.cgroup_plan import CgroupPlan
+    from gpupool.executor.job_cgroup import CgroupFile
+    from gpupool.executor.launch_files import ContainerFile, LaunchFile
     from gpupool.executor.rank_launcher import RanksFile
-    from gpupool.executor.supervisor import ContainerFile, LaunchFile
 
 __all__ = ["LocalExecutor"]
 
@@ -85,6 +90,8 @@ class LocalExecutor:
         notify_socket: Path | None = None,
         run_as: RunAs | None = None,
         gpu_devices: bool = False,
+        cgroups: CgroupPlan | None = None,
+        cpu_sets: CpuSets | None = None,
     ) -> None:
         # Absolute: supervisors run with cwd "/" and get these paths as text.
         self.state_dir = Path(state_dir).absolute()
@@ -99,6 +106,10 @@ class LocalExecutor:
         # The GPUs are real devices (NVML found them): containers get them as devices;
         # declared GPUs get only the variables (docs/containers.md).
         self.gpu_devices = gpu_devices
+        # Each run in a cgroup of its own, its --mem and --cpus enforced there (None: no
+        # cgroups, as before); the CPUs pinned runs hold (cpu_sets.py).
+        self.cgroups = cgroups
+        self.cpu_sets = cpu_sets
 
     def container_engines(self) -> list[ContainerEngine]:
         """The engines installed on the daemon's PATH, podman first (executor/container.py)."""
@@ -145,8 +156,16 @@ class LocalExecutor:
         return {h: self._observe(h) for h in handles}
 
     def adopt(self, handles: Collection[Handle]) -> dict[Handle, Observation]:
-        """Everything about a run is in its directory, so taking it back is reading it."""
-        return self.poll(handles)
+        """Everything about a run is in its directory, so taking it back is reading it; the
+        CPUs a running one is pinned to are held again, from its cgroup."""
+        found = self.poll(handles)
+        for handle, seen in found.items():
+            if seen.state is RunState.RUNNING and self.cpu_sets is not None:
+                cg = run_cgroup(self.job_dir(handle.job_id))
+                cpus = None if cg is None else cg.get("cpuset_cpus")
+                if cpus:
+                    self.cpu_sets.hold(handle.job_id, parse_cpu_list(cpus))
+        return found
 
     def signal(self, handle: Handle, kind: StopKind) -> bool:
         """Stop the job's current run: its supervisor sends SIGTERM, waits grace_s, then
@@ -229,6 +248,8 @@ class LocalExecutor:
             state = self._status(handle.job_id)
             if state in (RunState.EXITED, RunState.LOST):
                 self.ports.release(handle.job_id)  # its ranks are gone, or going
+                if self.cpu_sets is not None:
+                    self.cpu_sets.release(handle.job_id)
             if state is RunState.EXITED:
                 record = self.read_exit(handle.job_id)
                 if record is not None:
@@ -279,6 +300,9 @@ class LocalExecutor:
             spec["container"] = container
         if request.separate_stderr:  # only then: stderr goes with stdout by default
             spec["stderr_log"] = STDERR_LOG
+        cgroup = self._cgroup_file(request)
+        if cgroup is not None:
+            spec["cgroup"] = cgroup
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)
@@ -292,6 +316,19 @@ class LocalExecutor:
         with self._lock:
             self._procs.setdefault(int(job_id), []).append(proc)
         self.warm()  # the next launch skips interpreter start-up
+
+    def _cgroup_file(self, request: LaunchRequest) -> CgroupFile | None:
+        """launch.json's `cgroup`: where the run's cgroup goes and what it limits, with the
+        CPUs it is pinned to when it asked for some (cpu_sets.py)."""
+        if self.cgroups is None:
+            return None
+        job_id, cpus = request.handle.job_id, request.cpus
+        pinned = None
+        if cpus and self.cpu_sets is not None:
+            pinned = format_cpu_list(self.cpu_sets.choose(job_id, cpus, request.allocation.gpus))
+        return self.cgroups.job_file(
+            job_id, request.handle.attempt, request.mem_bytes, cpus, pinned
+        )
 
     def _ranks_file(self, job_id: int, ranks: RankLayout) -> RanksFile:
         """launch.json's ``ranks``: the layout and a rendezvous port no other run of ours
@@ -429,6 +466,21 @@ class LocalExecutor:
         except ProcessLookupError:
             return False
         return True
+
+    def run_usage(self, handle: Handle) -> RunUsage | None:
+        """What the running job has used so far, from its cgroup (None: it has none): no mean
+        memory yet (its supervisor keeps that until the end), its use now instead."""
+        cg = run_cgroup(self.job_dir(handle.job_id))
+        if cg is None:
+            return None
+        counted = job_cgroup.usage(cg)
+        return RunUsage(
+            cpu_seconds=counted["cpu_seconds"],
+            memory_peak_bytes=counted["memory_peak_bytes"],
+            memory_mean_bytes=None,
+            oom_kills=counted["oom_kills"],
+            memory_current_bytes=job_cgroup.memory_now(cg),
+        )
 
     def set_time_limit(self, handle: Handle, seconds: float) -> bool:
         """The running job's time limit becomes `seconds` from its start (executor/

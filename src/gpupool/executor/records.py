@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from gpupool.core.execution import ExitReason, ExitRecord
+from gpupool.core.execution import ExitReason, ExitRecord, RunUsage
 from gpupool.executor.files import read_json
 
 __all__ = ["ExitRecord", "JobBusyError", "read_exit_record"]
@@ -29,6 +30,25 @@ def read_exit_record(path: Path) -> ExitRecord | None:
             end_time=float(obj["end_time"]),
             message=str(obj.get("message", "")),
             output_lost=tuple((float(a), float(b)) for a, b in obj.get("output_lost", [])),
+            usage=_usage(obj.get("usage")),
+            memory_limit_bytes=_optional_int(obj.get("memory_limit_bytes")),
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _usage(obj: Any) -> RunUsage | None:
+    """exit.json's `usage` (supervisor.py's UsageFile); None when absent."""
+    if not isinstance(obj, dict):
+        return None
+    cpu = obj.get("cpu_seconds")
+    return RunUsage(
+        cpu_seconds=None if cpu is None else float(cpu),
+        memory_peak_bytes=_optional_int(obj.get("memory_peak_bytes")),
+        memory_mean_bytes=_optional_int(obj.get("memory_mean_bytes")),
+        oom_kills=int(obj.get("oom_kills") or 0),
+    )

@@ -32,95 +32,37 @@ TYPE_CHECKING = False
 # The siblings that hold the rest of the supervisor, standard library only like it. Run as
 # a script, `python -I` leaves this directory off sys.path: put it back.
 if TYPE_CHECKING:
-    from gpupool.executor import job_owner, log_space, rank_launcher, record_files
+    from gpupool.executor import job_cgroup, job_owner, log_space, rank_launcher, record_files
     from gpupool.executor import job_processes as processes
 elif __package__:
-    from . import job_owner, log_space, rank_launcher, record_files
+    from . import job_cgroup, job_owner, log_space, rank_launcher, record_files
     from . import job_processes as processes
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import job_cgroup
     import job_owner
     import job_processes as processes
     import log_space
     import rank_launcher
     import record_files
 
-# The files' shapes: the daemon's side (local.py, files.py) imports these same types, so
-# both ends name one shape per file.
+# The files' shapes (launch_files.py): the daemon's side (local.py, files.py) imports the
+# same types, so both ends name one shape per file.
 if TYPE_CHECKING:
     from types import FrameType
-    from typing import Literal, NotRequired, TypedDict
 
-    from gpupool.executor.rank_launcher import RanksFile
-
-    class ContainerFile(TypedDict):
-        """launch.json's `container` (executor/container_launch.py): `command` is the
-        engine's, which runs the job's command in `image`."""
-
-        engine: str  # podman, docker, apptainer
-        name: str  # the container's name (podman, docker)
-        image: str
-        cleanup: list[str] | None  # removes the container, killing it if it runs
-        as_daemon: bool  # run the engine as we are (it runs the command as the owner)
-        left_out: list[str]  # the job's variables an env file cannot hold (newlines)
-
-    class LaunchFile(TypedDict, total=False):
-        """launch.json, written by the daemon before it starts the supervisor. Read with
-        .get(): a missing key means its default (no limit, no grace, run as we are)."""
-
-        job_id: int
-        command: list[str]
-        env: dict[str, str]
-        workdir: str
-        time_limit_s: float | None
-        grace_s: float
-        notify_socket: str | None  # the daemon's socket, poked once exit.json is written
-        user: str | None  # run as this Unix user (shared mode); None: as we are
-        umask: int | None  # the command's umask; None: DEFAULT_UMASK
-        ranks: RanksFile | None  # a distributed run: the gang rank_launcher.py starts
-        container: ContainerFile | None  # `command` runs the job in a container
-        stderr_log: str  # the command's stderr to JOBDIR/this, apart (absent: to output.log)
-
-    class ClaimFile(TypedDict):
-        """claim.json: who owns the job (this supervisor, or the daemon standing in)."""
-
-        supervisor_pid: int
-        supervisor_start_ticks: int
-        boot_id: str
-        time: float
-        preempt_signal: NotRequired[int]  # only a supervisor takes a preemption signal
-        control_signal: NotRequired[int]  # it reads control.json on this signal (below)
-
-    class ControlFile(TypedDict, total=False):
-        """control.json: orders for a running job, written by the daemon (executor/
-        control.py), read on `CONTROL_SIGNAL`: its time limit from the run's start (when
-        present), and signals for the job's processes, each once, in `seq` order."""
-
-        time_limit_s: float
-        signals: list[list[int]]  # [seq, signal number]
-
-    class ChildFile(TypedDict):
-        """child.json: the job's main process, for a daemon that must kill it if we die."""
-
-        pid: int
-        pgid: int
-        start_time: float
-        start_ticks: int | None
-
-    # Why a run stopped as exit.json says it (core.execution.ExitReason parses these).
-    StopReason = Literal["cancelled", "preempted", "timeout"]
-    ExitReasonName = Literal["exited", "spawn_failed", StopReason]
-
-    class ExitFile(TypedDict):
-        """exit.json: how the run ended, durable before the daemon is told."""
-
-        exit_code: int
-        signal: int | None
-        reason: ExitReasonName
-        message: str
-        start_time: float
-        end_time: float
-        output_lost: list[list[float]]  # [from, to]: its log's disk was full (log_space.py)
+    from gpupool.executor.job_cgroup import CgroupFile
+    from gpupool.executor.launch_files import (
+        ChildFile,
+        ClaimFile,
+        ControlFile,
+        ExitFile,
+        ExitReasonName,
+        LaunchFile,
+        RanksFile,
+        StopReason,
+        UsageFile,
+    )
 
 
 DEFAULT_UMASK = 0o022  # as core.execution.DEFAULT_UMASK
@@ -205,6 +147,9 @@ class Supervisor:
         self.why = ""  # why the job was stopped, for the log and exit.json
         # The disk under its log (log_space.py); a job of root's may use root's blocks.
         self.disk = log_space.LogDiskWatch(jobdir, os.geteuid() == 0, log_space.free_blocks)
+        self.cgroup: CgroupFile | None = None  # the run's cgroup, once made
+        self.usage: UsageFile | None = None  # what it counted, read before it is removed
+        self.memory = job_cgroup.MemoryMean()
 
     def log(self, line: str) -> None:
         with contextlib.suppress(OSError):
@@ -224,6 +169,11 @@ class Supervisor:
             "end_time": time.time(),
             "output_lost": self.disk.gaps,
         }
+        if self.usage is not None:
+            rec["usage"] = self.usage
+            limit = (self.cgroup or {}).get("memory_bytes")
+            if limit:
+                rec["memory_limit_bytes"] = limit
         record_files.write_until_done(self.jobdir, "exit.json", rec)
         self.disk.say(self.log_fd)  # what a full disk kept out of the log until now
 
@@ -257,8 +207,10 @@ class Supervisor:
             self.record(128 + signal.SIGTERM, None, why, f"{why} before start")
             return
         self.start_time = time.time()
+        self.cgroup = self.make_cgroup()
         child = self.spawn()
         if child is None:
+            self.end_cgroup()
             return
         self.started = True
         self.after_spawn(child.pid)
@@ -267,10 +219,52 @@ class Supervisor:
         self.remove_container()
         sig = -code if code < 0 else None
         message = f"exited with code {code}" if sig is None else f"killed by signal {sig}"
+        ooms = 0 if self.usage is None else self.usage["oom_kills"]
+        ended: ExitReasonName = "exited" if reason is None else reason
         if reason is not None:
             message = f"{self.why}; {message}"
+        elif ooms and code != 0:  # the kernel killed it (or one of its processes) for memory
+            ended, message = "out_of_memory", f"out of memory; {message}"
+        elif ooms:
+            self.log(f"the kernel killed {ooms} of the job's processes at its memory limit")
         # A signal death is recorded as 128+N, the shell's convention.
-        self.record(code if sig is None else 128 + sig, sig, reason or "exited", message)
+        self.record(code if sig is None else 128 + sig, sig, ended, message)
+
+    def make_cgroup(self) -> "CgroupFile | None":
+        """Make the run's cgroup (job_cgroup.py) before its first process: the limits it
+        could not set, or that it could not be made at all, are said in the log. Without
+        one the job still runs, its processes then found by their session."""
+        cg = self.spec.get("cgroup")
+        if not cg:
+            return None
+        try:
+            problems = job_cgroup.create(cg)
+        except job_cgroup.ContainmentError as exc:
+            self.log(
+                f"no cgroup for this job ({exc}): --mem and --cpus are not enforced, and its "
+                "processes are found by their session"
+            )
+            return None
+        for line in problems:
+            self.log(line)
+        return cg
+
+    def end_cgroup(self) -> None:
+        """Kill whatever is left in the run's cgroup, wait until it is empty, read what it
+        used and remove it: only then is the exit recorded and the GPUs given again."""
+        cg = self.cgroup
+        if cg is None:
+            return
+        job_cgroup.kill(cg, reap=True, log=self.log)
+        counted = job_cgroup.usage(cg)
+        self.usage = {
+            "cpu_seconds": counted["cpu_seconds"],
+            "memory_peak_bytes": counted["memory_peak_bytes"],
+            "memory_mean_bytes": self.memory.mean(),
+            "oom_kills": counted["oom_kills"],
+        }
+        for line in job_cgroup.remove(cg):
+            self.log(line)
 
     def spawn(self) -> "subprocess.Popen[bytes] | None":
         """Start the command; returns the Popen, or None after recording why it failed.
@@ -330,6 +324,11 @@ class Supervisor:
             if owner is not None:
                 with contextlib.suppress(OSError):
                     os.fchown(stderr, owner.uid, owner.gid)
+        identity = job_owner.identity(runs_as)
+        preexec = None
+        if self.cgroup is not None:  # into its cgroup first, then (as root) become the owner
+            preexec = job_cgroup.entering(self.cgroup, identity)
+            identity = {}
         try:
             return subprocess.Popen(
                 command,
@@ -341,7 +340,8 @@ class Supervisor:
                 close_fds=True,
                 pass_fds=rank_logs,
                 umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
-                **job_owner.identity(runs_as),  # cwd: ours, entered by job_owner.enter
+                preexec_fn=preexec,
+                **identity,  # cwd: ours, entered by job_owner.enter
             )
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):
@@ -352,6 +352,9 @@ class Supervisor:
             return None
         except (ValueError, TypeError) as exc:  # e.g. a NUL byte in an argument
             self.fail(127, f"invalid command: {exc}")
+            return None
+        except subprocess.SubprocessError as exc:  # _entering raised in the child
+            self.fail(1, f"not started: could not enter its cgroup or become its owner: {exc}")
             return None
         finally:
             for fd in rank_logs:
@@ -453,6 +456,8 @@ class Supervisor:
         look, signalled = True, 0  # control.json: read at once, then on CONTROL_SIGNAL
         while not processes.main_exited(pid):
             self.write_child_record()  # if a full disk refused it so far
+            if self.cgroup is not None:
+                self.memory.sample(time.monotonic(), job_cgroup.memory_now(self.cgroup))
             self.disk.look(time.time(), self.log_fd)  # said once the log has room again
             if look or _control_requested:
                 look, _control_requested = False, False  # before the read: none is lost
@@ -495,6 +500,11 @@ class Supervisor:
             select.select([self.wake_fd], [], [], timeout)
             with contextlib.suppress(BlockingIOError):
                 os.read(self.wake_fd, 4096)
+        if self.cgroup is not None:  # everything it started is in its cgroup
+            _, status = os.waitpid(pid, 0)
+            code = child.returncode = os.waitstatus_to_exitcode(status)
+            self.end_cgroup()
+            return code, reason
         # The main process is a zombie, not yet reaped: kill the orphans (which may hold
         # GPUs) now, while its pid cannot have been reused (see processes.kill_leftovers).
         processes.kill_leftovers(pid)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 
 from gpupool.core.gpu_catalog import display_name
+from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.project import fmt_gpus
-from gpupool.core.units import format_duration, format_size
+from gpupool.core.units import format_duration, format_size, plural
+from gpupool.policy.per_gpu_defaults import Defaulted, PerGpuDefaults, per_gpu_default_caps
 from gpupool.policy.reasons import Dimension, Insufficient, OrderCause, Reserved, Standing
 from gpupool.policy.snapshot import Preemption
 from gpupool.policy.status import Rule, Status
@@ -357,3 +359,52 @@ def preemption_text(p: Preemption) -> str:
         f"{fmt_gpus(c.in_use)}): job {p.job_id} borrowed above project {c.victim_project}'s "
         f"quota ({fmt_gpus(c.victim_quota)}, in use {fmt_gpus(c.victim_in_use)})"
     )
+
+
+def defaulted_text(d: Defaulted) -> str:
+    """A figure the pool gave a job at submit, for its history: "memory 32GiB (the pool's
+    default, 16GiB per GPU: no --mem)", "64 CPUs (the pool's default, 40 per GPU, capped at
+    node wide's 64: no --cpus)" (policy/per_gpu_defaults.py)."""
+    memory = d.dimension is Dimension.MEMORY
+    amount = f"memory {format_size(d.value)}" if memory else plural(d.value, "CPU")
+    per_gpu = format_size(d.per_gpu) if memory else str(d.per_gpu)
+    capped = ""
+    if d.capped_by is not None:
+        figure = format_size(d.value) if memory else str(d.value)
+        capped = f", capped at node {d.capped_by}'s {figure}"
+    flag = "--mem" if memory else "--cpus"
+    return f"{amount} (the pool's default, {per_gpu} per GPU{capped}: no {flag})"
+
+
+def per_gpu_defaults_text(defaults: PerGpuDefaults, nodes: tuple[Node, ...]) -> str | None:
+    """The daemon's start line for the pool's per-GPU defaults (None: both off), naming the
+    nodes where a job taking all their GPUs is given less than the default's figure."""
+    if defaults.off:
+        return None
+    flags, amounts, options = [], [], []
+    if defaults.mem_bytes is not None:
+        flags.append("--mem")
+        amounts.append(f"{format_size(defaults.mem_bytes)} of memory")
+        options.append("--default-mem-per-gpu")
+    if defaults.cpus is not None:
+        flags.append("--cpus")
+        amounts.append(plural(defaults.cpus, "CPU"))
+        options.append("--default-cpus-per-gpu")
+    line = (
+        f"a job with GPUs and without {' or '.join(flags)} is given {' and '.join(amounts)} "
+        f"per GPU ({', '.join(options)})"
+    )
+    by_node: dict[str, list[str]] = {}
+    for dimension, node, figure in per_gpu_default_caps(defaults, nodes):
+        shown = format_size(figure) if dimension is Dimension.MEMORY else plural(figure, "CPU")
+        by_node.setdefault(node, []).append(shown)
+    if not by_node:
+        return line
+    gpus = {n.name: len(n.gpus) for n in nodes}
+    named = [
+        f"node {node} has {', '.join(figures)} for its {plural(gpus[node], 'GPU')}"
+        for node, figures in by_node.items()
+    ]
+    if len(named) > _NAMED:
+        named = [*named[:_NAMED], f"and {plural(len(named) - _NAMED, 'more node')}"]
+    return f"{line}, at most what the largest node that could run it has: {'; '.join(named)}"

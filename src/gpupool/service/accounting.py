@@ -14,7 +14,13 @@ For the window [since, now], per group:
   redone unless the job checkpointed);
 - idle reclaimed: GPU-hours of runs the idle-GPU policy ended (`idle_runs`), counted from the
   action to the end of the job's time limit, at most to the window's end: what an idle job
-  would otherwise still have held.
+  would otherwise still have held;
+- CPU-hours: the CPU time its ended runs' cgroups counted (core/cgroup_usage.py; every run's,
+  the store's sum), spread evenly over those runs' running time, of which the part inside
+  the window counts, as GPU-hours are clipped to it (a cgroup counts a run's CPU time in
+  total, not when it was spent). A run under way is charged once it ends. None for a group
+  none of whose jobs has the figure (backends' jobs, a daemon without cgroups): unknown,
+  not 0.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class GroupUsage:
     energy_kwh: float = 0.0
     preempted_gpu_h: float = 0.0
     idle_reclaimed_gpu_h: float = 0.0
+    cpu_h: float | None = None  # None: none of its jobs' CPU time was counted
     waits_s: list[float] = field(default_factory=list)
 
     @property
@@ -132,6 +139,23 @@ def _add_record(row: GroupUsage, rec: JobRecord, since: float, until: float) -> 
         row.allocated_gpu_h += held
         if run.preempted:
             row.preempted_gpu_h += held
+    cpu_h = cpu_hours_in_window(rec, since, until)
+    if cpu_h is not None:
+        row.cpu_h = (row.cpu_h or 0.0) + cpu_h
+
+
+def cpu_hours_in_window(rec: JobRecord, since: float, until: float) -> float | None:
+    """The CPU-hours of `rec`'s ended runs inside [since, until] (module docstring: their
+    CPU time spread over their running time); None when nothing counted its CPU time."""
+    if rec.cpu_seconds is None:
+        return None
+    ended = [(run.start, run.end) for run in rec.runs if run.end is not None]
+    ran_s = sum(end - start for start, end in ended)
+    if ran_s <= 0:  # runs too short to spread over (or none known): charged when they ended
+        inside = any(since <= end <= until for _, end in ended)
+        return rec.cpu_seconds / HOUR_S if inside else 0.0
+    inside_s = sum(max(0.0, min(end, until) - max(start, since)) for start, end in ended)
+    return rec.cpu_seconds * inside_s / ran_s / HOUR_S
 
 
 def _key(rec: JobRecord, by: GroupBy, gpu_type_of: Callable[[JobRecord], str]) -> str:

@@ -32,12 +32,14 @@ from gpupool.engine.log_lines import gpu_amount_text
 from gpupool.engine.view import JobsView, page
 from gpupool.monitor.gpu_monitor import GpuMonitor
 from gpupool.policy import Decision, Status, check_quota, check_satisfiable
-from gpupool.policy.render import status_text
+from gpupool.policy.per_gpu_defaults import Defaulted, PerGpuDefaults, apply_per_gpu_defaults
+from gpupool.policy.render import defaulted_text, status_text
 from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, Reservation
 from gpupool.service.accounting import Accounting
 from gpupool.service.arrays import array_tasks
 from gpupool.service.backend_choice import Refusal, settle_backend
 from gpupool.service.group_commit import GroupCommit
+from gpupool.service.live_usage import live_cgroup_usage, with_live_usage
 from gpupool.service.log_reading import MAX_LOG_CHUNK, LogChunk, read_job_log
 from gpupool.service.pool_stats import (
     PoolStats,
@@ -101,6 +103,7 @@ class PoolService(ProjectMethods):
         backends: Mapping[str, Backend] | None = None,
         project_backends: Mapping[str, str] | None = None,
         submissions: GroupCommit[NewJob, Job] | None = None,
+        per_gpu_defaults: PerGpuDefaults | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -116,6 +119,9 @@ class PoolService(ProjectMethods):
         # Submissions arriving together are stored together: one sync of the disk per batch.
         # (`submissions`: the daemon's, which the engine also watches for bursts.)
         self._submits = submissions if submissions is not None else GroupCommit(store.submit_many)
+        # Memory and CPUs per GPU for jobs that do not say (server --default-mem-per-gpu,
+        # --default-cpus-per-gpu; policy/per_gpu_defaults.py): off unless the daemon sets them.
+        self.per_gpu_defaults = per_gpu_defaults or PerGpuDefaults()
         ProjectMethods.__init__(self)
 
     # -- jobs ------------------------------------------------------------------------------
@@ -132,7 +138,8 @@ class PoolService(ProjectMethods):
         """Queue a job. Its project is `spec.project` when one was given (`project_given`;
         by default, when it is not ""), else the user's (see `choose_project`). A job
         without a time limit gets its project's default, else the pool's (engine/limits.py).
-        RequestRefused when it could never run."""
+        RequestRefused when it could never run. A job with GPUs and without --mem or --cpus
+        gets the pool's per-GPU defaults, if it has any (policy/per_gpu_defaults.py)."""
         new = self.submission(spec, user, now, token, project_given=project_given)
         if new.spec.array is not None:
             return self.submit_array(new, user)
@@ -182,8 +189,9 @@ class PoolService(ProjectMethods):
         *,
         project_given: bool | None = None,
     ) -> NewJob:
-        """The job to store for a submission, its project and time limit settled (see
-        `submit`); RequestRefused when it could never run. Reads the filesystem (the
+        """The job to store for a submission, its project, time limit and the pool's per-GPU
+        defaults settled (see `submit`); RequestRefused when it could never run. Every submit
+        path comes through here (single, batch, array, the SDK's). Reads the filesystem (the
         working directory) and the projects and the user's default project, which come
         from the store once and are cached after (so the event loop rarely waits on it)."""
         self._check_dependencies(spec)
@@ -199,6 +207,13 @@ class PoolService(ProjectMethods):
         if spec.backend is not None:  # its backend's scheduler decides what can run there
             return self._new_job(spec, user, now, token, projects, project)
         spec = self._settle_container_engine(spec)
+        # Before the checks, so that they count what the job will be given. Not for a
+        # backend's job (above): its scheduler has its own defaults, and other nodes.
+        defaulted = apply_per_gpu_defaults(
+            spec.resources, self.per_gpu_defaults, self.inventory.nodes
+        )
+        if defaulted.given:
+            spec = dataclasses.replace(spec, resources=defaulted.resources)
         impossible = check_satisfiable(spec.resources, self.inventory.nodes)
         if impossible is not None:
             raise RequestRefused("unsatisfiable", status_text(impossible))
@@ -221,7 +236,7 @@ class PoolService(ProjectMethods):
             )
         if (cannot := unstartable_on_pool(spec)) is not None:  # a directory, a missing path
             raise RequestRefused("bad_command", cannot)
-        return self._new_job(spec, user, now, token, projects, project)
+        return self._new_job(spec, user, now, token, projects, project, defaulted.given)
 
     def _new_job(
         self,
@@ -231,13 +246,17 @@ class PoolService(ProjectMethods):
         token: str | None,
         projects: Mapping[str, Project],
         project: str,
+        defaulted: tuple[Defaulted, ...] = (),
     ) -> NewJob:
-        """The job to store, with the time limit it runs under settled."""
-        cause = None
+        """The job to store, with the time limit it runs under settled. Its history's first
+        line says what the pool gave it that it did not ask for: a time limit, and the
+        figures in `defaulted` (the per-GPU defaults already in `spec`)."""
+        given = [defaulted_text(d) for d in defaulted]
         limit = effective_time_limit(spec, projects, self.engine.config.default_time_limit_s)
         if limit.source is not LimitSource.JOB:
             spec = dataclasses.replace(spec, time_limit_s=limit.seconds)
-            cause = f"submitted by {user}; {limit.text(project)}"
+            given.insert(0, limit.text(project))
+        cause = "; ".join([f"submitted by {user}", *given]) if given else None
         return NewJob(spec, user, now, token, cause)
 
     def _settle_container_engine(self, spec: JobSpec) -> JobSpec:
@@ -333,6 +352,12 @@ class PoolService(ProjectMethods):
         if seen is not None and seen.version >= job.version and seen.reason != job.reason:
             job = dataclasses.replace(job, reason=seen.reason)
         return job
+
+    def with_live_usage(self, job: Job) -> Job:
+        """`job` with what its run under way has used so far, read from its cgroup now (a
+        running job of this pool's executor; else as it is): `show`, the dashboard's job
+        page (service/live_usage.py)."""
+        return with_live_usage(self.executor, job)
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         """The jobs `query` asks for: the active ones from the engine's view (with what
@@ -463,15 +488,18 @@ class PoolService(ProjectMethods):
         """The pool's figures now (service/pool_stats.py), all from one published view of the
         engine, as it is (no wait for what was just posted: a scrape must not block), the
         GPUs' latest samples and the projects this service keeps: nothing is read from the
-        store, but the projects the first time. Two walks of the active jobs: the running
-        ones, and `project_usage`."""
+        store, but the projects the first time; each running job's CPU time and memory from
+        its cgroup (service/live_usage.py). Two walks of the active jobs: the running ones,
+        and `project_usage`."""
         view = self.engine.view(fresh=False)
         samples = self.gpu_samples()
         running = [j for j in view.jobs.values() if j.state is JobState.RUNNING]
         projects = project_stats(self.projects_by_name(), self.project_usage(view))
         return PoolStats(
             gpus=gpu_stats(self.inventory, gpu_holders(running), samples, self.gpus),
-            running=running_job_stats(running, samples, self.gpus),
+            running=running_job_stats(
+                running, samples, self.gpus, lambda job: live_cgroup_usage(self.executor, job)
+            ),
             projects=projects,
             running_jobs=sum(p.running_jobs for p in projects),
             pending_jobs=sum(p.pending_jobs for p in projects),

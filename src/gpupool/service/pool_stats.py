@@ -1,18 +1,21 @@
 """The pool's figures at one moment, from one published view of the engine (engine/view.py),
 the GPUs' latest samples and the projects as the service keeps them: per GPU what is
-allocated and what is used, per running job the same, per project quota, use and queue.
+allocated and what is used, per running job the same and its CPU time and memory, per
+project quota, use and queue.
 What `/metrics` exports (api/metrics.py), and what any other reader of these figures can
 take, so each figure has one definition.
 
 Built in memory on each call, never from the store: O(active jobs + GPUs), for a scrape
-every few seconds of a queue of 10,000 (docs/benchmarks.md).
+every few seconds of a queue of 10,000 (docs/benchmarks.md); a running job's CPU time and
+memory are a few small files of its cgroup, read as asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job
 from gpupool.core.monitoring import GpuSample
@@ -40,6 +43,9 @@ class RunningJobStats:
     # The mean utilization of its GPUs in their latest samples, 0-100 (the whole GPU's:
     # sharers of a GPU each see all of its use); None: none of its GPUs has one.
     utilization_pct: float | None
+    # Its CPU time and memory, read from its cgroup now (service/live_usage.py); None:
+    # nothing counts them (a backend's job, a daemon without cgroups).
+    cgroup_usage: CgroupUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -128,9 +134,13 @@ def gpu_stats(
 
 
 def running_job_stats(
-    running: Iterable[Job], samples: Mapping[tuple[str, int], GpuSample], counter: GpuCounter
+    running: Iterable[Job],
+    samples: Mapping[tuple[str, int], GpuSample],
+    counter: GpuCounter,
+    cgroup_usage_of: Callable[[Job], CgroupUsage | None] = lambda job: None,
 ) -> tuple[RunningJobStats, ...]:
-    """Each of the `running` jobs, by id."""
+    """Each of the `running` jobs, by id; `cgroup_usage_of`: a running job's CPU time and
+    memory now (`live_cgroup_usage`; by default none)."""
     found = []
     for job in sorted(running, key=_by_id):
         utils = [
@@ -147,6 +157,7 @@ def running_job_stats(
                 name=job.spec.name or "",
                 gpus=counter.of(job),
                 utilization_pct=sum(utils) / len(utils) if utils else None,
+                cgroup_usage=cgroup_usage_of(job),
             )
         )
     return tuple(found)

@@ -65,6 +65,8 @@ class JobRecord:
     submit_time: float
     state: JobState
     runs: tuple[Run, ...]
+    # The CPU time of its ended runs, as their cgroups counted it (None: nothing counted).
+    cpu_seconds: float | None = None
 
     @property
     def first_start(self) -> float | None:
@@ -111,6 +113,7 @@ class AccountingMethods(SessionMethods):
             JobRow.gpu_memory_bytes,
             JobRow.submit_time,
             JobRow.state,
+            JobRow.cpu_seconds_all_runs,
         ).where(in_window)
         # The spec (JSON, slow to decode) only of jobs whose count or type needs it: those
         # that shared a GPU (the fraction) or never held one (what they asked for).
@@ -206,7 +209,7 @@ def _record(
     memory: Mapping[tuple[str, int], int],
 ) -> JobRecord:
     """A job from its columns, in the order `accounting_records` selects them."""
-    job_id, user, project, node, gpus, granted, submit_time, state = row
+    job_id, user, project, node, gpus, granted, submit_time, state, cpu_seconds = row
     held = list(gpus or [])
     if asked is None:  # held whole GPUs: they are its count
         count = float(len(held))
@@ -215,5 +218,15 @@ def _record(
         count = gpu_count(asked, len(held) if held else None, granted, total)
     gpu_type = asked.gpu_type if asked is not None else None
     return JobRecord(
-        job_id, user, project, node, tuple(held), count, gpu_type, submit_time, state, runs
+        job_id,
+        user,
+        project,
+        node,
+        tuple(held),
+        count,
+        gpu_type,
+        submit_time,
+        state,
+        runs,
+        cpu_seconds,
     )

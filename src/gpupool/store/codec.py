@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import Distributed, Hold, Job, JobSpec, Resources, Transition
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
@@ -169,5 +170,20 @@ def job_from_row(row: JobRow, events: Iterable[Transition] = (), environment: bo
         version=row.version,
         array_id=row.array_id,
         backend_ref=row.backend_ref,
+        cgroup_usage=cgroup_usage_of(row),
         events=tuple(events),
+    )
+
+
+def cgroup_usage_of(row: JobRow) -> CgroupUsage | None:
+    """The figures its runs' cgroups counted, as the row keeps them (None: none counted)."""
+    counted = (row.cpu_seconds, row.memory_peak_bytes, row.memory_mean_bytes)
+    if row.cpu_seconds_all_runs is None and all(v is None for v in counted):
+        return None
+    return CgroupUsage(
+        cpu_seconds=row.cpu_seconds,
+        memory_peak_bytes=row.memory_peak_bytes,
+        memory_mean_bytes=row.memory_mean_bytes,
+        memory_limit_bytes=row.memory_limit_bytes,
+        cpu_seconds_all_runs=row.cpu_seconds_all_runs,
     )

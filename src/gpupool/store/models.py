@@ -36,6 +36,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.types import TypeDecorator
 
+from gpupool.core.cgroup_usage import CgroupUsage, summed
 from gpupool.core.job import Job, JobState, Transition, check_transition
 from gpupool.store.codec import job_from_row
 
@@ -107,6 +108,14 @@ class JobRow(Base):
     # `backend` names the backend), once the backend reported one; NULL for a local job
     # (migration 0010).
     backend_ref: Mapped[str | None] = mapped_column(Text)
+    # CPU time and memory as its runs' cgroups counted them (core/cgroup_usage.py, migration
+    # 0012): its last ended run's figures, and the CPU time of all its runs (accounting's);
+    # NULL where nothing counted them (a backend's job, a daemon without cgroups).
+    cpu_seconds: Mapped[float | None] = mapped_column(Double)
+    memory_peak_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_mean_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_limit_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cpu_seconds_all_runs: Mapped[float | None] = mapped_column(Double)
 
     # The ORM adds "AND version = <what we read>" to every UPDATE and bumps it; a concurrent
     # change (possible on PostgreSQL, whose writers are not serialized) then fails the flush.
@@ -234,6 +243,17 @@ def transition_all(
         for i, frm in jobs
     ]
     s.execute(insert(TRANSITIONS), rows)
+
+
+def record_run_usage(row: JobRow, usage: CgroupUsage | None) -> None:
+    """Keep what the run that just ended used (core/cgroup_usage.py): its figures become the
+    job's last run's, and its CPU time is added to all its runs'. `usage` None (nothing
+    counted that run): the last run's figures are cleared, not left to pass for its own;
+    the sum stays as it was."""
+    run = usage or CgroupUsage(None, None, None, None)
+    row.cpu_seconds, row.memory_peak_bytes = run.cpu_seconds, run.memory_peak_bytes
+    row.memory_mean_bytes, row.memory_limit_bytes = run.memory_mean_bytes, run.memory_limit_bytes
+    row.cpu_seconds_all_runs = summed(row.cpu_seconds_all_runs, run.cpu_seconds)
 
 
 def note(s: Session, row: JobRow, now: float, cause: str) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
 from gpupool.core.store_errors import UnknownJob
 from gpupool.core.units import format_size
@@ -321,12 +322,14 @@ class Store(
         reason: str = "",
         *,
         end_time: float | None = None,
+        usage: CgroupUsage | None = None,
     ) -> Job:
         """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op.
 
         `end_time` is when the job really ended, if that is known and not `now` (its exit
         record, read after the daemon was down): the job's end, its history and the usage
-        charged to its project take it. The GPUs are freed now either way.
+        charged to its project take it. The GPUs are freed now either way. `usage`: what its
+        last run used, as its cgroup counted it (`models.record_run_usage`).
         """
         to = JobState(to)
         if not to.terminal:
@@ -343,6 +346,8 @@ class Store(
                 full_cause = f"{cause}; {row.cancel_cause}"
             models.transition(s, row, to, ended, full_cause)
             row.end_time, row.exit_code, row.reason = ended, exit_code, reason
+            if row.start_time is not None:  # it ran: what its run used, or that none counted it
+                models.record_run_usage(row, usage)
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
@@ -355,10 +360,12 @@ class Store(
         hold_until: float | None = None,
         *,
         retry: bool = False,
+        usage: CgroupUsage | None = None,
     ) -> Job:
         """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs; `hold_until`:
         it may not start before then (its spec's begin time, as `--begin` sets it);
-        `retry`: its run failed and is retried (counted in `failed_attempts`)."""
+        `retry`: its run failed and is retried (counted in `failed_attempts`); `usage`: what
+        the run that ended used (`models.record_run_usage`)."""
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
@@ -370,6 +377,8 @@ class Store(
             row.restart_count += 1
             if retry:
                 row.failed_attempts += 1
+            if row.start_time is not None:  # it ran: what its run used, or that none counted it
+                models.record_run_usage(row, usage)
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
             row.gpu_memory_bytes = row.backend_ref = None
             return models.load_jobs(s, JobRow.id == job_id)[0]

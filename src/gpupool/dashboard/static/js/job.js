@@ -1,5 +1,7 @@
 // The job page (#/jobs/ID): its record, its history (every state change and why, from
-// GET v1/jobs/ID `events`), its GPUs' use while it runs, and a live tail of its log.
+// GET v1/jobs/ID `events`), its GPUs' use while it runs, its CPU time and memory as its
+// cgroup counted them (`cgroup_usage`: a running job's read at each refresh), and a live
+// tail of its log.
 // The daemon decides what the caller may see (core/access.py): for a job of someone else's
 // the API leaves out the command, environment and working directory (`hidden`) and answers
 // the log with 403; the page says so instead of failing. A job id the pool does not know
@@ -119,6 +121,8 @@ function recordOf(job, pool) {
   if (job.start_time) rows.push(field(job.end_time ? "ran" : "running for", duration((job.end_time || now) - job.start_time)));
   rows.push(field("time limit", job.time_limit_s ? duration(job.time_limit_s) : "none", ` · grace ${duration(job.grace_s)}`));
   if (job.restart_count) rows.push(field("restarts", String(job.restart_count)));
+  const counted = cpuMemory(job);
+  if (counted) rows.push(field("CPU / memory", counted));
   if (job.hidden) {
     rows.push(field("command", h("span", { class: "muted" }, "hidden: only the owner, an admin of its project or a pool admin may see it")));
   } else {
@@ -136,6 +140,36 @@ function recordOf(job, pool) {
   const use = pool ? gpuUse(job, pool) : null;
   if (use) sections.push(use);
   return sections;
+}
+
+/** A job's CPU time and memory, the words `gpupool show` prints (cli/cpu_memory.py); null
+ * when nothing counted them (a backend's job, a daemon without cgroups): no row then. */
+function cpuMemory(job) {
+  const u = job.cgroup_usage;
+  if (!u) return null;
+  const parts = [];
+  if (u.cpu_seconds !== null && u.cpu_seconds !== undefined) {
+    let cpu = cpuTime(u.cpu_seconds) + (u.live ? " so far" : "");
+    const every = u.cpu_seconds_all_runs;
+    if (every !== null && every !== undefined && every > u.cpu_seconds + 0.05) cpu += ` (${cpuTime(every)} over all its runs)`;
+    parts.push(cpu);
+  }
+  const memory = [
+    ["now", u.memory_current_bytes],
+    ["peak", u.memory_peak_bytes],
+    ["mean", u.memory_mean_bytes],
+  ]
+    .filter(([, value]) => value !== null && value !== undefined)
+    .map(([what, value]) => `${what} ${bytes(value)}`);
+  if (memory.length) parts.push(`memory ${memory.join(", ")}${u.memory_limit_bytes ? ` (limit ${bytes(u.memory_limit_bytes)})` : ""}`);
+  if (!parts.length) return null;
+  const text = parts.join("; ");
+  return u.live || ENDED.has(job.state) ? text : `last run: ${text}`;
+}
+
+/** '1.2 CPU-s', '2.50 CPU-h' (from an hour on). */
+function cpuTime(seconds) {
+  return seconds >= 3600 ? `${(seconds / 3600).toFixed(2)} CPU-h` : `${seconds.toFixed(1)} CPU-s`;
 }
 
 function when(epoch, now) {

@@ -2,7 +2,8 @@
 // Data: GET v1/usage?by=user|project|gpu-type&since=30d, the shape docs/dashboard.md
 // defines ({by, since, until, simulated, rows: [{group, jobs, allocated_gpu_hours,
 // used_gpu_hours, sampled_gpu_hours, efficiency (0-1 or null), mean_wait_s,
-// preempted_gpu_hours, idle_reclaimed_gpu_hours, energy_kwh}], total}, api/usage.py).
+// preempted_gpu_hours, idle_reclaimed_gpu_hours, energy_kwh, cpu_hours (null: not counted;
+// absent from an older daemon)}], total}, api/usage.py).
 // A daemon without accounting answers 404: the page says so.
 // Accounting reads a month of samples: it is asked for every 30 s, not every refresh.
 // Route: #/usage?by=project&since=7d
@@ -81,6 +82,7 @@ function usageTable(found, by) {
         ["Jobs", "num"],
         ["GPU-hours used of allocated"],
         ["used / allocated", "num"],
+        ["CPU-hours", "num"],
         ["Efficiency", "num"],
         ["Mean wait", "num"],
         ["GPU-h lost to preemption", "num"],
@@ -107,6 +109,7 @@ function usageTable(found, by) {
               ),
             ),
             h("td", { class: "num" }, `${num(r.used_gpu_hours)} / ${num(r.allocated_gpu_hours)}`),
+            h("td", { class: "num" }, num(r.cpu_hours)),
             h("td", { class: `num ${utilClass(effPct(r))}` }, pct(effPct(r))),
             h("td", { class: "num" }, duration(r.mean_wait_s)),
             h("td", { class: "num" }, num(r.preempted_gpu_hours)),
