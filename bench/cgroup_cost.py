@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from submit_latency import marker_command, pct, wait_marker  # noqa: E402
+from submit_latency import marker_command, summary, wait_marker  # noqa: E402
 
 from gpupool.spec import build_spec, spec_to_wire  # noqa: E402
 from integration.pool_harness import Pool  # noqa: E402
@@ -58,20 +58,11 @@ def end_to_next_start(pool: Pool, tmp: Path, tag: str) -> float:
     return (wait_marker(started) - wait_marker(ended)) * 1000
 
 
-def figures(ms: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(statistics.median(ms), 2),
-        "p90_ms": round(pct(ms, 0.9), 2),
-        "mean_ms": round(statistics.fmean(ms), 2),
-        "n": len(ms),
-    }
-
-
 def compare(with_cg: list[float], without: list[float]) -> dict[str, object]:
     on, off = statistics.median(with_cg), statistics.median(without)
     return {
-        "with_cgroups": figures(with_cg),
-        "without_cgroups": figures(without),
+        "with_cgroups": summary(with_cg),
+        "without_cgroups": summary(without),
         "cost_p50_ms": round(on - off, 2),
         "ratio_p50": round(on / off, 3),
         "goal": "cost under 10 ms",

@@ -29,7 +29,7 @@ from typing import Any
 
 from gpupool.client import Client, JobView
 from gpupool.executor import job_cgroup
-from gpupool.executor.cgroup_plan import pool_cgroups
+from gpupool.executor.cgroup_plan import forget_pool, pool_cgroups
 
 # A job that runs until it is cancelled (or the test's cleanup kills it).
 FOREVER = ("sleep", "infinity")
@@ -155,6 +155,7 @@ class Pool:
         for cg in pool_cgroups(self.state_dir):  # what left its session, too
             job_cgroup.kill(cg, reap=False, wait_s=10)
             job_cgroup.remove(cg)
+        forget_pool(self.state_dir)
 
     def cli(
         self, *args: str, check: bool = False, timeout: float = 60, cwd: Path | None = None

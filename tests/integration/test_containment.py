@@ -14,14 +14,21 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from tests.integration.pool_harness import Pool, wait_for
 
-from gpupool.executor.cgroup_plan import CgroupVersion, plan_cgroups, pool_cgroups
+if TYPE_CHECKING:
+    from gpupool.executor.job_cgroup import CgroupFile
+
+from gpupool.executor import job_cgroup
+from gpupool.executor.cgroup_plan import CgroupVersion, plan_cgroups
 from gpupool.executor.files import process_alive
 
 PY = sys.executable
@@ -204,8 +211,76 @@ def test_a_fork_bomb_stops_at_the_jobs_task_bound_and_dies_with_it(tmp_path: Pat
         job = pool.submit("--", PY, "-c", bomb, str(count))
         forked = int(wait_for(lambda: count.exists() and count.read_text(), 60, "the bomb"))
         assert 0 < forked < 40
+        launch = json.loads((pool.state_dir / "jobs" / str(job) / "launch.json").read_text())
+        dirs = launch["cgroup"]["dirs"].values()
         pool.cancel(job)
         assert pool.wait(job).state == "CANCELLED"
-        assert pool_cgroups(pool.state_dir) == []  # emptied and removed, bomb and all
+        assert [d for d in dirs if os.path.exists(d)] == []  # emptied and removed, bomb and all
     finally:
         pool.cleanup()
+
+
+OPENS = textwrap.dedent(
+    """
+    import errno, sys
+    for path in sys.argv[1:]:
+        try:
+            open(path, "rb").close()
+            print(path, "opened")
+        except OSError as exc:
+            print(path, errno.errorcode[exc.errno])
+    """
+)
+
+
+def test_a_job_may_open_only_its_own_gpus_device_files(tmp_path: Path) -> None:
+    """Device nodes of (195, 0) and (195, 1), /dev/nvidia0 and /dev/nvidia1's numbers, made
+    here: no driver answers them (ENXIO), but the job's device cgroup refuses the GPU it does
+    not hold before that (EPERM), whatever CUDA_VISIBLE_DEVICES says."""
+    nodes = []
+    for minor in (0, 1):
+        node = tmp_path / f"nvidia{minor}"
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+        nodes.append(str(node))
+    pool = Pool(tmp_path / "pool", gpus="2xA100-80GB").start()
+    try:
+        one = pool.submit("--gpus", "1", "--", PY, "-c", OPENS, *nodes)
+        assert pool.wait(one).state == "SUCCEEDED"
+        held = pool.client.job(one).gpus[0]
+        seen = dict(line.split() for line in pool.log(one).splitlines())
+        assert seen[nodes[held]] == "ENXIO"  # its own: allowed (no driver behind it here)
+        assert seen[nodes[1 - held]] == "EPERM"  # the other GPU's: refused by its cgroup
+        both = pool.submit("--gpus", "2", "--", PY, "-c", OPENS, *nodes)
+        assert pool.wait(both).state == "SUCCEEDED"
+        assert sorted(line.split()[1] for line in pool.log(both).splitlines()) == ["ENXIO"] * 2
+    finally:
+        pool.cleanup()
+
+
+@pytest.mark.skipif(
+    not Path("/sys/fs/cgroup/unified/cgroup.procs").exists(), reason="no cgroup v2 hierarchy"
+)
+def test_on_cgroup_v2_a_bpf_program_denies_the_other_gpus(tmp_path: Path) -> None:
+    """A v2 run's cgroup (here in the controller-less v2 hierarchy, which takes BPF programs)
+    with the other GPU's device denied, as a v2 host's runs get it (job_cgroup.create)."""
+    node = tmp_path / "nvidia1"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(195, 1))
+    cg: CgroupFile = {
+        "version": 2,
+        "dirs": {"unified": f"/sys/fs/cgroup/unified/gpupool-test-{os.getpid()}"},
+        "deny_devices": [("c", 195, 1, "rwm")],
+    }
+    assert job_cgroup.create(cg) == []
+    try:
+        inside = subprocess.run(
+            [PY, "-c", OPENS, str(node)],
+            preexec_fn=lambda: job_cgroup.enter_cgroup(cg),
+            capture_output=True,
+            text=True,
+        )
+        outside = subprocess.run([PY, "-c", OPENS, str(node)], capture_output=True, text=True)
+        assert inside.stdout.split() == [str(node), "EPERM"]
+        assert outside.stdout.split() == [str(node), "ENXIO"]  # no driver: but not refused
+    finally:
+        job_cgroup.kill(cg, reap=False, wait_s=10)
+        job_cgroup.remove(cg)

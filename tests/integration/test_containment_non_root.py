@@ -23,7 +23,7 @@ from tests.integration.real_users import ensure_user, public_dir, require_root
 from tests.integration.test_containment import ESCAPER, _recorded
 
 import gpupool
-from gpupool.executor.cgroup_plan import CgroupMounts, delegate_v1
+from gpupool.executor.cgroup_plan import CgroupMounts
 from gpupool.executor.files import process_alive
 
 USER = "gpupool-cgroup"
@@ -95,8 +95,12 @@ def test_a_delegated_non_root_daemon_contains_its_jobs_and_enforces_their_limits
     user_pool_root: tuple[Path, int, int],
 ) -> None:
     root, uid, gid = user_pool_root
-    delegate_v1(uid, gid)
-    pool = UserPool(root, uid, gid, gpus="1xA100-80GB").start()
+    pool = UserPool(root, uid, gid, gpus="1xA100-80GB")
+    # As an admin would: root hands the user's daemon a subtree.
+    delegated = pool.cli("server", "delegate-cgroups", "--user", USER)
+    assert delegated.returncode == 0, delegated.stderr
+    assert f"delegated to {USER}" in delegated.stdout and f"user-{uid}" in delegated.stdout
+    pool.start()
     try:
         log = pool.daemon_log()
         assert "personal mode" in log and "each job runs in a cgroup of its own" in log, log

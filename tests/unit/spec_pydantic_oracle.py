@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, Va
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import DEFAULT_PRIORITY, Distributed
 from gpupool.core.job_control import ArrayRequest, Dependency
+from gpupool.core.warning_signal import WarningSignal
 from gpupool.spec.control_rules import (
     check_after,
     check_array,
@@ -60,6 +61,7 @@ from gpupool.spec.rules import (
     wire_mem,
     wire_workdir,
 )
+from gpupool.spec.signal_rule import check_signal
 
 
 def _v(fn: Any) -> BeforeValidator:
@@ -97,6 +99,7 @@ class SpecModel(_Strict):
     env: Env = {}
     workdir: Annotated[str | None, _v(check_workdir)] = None
     grace: Annotated[float, _v(check_grace)] = DEFAULT_GRACE_S
+    signal: Annotated[WarningSignal | None, _v(check_signal)] = None
     retry: Annotated[int, _v(check_retries)] = 0
     retry_on_exit: Annotated[tuple[int, ...], _v(check_retry_on_exit)] = ()
     after: Annotated[tuple[Dependency, ...], _v(check_after)] = ()
@@ -127,6 +130,7 @@ class WireModel(_Strict):
     workdir: Annotated[str, _v(wire_workdir)] = ""
     umask: Annotated[int | None, _v(check_umask)] = None
     grace_s: Annotated[float, _v(lambda v: seconds(v, MAX_GRACE_S))] = DEFAULT_GRACE_S
+    warning_signal: Annotated[WarningSignal | None, _v(check_signal)] = None
     begin_time: Annotated[float | None, _v(wire_begin)] = None
     preemptible: Annotated[bool | None, _v(check_preemptible)] = None
     retries: Annotated[int, _v(check_retries)] = 0

@@ -425,6 +425,13 @@ def test_launch_json_matches_the_contract(ex: LocalExecutor) -> None:
         "notify_socket": None,
         "user": None,
         "umask": 0o022,  # DEFAULT_UMASK: none was given
+        # The checkpoint default (LaunchRequest.warning, none named): USR1 120 s before the
+        # limit, if the job's checkpoint directory holds something by then.
+        "warning": {
+            "signal": int(signal.SIGUSR1),
+            "before_s": 120.0,
+            "if_checkpointed": str(ex.state_dir / "checkpoints" / "4"),
+        },
     }
     claim = read_json(ex.job_dir(4) / "claim.json")
     assert claim is not None and set(claim) >= {"supervisor_pid", "supervisor_start_ticks", "time"}

@@ -237,3 +237,21 @@ def test_a_run_killed_at_its_memory_limit_is_failed_out_of_memory() -> None:
         outcome.cause == "out of memory: killed at its --mem limit of 64MiB (peak 64MiB) (exit 137)"
     )
     assert ExitReason.parse("out_of_memory") is ExitReason.OUT_OF_MEMORY
+
+
+def test_a_run_is_denied_the_device_files_of_the_gpus_it_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_tree(tmp_path, ("devices",))
+    writes: list[tuple[str, str]] = []
+    monkeypatch.setattr(job_cgroup, "_write", lambda path, text: writes.append((path, text)))
+    plan = CgroupPlan(
+        CgroupVersion.V1, {"devices": str(tmp_path / "devices" / "gpupool" / "pool-x")}, {}, None
+    )
+    cg = plan.job_file(5, 0, None, None, None, deny_gpus=[1, 3])
+    assert cg is not None and job_cgroup.create(cg) == []
+    deny = f"{tmp_path}/devices/gpupool/pool-x/job-5.0/devices.deny"
+    assert writes == [(deny, "c 195:1 rwm"), (deny, "c 195:3 rwm")]  # one rule per write
+    v2 = CgroupPlan(CgroupVersion.V2, {"unified": "/x"}, {Guarantee.DEVICES: "no BPF yet"}, None)
+    cg2 = v2.job_file(5, 0, None, None, None, deny_gpus=[1])
+    assert cg2 is not None and cg2["deny_devices"] == []  # not claimed where not enforced

@@ -4,6 +4,7 @@ into Observations. Table-driven; the real cluster's tests are tests/integration/
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from gpupool.core.execution import (
     RunState,
     StopKind,
 )
+from gpupool.core.warning_signal import WarningSignal
 
 FILES = RunFiles(Path("/shared/out/gp-p-7-0"))
 LAUNCHER = Path("/shared/out/.gpupool/node_launcher.py")
@@ -90,6 +92,21 @@ def test_sbatch_options(
         assert flag in words, case
     for prefix in absent:
         assert not any(w.startswith(prefix + "=") or w == prefix for w in words), case
+
+
+def test_a_jobs_own_warning_signal_replaces_the_backends_checkpoint_signal() -> None:
+    def signals(request: LaunchRequest, settings: SlurmSettings | None = None) -> list[str]:
+        return [w for w in argv(request, settings) if w.startswith("--signal")]
+
+    usr1, term = int(signal.SIGUSR1), int(signal.SIGTERM)
+    assert signals(req()) == ["--signal=B:USR1@120"]  # it named none: the backend's own
+    assert signals(req(warning=WarningSignal(term, 90.5))) == ["--signal=B:TERM@91"]
+    assert signals(req(warning=WarningSignal(usr1, 1e6))) == ["--signal=B:USR1@65535"]
+    own = req(warning=WarningSignal(term, 60.0))
+    assert signals(own, SlurmSettings(checkpoint_signal=None)) == ["--signal=B:TERM@60"]
+    assert signals(req(warning=None)) == []  # --signal none
+    with pytest.raises(NotSubmittable, match="passes on only HUP, INT"):
+        argv(req(warning=WarningSignal(int(signal.SIGPWR), 60.0)))
 
 
 def test_minutes_round_up() -> None:

@@ -70,6 +70,7 @@ GOOD: dict[str, list[Any]] = {
     "env": [{"FOO": "1", "B": 2}, {"GPUPOOL_SIMULATED_UTIL": "35"}, {"X": True, "Y": 1.5}],
     "workdir": ["/abs", "/"],
     "grace": ["30s", "2m"],
+    "signal": ["USR1@120", "B:TERM@2m", "none"],
     "retry": [3, "2"],
     "retry_on_exit": ["33,137", [1, 2], 5],
     "after": ["12:ok", ["13:any", 14], 7],
@@ -91,6 +92,7 @@ GOOD: dict[str, list[Any]] = {
     "grace_s": [30, 0.5],
     "begin_time": [0, NOW, 1795392000.5],
     "retries": [2],
+    "warning_signal": ["USR1@120", "none"],
 }
 
 

@@ -94,6 +94,7 @@ def test_spec_keys_are_the_file_keys() -> None:
         "env",
         "workdir",
         "grace",
+        "signal",
         "retry",
         "retry_on_exit",
         "after",

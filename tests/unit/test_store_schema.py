@@ -19,6 +19,7 @@ from test_store import spec, store_fixture, store_url_fixture  # noqa: F401  (fi
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import Hold, JobSpec, Resources
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
+from gpupool.core.warning_signal import WarningSignal
 from gpupool.store import Store
 from gpupool.store.codec import decode_spec, encode_spec
 from gpupool.store.migrations import config, head_revision
@@ -243,6 +244,8 @@ specs = st.builds(
     separate_stderr=st.booleans(),
     backend=st.none() | st.sampled_from(["slurm", "ray", "k8s"]),
     nodes=st.integers(1, 64),
+    warning_signal=st.none()
+    | st.builds(WarningSignal, st.integers(0, 64), st.floats(min_value=0.001, max_value=1e7)),
 )
 
 
@@ -274,6 +277,7 @@ def test_codec_covers_every_field() -> None:
     # set; `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
     only_when_set |= {"image", "container_engine", "separate_stderr", "backend", "nodes"}
+    only_when_set |= {"warning_signal"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

@@ -22,11 +22,13 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p.add_argument(
         "action",
         nargs="?",
-        choices=["install-service"],
+        choices=["install-service", "delegate-cgroups"],
         help="install-service: write the systemd unit that runs this pool as root with these "
         "flags (shared mode: jobs run as their owners; state in /var/lib/gpupool unless "
-        "--state-dir), instead of running it",
+        "--state-dir), instead of running it; delegate-cgroups: as root, give --user's own "
+        "daemon a cgroup subtree, so that its jobs get cgroups (cgroup v1 hosts)",
     )
+    p.add_argument("--user", metavar="NAME", help="delegate-cgroups: whose daemon")
     p.add_argument(
         "--output",
         metavar="FILE",
@@ -109,6 +111,13 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="each job in a cgroup of its own, enforcing --mem and --cpus and killing all it "
         "started when it ends (auto, the default: where the host allows; the start line says "
         "what is enforced), or no cgroups (off)",
+    )
+    p.add_argument(
+        "--mps",
+        action="store_true",
+        help="jobs sharing a GPU (--gpus 0.5, --gpu-memory) run as NVIDIA MPS clients of it, "
+        "each pinned to its granted memory and its share of the GPU's threads: memory past "
+        "the grant fails inside the job (docs/mps.md); off by default",
     )
     p.add_argument(
         "--job-pids-max",
@@ -303,6 +312,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         from gpupool.cli.service_unit import install
 
         return install(args, args.server_parser)
+    if args.action == "delegate-cgroups":
+        from gpupool.daemon.cgroup_delegation import delegate
+
+        return delegate(args)
     from gpupool.daemon.run import DaemonConfig, DaemonError, run_daemon
     from gpupool.inventory import DiscoveryError, InventoryError, resolve_inventory
 
@@ -346,6 +359,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         memory_overuse_grace_s=memory_grace_s,
         per_gpu_defaults=per_gpu,
         cgroups=args.cgroups == "auto",
+        mps=args.mps,
         job_pids_max=args.job_pids_max if args.job_pids_max > 0 else None,
     )
     if args.lease_ttl is not None:

@@ -22,7 +22,7 @@ DEFAULT_STATE_DIR = Path("/var/lib/gpupool")
 # Flags naming files: written absolute, as systemd starts the daemon from /.
 _PATH_FLAGS = {"tls_cert", "tls_key", "inventory"}
 # Not server flags: install-service's own, and the client's.
-_NOT_PASSED = {"action", "output", "state_dir", "url", "handler", "verb", "server_parser"}
+_NOT_PASSED = {"action", "output", "state_dir", "url", "handler", "verb", "server_parser", "user"}
 
 
 def _quoted(arg: str) -> str:

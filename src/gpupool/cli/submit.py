@@ -122,6 +122,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--grace", help="SIGTERM-to-SIGKILL grace on cancel/time limit (default 30s)")
     p.add_argument(
+        "--signal",
+        metavar="SIG@SECONDS",
+        help="send SIG to every process of the job SECONDS before its time limit, as sbatch "
+        "--signal: USR1@120, TERM@2m (B:USR1@120 too); default: USR1@120 if the job has "
+        "written to its GPUPOOL_CHECKPOINT_DIR by then; none: no signal",
+    )
+    p.add_argument(
         "--retry",
         metavar="N",
         help="run a failed attempt again, up to N times (GPUPOOL_RESTART_COUNT counts them)",

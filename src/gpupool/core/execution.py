@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gpupool.core.containers import ContainerEngine
+from gpupool.core.warning_signal import CHECKPOINT_WARNING, WarningSignal
 
 
 @dataclass(frozen=True, order=True)
@@ -224,6 +225,11 @@ class LaunchRequest:
     # to a backend (Slurm, Ray, Kubernetes) that schedules it itself; `allocation` then names
     # the backend (`Allocation(backend_name, ())`) and `ranks` the whole gang (nnodes).
     backend: BackendRequest | None = None
+    # A signal for every process of the run before its time limit (core/warning_signal.py,
+    # `run_warning`): the job's --signal, else (the default, as for a job that named none)
+    # the checkpoint default; None: none (`--signal none`). The local executor sends it only
+    # while the run has a limit, moving with it; Slurm renders it as sbatch's --signal.
+    warning: WarningSignal | None = CHECKPOINT_WARNING
 
 
 DEFAULT_UMASK = 0o022  # a job's umask when its submission carried none

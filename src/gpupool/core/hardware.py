@@ -55,6 +55,9 @@ class Gpu:
     # The CPUs closest to this GPU (its NUMA node's, as nvidia-smi topo -m's "CPU Affinity"),
     # ascending; empty: unknown. Shown by `gpupool topo`; placement does not use it yet.
     cpu_affinity: tuple[int, ...] = ()
+    # The minor number of its /dev/nvidiaN (NVML's nvmlDeviceGetMinorNumber): what a job's
+    # cgroup denies to the jobs not holding it. None: not known, taken to be `index`.
+    device_minor: int | None = None
     # Memory held by processes gpupool does not manage (a display server...): fractional jobs
     # cannot be granted it. Declared in the inventory; a monitor may report live values.
     unmanaged_memory_bytes: int = 0

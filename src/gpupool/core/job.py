@@ -26,6 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # job_control imports JobState from here
     from gpupool.core.cgroup_usage import CgroupUsage
     from gpupool.core.job_control import ArrayRequest, ArrayTask, Dependency
+    from gpupool.core.warning_signal import WarningSignal
 
 
 # (from, to) -> what this edge means. Anything not listed is a bug and is refused.
@@ -177,6 +178,10 @@ class JobSpec:
     # Nodes it spans (`--nodes`, a backend's job only: the local pool is one machine); its
     # `resources` are per node.
     nodes: int = 1
+    # A signal before its time limit (`--signal USR1@120`, sbatch's --signal; `none`: not
+    # even the checkpoint default). None: it named none, the default applies (core/
+    # warning_signal.py says which).
+    warning_signal: WarningSignal | None = None
 
     @property
     def is_preemptible(self) -> bool:

@@ -23,7 +23,8 @@ PRIVATE_UMASK = 0o077  # the daemon's: whatever it or SQLite creates is FILE_MOD
 # Directories below the top that are TOP_MODE too: passable, so that a job reaches its own
 # entry by name (its GPUPOOL_CHECKPOINT_DIR, executor/checkpoints.py) and lists no other's.
 CHECKPOINTS_DIR = "checkpoints"
-PASSABLE_DIRS = (CHECKPOINTS_DIR,)
+MPS_DIR = "mps"  # the MPS control daemons' pipes, which a sharing job's CUDA must reach
+PASSABLE_DIRS = (CHECKPOINTS_DIR, MPS_DIR)
 
 
 def state_dir(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:

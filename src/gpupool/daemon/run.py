@@ -51,6 +51,8 @@ from gpupool.daemon.serving import HttpSettings
 from gpupool.executor.cgroup_plan import CgroupPlan, plan_cgroups
 from gpupool.executor.cgroup_plan import release as release_cgroups
 from gpupool.executor.cpu_sets import CpuSets
+from gpupool.executor.mps import MpsControl
+from gpupool.executor.mps_sharing import MpsSharing
 from gpupool.policy.per_gpu_defaults import PerGpuDefaults
 from gpupool.policy.render import per_gpu_defaults_text
 from gpupool.policy.snapshot import PolicyConfig
@@ -97,6 +99,7 @@ class DaemonConfig:
     # Each job in a cgroup of its own (executor/cgroup_plan.py); False: none (`--cgroups off`).
     cgroups: bool = True
     job_pids_max: int | None = 32768  # tasks per job in its cgroup (None: unbounded)
+    mps: bool = False  # fractional jobs share their GPU through NVIDIA MPS (`--mps`)
 
 
 def _lock_state_dir(state: Path) -> TextIO:
@@ -249,6 +252,22 @@ def _cpu_sets(config: DaemonConfig) -> CpuSets:
     node = config.inventory.nodes[0] if config.inventory.nodes else None
     near = {g.index: g.cpu_affinity for g in node.gpus} if node is not None else {}
     return CpuSets(sorted(os.sched_getaffinity(0)), near)
+
+
+def _mps(config: DaemonConfig) -> MpsSharing | None:
+    """`--mps`: fractional jobs share their GPU through NVIDIA MPS (executor/mps_sharing.py)."""
+    if not config.mps or not config.inventory.nodes:
+        return None
+    gpus = {g.index: g for g in config.inventory.nodes[0].gpus}
+    return MpsSharing(MpsControl(config.state_dir), gpus)
+
+
+def _gpu_minors(config: DaemonConfig) -> dict[int, int]:
+    """Each GPU's /dev/nvidiaN minor (its index where NVML did not say, as on a declared
+    inventory): what a job's cgroup denies the jobs that do not hold it."""
+    node = config.inventory.nodes[0] if config.inventory.nodes else None
+    gpus = node.gpus if node is not None else ()
+    return {g.index: g.index if g.device_minor is None else g.device_minor for g in gpus}
 
 
 def _mode_line(authority: Authority) -> str:
@@ -474,6 +493,8 @@ def _serve(
         gpu_devices=gpu_devices,
         cgroups=cgroups,
         cpu_sets=_cpu_sets(config),
+        gpu_minors=_gpu_minors(config),
+        mps=_mps(config),
     )
     if cgroups is not None:
         stack.callback(release_cgroups, cgroups)
@@ -551,6 +572,8 @@ def _serve(
         log.info("%s", line)
     log.info("%s", _mode_line(authority))
     log.info("%s", cgroups_line(cgroups))
+    if config.mps:
+        log.info("jobs sharing a GPU run as its NVIDIA MPS clients (--mps; docs/mps.md)")
     if tcp is not None:
         log.info("%s", _tcp_identity_line(config, owners is not None))
     log.info("state in %s; database %s", state, shown_url)

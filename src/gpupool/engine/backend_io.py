@@ -23,6 +23,7 @@ from gpupool.core.execution import (
     RunState,
 )
 from gpupool.core.job import Job, JobState
+from gpupool.core.warning_signal import run_warning
 from gpupool.engine.environment import backend_full_environment, backend_job_environment
 from gpupool.engine.state import Tracked, handle_of
 
@@ -68,6 +69,7 @@ def launch_request(job: Job, time_limit_s: float) -> LaunchRequest:
         container=container,
         separate_stderr=spec.separate_stderr,
         backend=request,
+        warning=run_warning(spec.warning_signal),  # its --signal, or the checkpoint default
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpupool.core.execution import Allocation, ContainerLaunch, Handle, LaunchRequest, RankLayout
 from gpupool.core.job import Job
+from gpupool.core.warning_signal import run_warning
 from gpupool.engine.environment import container_environment, job_environment
 
 
@@ -29,6 +30,7 @@ def launch_request(job: Job, time_limit_s: float) -> LaunchRequest:
         separate_stderr=spec.separate_stderr,
         mem_bytes=spec.resources.mem_bytes,
         cpus=spec.resources.cpus,
+        warning=run_warning(spec.warning_signal),  # its --signal, or the checkpoint default
     )
 
 

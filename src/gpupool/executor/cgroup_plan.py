@@ -13,7 +13,8 @@ supervisor carries out (job_cgroup.py). The pool's subtree:
 - not root: a subtree delegated to the daemon's user: on v2 the daemon's own cgroup when
   it may write it (systemd's ``Delegate=yes``; the daemon moves itself into a leaf of it, as
   v2 wants processes only in leaves), on v1 ``<mount>/gpupool/user-<uid>/`` made by root
-  (`delegate_v1`). Without one, jobs run without cgroups and the start line says so.
+  (`delegate_v1`, `gpupool server delegate-cgroups --user NAME`). Without one, jobs run
+  without cgroups and the start line says so.
 
 ``<pool>`` names the state directory (several pools on one machine, tests among them, never
 share a cgroup); a run's directory is ``job-<id>.<attempt>``.
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpupool.executor.device_filter import NVIDIA_MAJOR
 
 if TYPE_CHECKING:
     from gpupool.executor.job_cgroup import CgroupFile
@@ -52,6 +55,7 @@ class Guarantee(StrEnum):
     CPU = "cpu"  # --cpus is a CPU-time quota
     CPUSET = "cpuset"  # --cpus is a set of CPUs of its own (nproc says N)
     PIDS = "pids"  # a bound on the job's tasks
+    DEVICES = "devices"  # a job opens only its own GPUs' /dev/nvidiaN
 
 
 @dataclass(frozen=True)
@@ -72,21 +76,35 @@ class CgroupPlan:
         memory_bytes: int | None,
         cpus: int | None,
         cpuset_cpus: str | None,
+        deny_gpus: Sequence[int] = (),
+        name: str | None = None,
     ) -> CgroupFile | None:
-        """launch.json's `cgroup` for one run, or None where jobs get none."""
+        """launch.json's `cgroup` for one run, or None where jobs get none. `name`: the
+        cgroup a standby supervisor made ahead for its run (`run_cgroup`); by default
+        ``job-<id>.<attempt>``."""
         if self.version is CgroupVersion.NONE:
             return None
-        name = f"job-{int(job_id)}.{int(attempt)}"
         enforced = self.enforced
         return {
-            "version": 2 if self.version is CgroupVersion.V2 else 1,
-            "dirs": {h: f"{p}/{name}" for h, p in self.parents.items()},
+            **self.run_cgroup(name or f"job-{int(job_id)}.{int(attempt)}"),
             "memory_bytes": memory_bytes if Guarantee.MEMORY in enforced else None,
             "cpu_quota": float(cpus) if cpus and Guarantee.CPU in enforced else None,
             "cpuset_cpus": cpuset_cpus if Guarantee.CPUSET in enforced else None,
             "cpuset_mems": None,
             "pids_max": self.pids_max if Guarantee.PIDS in enforced else None,
-            "deny_devices": [],
+            "deny_devices": (
+                [("c", NVIDIA_MAJOR, minor, "rwm") for minor in deny_gpus]
+                if Guarantee.DEVICES in enforced
+                else []
+            ),
+        }
+
+    def run_cgroup(self, name: str) -> CgroupFile:
+        """The directories of the run cgroup `name` in each hierarchy, without limits: what
+        a standby supervisor makes and moves its waiting child into (prechild.py)."""
+        return {
+            "version": 2 if self.version is CgroupVersion.V2 else 1,
+            "dirs": {h: f"{p}/{name}" for h, p in self.parents.items()},
         }
 
     def start_line(self) -> str:
@@ -223,6 +241,8 @@ def _plan_v2(
     ):
         if name in available:
             del off[guarantee]
+    if uid != 0:  # a cgroup's BPF device program (device_filter.py) is root's to attach
+        off[Guarantee.DEVICES] = "a BPF device program needs root"
     return CgroupPlan(CgroupVersion.V2, {"unified": str(pool)}, off, pids_max)
 
 
@@ -258,7 +278,10 @@ def _plan_v1(mounts: CgroupMounts, key: str, uid: int, pids_max: int | None) -> 
             if uid == 0:
                 _make_v1_dir(base, name)
             elif not os.access(base, os.W_OK):
-                raise PermissionError(13, "not delegated to this user (gpupool delegate-cgroups)")
+                raise PermissionError(
+                    13,
+                    "not delegated to this user: as root, gpupool server delegate-cgroups --user NAME",
+                )
             _make_v1_dir(pool, name)
         except OSError as exc:
             if name != "unified" or uid == 0:
@@ -285,6 +308,7 @@ _V1_GIVES: Mapping[str, Sequence[Guarantee]] = {
     "cpu": (Guarantee.CPU,),
     "cpuset": (Guarantee.CPUSET,),
     "pids": (Guarantee.PIDS,),
+    "devices": (Guarantee.DEVICES,),
 }
 
 
@@ -346,8 +370,26 @@ def pool_cgroups(state_dir: Path, mounts_text: str | None = None) -> list[Cgroup
     for name, mount in hierarchies.items():
         pools = [*Path(mount).glob(f"gpupool/{key}"), *Path(mount).glob(f"gpupool/user-*/{key}")]
         for pool in pools:
-            for run in pool.glob("job-*"):
+            for run in [*pool.glob("job-*"), *pool.glob("run-*")]:
                 if run.is_dir():
                     by_run.setdefault(run.name, {})[name] = str(run)
     version = 2 if set().union(*by_run.values()) == {"unified"} and by_run else 1
     return [{"version": version, "dirs": dirs} for dirs in by_run.values()]
+
+
+def forget_pool(state_dir: Path, mounts_text: str | None = None) -> None:
+    """Remove the pool's own (empty) directories in every hierarchy: after its daemon was
+    killed, which left them (a clean stop removes them, `release`)."""
+    try:
+        text = Path("/proc/mounts").read_text() if mounts_text is None else mounts_text
+    except OSError:
+        return
+    mounts = CgroupMounts.parse(text)
+    key = pool_key(state_dir)
+    for mount in {*mounts.v1.values(), *([mounts.unified] if mounts.unified else [])}:
+        for pool in [
+            *Path(mount).glob(f"gpupool/{key}"),
+            *Path(mount).glob(f"gpupool/user-*/{key}"),
+        ]:
+            with contextlib.suppress(OSError):
+                pool.rmdir()

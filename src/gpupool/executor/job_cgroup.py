@@ -40,7 +40,8 @@ if TYPE_CHECKING:
         cpuset_cpus: str | None  # the CPUs it may run on ("2-3"), as the kernel's lists
         cpuset_mems: str | None  # the memory nodes (None: its parent's)
         pids_max: int | None  # at most this many tasks: a fork bomb stops there
-        deny_devices: list[list[object]]  # [type, major, minor, access]: device_filter.py
+        # [type, major, minor, access]: devices the job may not open (other jobs' GPUs)
+        deny_devices: list[tuple[str, int, int, str]]
 
     class Usage(TypedDict):
         """What the job's cgroup says it used (None: this host does not count it)."""
@@ -108,6 +109,18 @@ def create(cg: "CgroupFile") -> list[str]:
         except OSError as exc:
             if not path.endswith("memsw.limit_in_bytes"):  # no swap accounting: no swap
                 problems.append(f"cannot set {path} to {value.strip()}: {exc.strerror}")
+    deny = cg.get("deny_devices") or []
+    if deny and cg.get("version") == 2:  # v2 has no devices files: a BPF program instead
+        # Only here (it loads ctypes); a sibling, imported as supervisor.py imports them.
+        if TYPE_CHECKING:
+            from gpupool.executor import device_filter
+        elif __package__:
+            from . import device_filter
+        else:
+            import device_filter
+        why = device_filter.attach_v2((cg.get("dirs") or {})["unified"], deny)
+        if why is not None:
+            problems.append(f"other GPUs' devices not denied: {why}")
     return problems
 
 
@@ -151,6 +164,10 @@ def _limit_writes(cg: "CgroupFile") -> "list[tuple[str, str]]":
     pids = dirs.get("unified" if v2 else "pids")
     if pids and cg.get("pids_max"):
         out.append((f"{pids}/pids.max", str(cg.get("pids_max"))))
+    devices = None if v2 else dirs.get("devices")
+    for kind, major, minor, access in cg.get("deny_devices") or []:
+        if devices:  # one rule per write: "c 195:3 rwm"
+            out.append((f"{devices}/devices.deny", f"{kind} {major}:{minor} {access}"))
     return out
 
 

@@ -67,6 +67,17 @@ def signal_session(sid: int, sig: int) -> None:
                 os.kill(pid, sig)
 
 
+def signal_job(sid: int, members: list[int] | None, sig: int) -> None:
+    """Send `sig` to every process of the job: `members`, its cgroup's (those that left its
+    session included), when it has one; else its session's (signal_session)."""
+    if members is None:
+        signal_session(sid, sig)
+        return
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def kill_leftovers(sid: int) -> None:
     """SIGKILL what the job left running. Only while the main process is an unreaped
     zombie: its pid (== pgid == sid) is then reserved, so no stranger can be hit."""

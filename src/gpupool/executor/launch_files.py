@@ -22,6 +22,7 @@ __all__ = [
     "RanksFile",
     "StopReason",
     "UsageFile",
+    "WarningFile",
 ]
 
 
@@ -54,6 +55,17 @@ class LaunchFile(TypedDict, total=False):
     container: ContainerFile | None  # `command` runs the job in a container
     stderr_log: str  # the command's stderr to JOBDIR/this, apart (absent: to output.log)
     cgroup: CgroupFile | None  # the run's own cgroup (job_cgroup.py); None: none
+    warning: WarningFile  # a signal before the time limit (job_warning.py); absent: none
+
+
+class WarningFile(TypedDict):
+    """launch.json's `warning` (job_warning.py): `signal` to every process of the job,
+    `before_s` seconds before its time limit; only if the directory `if_checkpointed` names
+    holds something by then (the checkpoint default), or always (None)."""
+
+    signal: int
+    before_s: float
+    if_checkpointed: str | None
 
 
 class ClaimFile(TypedDict):

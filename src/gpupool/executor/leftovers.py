@@ -27,11 +27,12 @@ import signal
 import time
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from gpupool.core.execution import Leftovers
 from gpupool.executor import job_cgroup
 from gpupool.executor.files import boot_id, proc_stat, read_json, session_members
+from gpupool.executor.run_cgroups import run_cgroup
 
 if TYPE_CHECKING:
     from gpupool.executor.job_cgroup import CgroupFile
@@ -122,17 +123,6 @@ def kill_leftovers(jobdir: Path, wait_s: float) -> Leftovers:
         alive=tuple(sorted(alive)),
         denied=tuple(sorted(denied & set(alive))),
     )
-
-
-def run_cgroup(jobdir: Path) -> CgroupFile | None:
-    """The current run's cgroup, when it has one that still exists (its supervisor removes
-    it once empty; one that died before that leaves it)."""
-    launch = read_json(jobdir / "launch.json") or {}
-    found = launch.get("cgroup")
-    if not isinstance(found, dict):
-        return None
-    cg = cast("CgroupFile", found)
-    return cg if job_cgroup.exists(cg) else None
 
 
 def kill_cgroup(cg: CgroupFile, main_pid: int | None, wait_s: float) -> Leftovers:

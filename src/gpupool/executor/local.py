@@ -19,7 +19,9 @@ every implementation).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpupool.core.containers import ContainerEngine
-from gpupool.core.cpu_list import format_cpu_list, parse_cpu_list
+from gpupool.core.cpu_list import format_cpu_list
 from gpupool.core.execution import (
     DEFAULT_UMASK,
     Capabilities,
@@ -49,8 +51,8 @@ from gpupool.core.execution import (
     StopKind,
 )
 from gpupool.core.paths import DIR_MODE
-from gpupool.executor import attempts, job_cgroup
-from gpupool.executor.checkpoints import CHECKPOINT_ENV, ensure_checkpoint_dir
+from gpupool.executor import attempts
+from gpupool.executor.checkpoints import CHECKPOINT_ENV, checkpoint_dir, ensure_checkpoint_dir
 from gpupool.executor.container import installed_engines
 from gpupool.executor.container_launch import containerize, remove_lost_container
 from gpupool.executor.control import control_signal, write_orders
@@ -63,15 +65,18 @@ from gpupool.executor.files import (
     process_alive,
     read_json,
 )
-from gpupool.executor.leftovers import kill_leftovers, run_cgroup
+from gpupool.executor.leftovers import kill_leftovers
 from gpupool.executor.ports import PortReservations
 from gpupool.executor.rank_launcher import rank_log_name
 from gpupool.executor.records import JobBusyError, read_exit_record
+from gpupool.executor.run_cgroups import pinned_cpus, run_usage
 
 if TYPE_CHECKING:  # the shapes of its files; the script is run, never imported
+    from gpupool.core.warning_signal import WarningSignal
     from gpupool.executor.cgroup_plan import CgroupPlan
     from gpupool.executor.job_cgroup import CgroupFile
-    from gpupool.executor.launch_files import ContainerFile, LaunchFile
+    from gpupool.executor.launch_files import ContainerFile, LaunchFile, WarningFile
+    from gpupool.executor.mps_sharing import MpsSharing
     from gpupool.executor.rank_launcher import RanksFile
 
 __all__ = ["LocalExecutor"]
@@ -92,6 +97,8 @@ class LocalExecutor:
         gpu_devices: bool = False,
         cgroups: CgroupPlan | None = None,
         cpu_sets: CpuSets | None = None,
+        gpu_minors: Mapping[int, int] | None = None,
+        mps: MpsSharing | None = None,
     ) -> None:
         # Absolute: supervisors run with cwd "/" and get these paths as text.
         self.state_dir = Path(state_dir).absolute()
@@ -101,15 +108,17 @@ class LocalExecutor:
         self.notify_socket = None if notify_socket is None else Path(notify_socket).absolute()
         self._procs: dict[int, list[subprocess.Popen[bytes]]] = {}
         self._standby: subprocess.Popen[bytes] | None = None
+        # The run cgroup the standby made ahead and moved a child into (None: none).
+        self._standby_cgroup: str | None = None
         self._lock = threading.Lock()  # the daemon may launch and poll from several threads
         self.ports = PortReservations()  # distributed runs' MASTER_PORTs, until they end
         # The GPUs are real devices (NVML found them): containers get them as devices;
         # declared GPUs get only the variables (docs/containers.md).
         self.gpu_devices = gpu_devices
-        # Each run in a cgroup of its own, its --mem and --cpus enforced there (None: no
-        # cgroups, as before); the CPUs pinned runs hold (cpu_sets.py).
-        self.cgroups = cgroups
-        self.cpu_sets = cpu_sets
+        # Each run in a cgroup of its own (None: none), pinned to CPUs (cpu_sets.py), opening
+        # only its own GPUs (index -> /dev/nvidiaN minor), sharing one by MPS (--mps).
+        self.cgroups, self.cpu_sets, self.mps = cgroups, cpu_sets, mps
+        self.gpu_minors = dict(gpu_minors or {})
 
     def container_engines(self) -> list[ContainerEngine]:
         """The engines installed on the daemon's PATH, podman first (executor/container.py)."""
@@ -139,6 +148,8 @@ class LocalExecutor:
             env = {**request.env, CHECKPOINT_ENV: str(where)}
         except (OSError, KeyError):  # no such user: the supervisor fails the job, saying why
             env = dict(request.env)
+        if self.mps is not None:  # a fractional run: its GPU's MPS client
+            env.update(self.mps.launch_env(job_id, request.allocation, self.job_dir(job_id)))
         command: Sequence[str] = request.command
         container: ContainerFile | None = None
         if request.container is not None:
@@ -160,11 +171,11 @@ class LocalExecutor:
         CPUs a running one is pinned to are held again, from its cgroup."""
         found = self.poll(handles)
         for handle, seen in found.items():
-            if seen.state is RunState.RUNNING and self.cpu_sets is not None:
-                cg = run_cgroup(self.job_dir(handle.job_id))
-                cpus = None if cg is None else cg.get("cpuset_cpus")
-                if cpus:
-                    self.cpu_sets.hold(handle.job_id, parse_cpu_list(cpus))
+            cpus = pinned_cpus(self.job_dir(handle.job_id))
+            if seen.state is RunState.RUNNING and self.cpu_sets is not None and cpus:
+                self.cpu_sets.hold(handle.job_id, cpus)
+            if seen.state is RunState.RUNNING and self.mps is not None:
+                self.mps.readopt(handle.job_id, self.job_dir(handle.job_id))
         return found
 
     def signal(self, handle: Handle, kind: StopKind) -> bool:
@@ -250,6 +261,8 @@ class LocalExecutor:
                 self.ports.release(handle.job_id)  # its ranks are gone, or going
                 if self.cpu_sets is not None:
                     self.cpu_sets.release(handle.job_id)
+                if self.mps is not None:
+                    self.mps.release(handle.job_id)
             if state is RunState.EXITED:
                 record = self.read_exit(handle.job_id)
                 if record is not None:
@@ -300,9 +313,12 @@ class LocalExecutor:
             spec["container"] = container
         if request.separate_stderr:  # only then: stderr goes with stdout by default
             spec["stderr_log"] = STDERR_LOG
-        cgroup = self._cgroup_file(request)
+        standby, made_ahead = self._take_standby()
+        cgroup = self._cgroup_file(request, made_ahead)
         if cgroup is not None:
             spec["cgroup"] = cgroup
+        if request.warning is not None:
+            spec["warning"] = self._warning_file(request.handle.job_id, request.warning)
         with self._lock:  # one separator, even with two threads launching the attempt
             attempts.finish_partial(d)
             n = attempts.count(d)
@@ -312,23 +328,43 @@ class LocalExecutor:
             # Not fsynced: if the machine dies before the claim, nothing ran and a relaunch
             # rewrites it. Atomic so a supervisor never reads a torn spec.
             atomic_write_json(d / "launch.json", spec)
-        proc = self._hand_to_standby(d) or self._spawn_supervisor(d)
+        proc = self._hand_to_standby(standby, d) or self._spawn_supervisor(d)
         with self._lock:
             self._procs.setdefault(int(job_id), []).append(proc)
         self.warm()  # the next launch skips interpreter start-up
 
-    def _cgroup_file(self, request: LaunchRequest) -> CgroupFile | None:
-        """launch.json's `cgroup`: where the run's cgroup goes and what it limits, with the
-        CPUs it is pinned to when it asked for some (cpu_sets.py)."""
+    def _cgroup_file(self, request: LaunchRequest, name: str | None) -> CgroupFile | None:
+        """launch.json's `cgroup`: where the run's cgroup goes (`name`: the one the standby
+        made ahead) and what it limits, with the CPUs it is pinned to when it asked for some
+        (cpu_sets.py)."""
         if self.cgroups is None:
             return None
         job_id, cpus = request.handle.job_id, request.cpus
         pinned = None
         if cpus and self.cpu_sets is not None:
             pinned = format_cpu_list(self.cpu_sets.choose(job_id, cpus, request.allocation.gpus))
+        own = set(request.allocation.gpus)
+        others = [m for g, m in sorted(self.gpu_minors.items()) if g not in own]
         return self.cgroups.job_file(
-            job_id, request.handle.attempt, request.mem_bytes, cpus, pinned
+            job_id,
+            request.handle.attempt,
+            request.mem_bytes,
+            cpus,
+            pinned,
+            deny_gpus=others,
+            name=name,
         )
+
+    def _warning_file(self, job_id: int, warning: WarningSignal) -> WarningFile:
+        """launch.json's `warning` (job_warning.py); the checkpoint default names the job's
+        checkpoint directory (the host's path, also for a run in a container), which must
+        hold something when it is due."""
+        gate = checkpoint_dir(self.state_dir, job_id) if warning.only_if_checkpointed else None
+        return {
+            "signal": int(warning.signum),
+            "before_s": float(warning.before_s),
+            "if_checkpointed": None if gate is None else str(gate),
+        }
 
     def _ranks_file(self, job_id: int, ranks: RankLayout) -> RanksFile:
         """launch.json's ``ranks``: the layout and a rendezvous port no other run of ours
@@ -341,11 +377,16 @@ class LocalExecutor:
             "master_port": self.ports.choose(job_id),
         }
 
-    def _spawn_supervisor(self, jobdir: Path | None) -> subprocess.Popen[bytes]:
-        """A supervisor for `jobdir`, or (None) a standby that waits for one on stdin."""
-        arg = "--standby" if jobdir is None else str(jobdir)
+    def _spawn_supervisor(
+        self, jobdir: Path | None, made_ahead: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """A supervisor for `jobdir`, or (None) a standby that waits for one on stdin, with
+        the run cgroup `made_ahead` made and a child moved into it meanwhile (prechild.py)."""
+        args = ["--standby"] if jobdir is None else [str(jobdir)]
+        if jobdir is None and made_ahead is not None and self.cgroups is not None:
+            args += ["--cgroup", json.dumps(self.cgroups.run_cgroup(made_ahead))]
         return subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SUPERVISOR), arg],
+            [sys.executable, "-I", "-S", str(SUPERVISOR), *args],
             stdin=subprocess.PIPE if jobdir is None else subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -361,11 +402,22 @@ class LocalExecutor:
         with self._lock:
             if self._standby is not None and self._standby.poll() is None:
                 return
-            self._standby = self._spawn_supervisor(None)
+            cgroup = None if self.cgroups is None else f"run-{secrets.token_hex(6)}"
+            self._standby = self._spawn_supervisor(None, cgroup)
+            self._standby_cgroup = cgroup
 
-    def _hand_to_standby(self, jobdir: Path) -> subprocess.Popen[bytes] | None:
+    def _take_standby(self) -> tuple[subprocess.Popen[bytes] | None, str | None]:
+        """The standby for the next launch, and the run cgroup it made ahead (None: none)."""
         with self._lock:
             standby, self._standby = self._standby, None
+            made_ahead, self._standby_cgroup = self._standby_cgroup, None
+        if standby is None or standby.poll() is not None:
+            return None, None
+        return standby, made_ahead
+
+    def _hand_to_standby(
+        self, standby: subprocess.Popen[bytes] | None, jobdir: Path
+    ) -> subprocess.Popen[bytes] | None:
         if standby is None or standby.poll() is not None or standby.stdin is None:
             return None
         try:
@@ -379,6 +431,7 @@ class LocalExecutor:
         """Let the standby go (EOF on its stdin); running supervisors are not touched."""
         with self._lock:
             standby, self._standby = self._standby, None
+            self._standby_cgroup = None
         if standby is not None and standby.stdin is not None:
             with contextlib.suppress(OSError):
                 standby.stdin.close()
@@ -470,17 +523,7 @@ class LocalExecutor:
     def run_usage(self, handle: Handle) -> RunUsage | None:
         """What the running job has used so far, from its cgroup (None: it has none): no mean
         memory yet (its supervisor keeps that until the end), its use now instead."""
-        cg = run_cgroup(self.job_dir(handle.job_id))
-        if cg is None:
-            return None
-        counted = job_cgroup.usage(cg)
-        return RunUsage(
-            cpu_seconds=counted["cpu_seconds"],
-            memory_peak_bytes=counted["memory_peak_bytes"],
-            memory_mean_bytes=None,
-            oom_kills=counted["oom_kills"],
-            memory_current_bytes=job_cgroup.memory_now(cg),
-        )
+        return run_usage(self.job_dir(handle.job_id))
 
     def set_time_limit(self, handle: Handle, seconds: float) -> bool:
         """The running job's time limit becomes `seconds` from its start (executor/

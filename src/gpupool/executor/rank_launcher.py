@@ -23,6 +23,7 @@ node also fits a backend with several nodes (Slurm: one per node, ``--node-rank`
 SLURM_NODEID). Standard library only, as supervisor.py, which imports `command` from it.
 """
 
+import contextlib
 import os
 import select
 import signal
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from types import FrameType
     from typing import TypedDict
+
+    from gpupool.executor import job_owner
 
     class RanksFile(TypedDict):
         """launch.json's ``ranks``: core.execution.RankLayout and the chosen port."""
@@ -324,3 +327,21 @@ def main(argv: "Sequence[str]") -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def open_rank_logs(
+    jobdir: str, ranks: "RanksFile", owner: "job_owner.Owner | None", mode: int
+) -> "list[int]":
+    """For supervisor.py: JOBDIR/rank-K.log for each rank K on this node, opened by the
+    supervisor (the job's owner may not enter JOBDIR), the owner's; appended to, as
+    output.log is, across attempts."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    count = int(ranks["nproc_per_node"])
+    first = int(ranks["node_rank"]) * count
+    fds = []
+    for rank in range(first, first + count):
+        fds.append(os.open(os.path.join(jobdir, rank_log_name(rank)), flags, mode))
+        if owner is not None:
+            with contextlib.suppress(OSError):
+                os.fchown(fds[-1], owner.uid, owner.gid)
+    return fds

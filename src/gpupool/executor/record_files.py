@@ -100,3 +100,20 @@ def write_until_done(jobdir: str, name: str, obj: "Mapping[str, object]") -> boo
                 return False
         time.sleep(delay)
         delay = min(delay * 2, RETRY_MAX_S)
+
+
+def notify(path: "str | None") -> None:
+    """Best-effort: tell the daemon (its socket, launch.json's `notify_socket`) an exit is
+    recorded. It may be dead; that is fine."""
+    if not path:
+        return
+    import socket
+
+    with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(1.0)
+        s.connect(path)
+        s.sendall(
+            b"POST /v1/internal/wake HTTP/1.1\r\nHost: gpupool\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        s.recv(1024)  # let the server read the request before we hang up

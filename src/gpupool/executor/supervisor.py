@@ -32,17 +32,35 @@ TYPE_CHECKING = False
 # The siblings that hold the rest of the supervisor, standard library only like it. Run as
 # a script, `python -I` leaves this directory off sys.path: put it back.
 if TYPE_CHECKING:
-    from gpupool.executor import job_cgroup, job_owner, log_space, rank_launcher, record_files
+    from gpupool.executor import (
+        job_cgroup,
+        job_owner,
+        job_warning,
+        log_space,
+        prechild,
+        rank_launcher,
+        record_files,
+    )
     from gpupool.executor import job_processes as processes
 elif __package__:
-    from . import job_cgroup, job_owner, log_space, rank_launcher, record_files
+    from . import (
+        job_cgroup,
+        job_owner,
+        job_warning,
+        log_space,
+        prechild,
+        rank_launcher,
+        record_files,
+    )
     from . import job_processes as processes
 else:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import job_cgroup
     import job_owner
     import job_processes as processes
+    import job_warning
     import log_space
+    import prechild
     import rank_launcher
     import record_files
 
@@ -59,7 +77,6 @@ if TYPE_CHECKING:
         ExitFile,
         ExitReasonName,
         LaunchFile,
-        RanksFile,
         StopReason,
         UsageFile,
     )
@@ -136,9 +153,10 @@ def _claim(jobdir: str) -> bool:
 
 
 class Supervisor:
-    def __init__(self, jobdir: str, wake_fd: int) -> None:
+    def __init__(self, jobdir: str, wake_fd: int, ready: "prechild.PreChild | None") -> None:
         self.jobdir = jobdir
         self.wake_fd = wake_fd
+        self.ready = ready  # a standby's child already in the run's cgroup (prechild.py)
         self.log_fd = -1
         self.spec: LaunchFile = {}
         self.start_time = time.time()
@@ -235,11 +253,16 @@ class Supervisor:
         could not set, or that it could not be made at all, are said in the log. Without
         one the job still runs, its processes then found by their session."""
         cg = self.spec.get("cgroup")
+        if self.ready is not None and not (cg and self.ready.fits(cg)):
+            prechild.drop(self.ready)
+            self.ready = None
         if not cg:
             return None
         try:
             problems = job_cgroup.create(cg)
         except job_cgroup.ContainmentError as exc:
+            prechild.drop(self.ready)
+            self.ready = None
             self.log(
                 f"no cgroup for this job ({exc}): --mem and --cpus are not enforced, and its "
                 "processes are found by their session"
@@ -248,6 +271,10 @@ class Supervisor:
         for line in problems:
             self.log(line)
         return cg
+
+    def cgroup_members(self) -> "list[int] | None":
+        """The pids in the run's cgroup (None: it has none: its session is the job)."""
+        return None if self.cgroup is None else job_cgroup.members(self.cgroup)
 
     def end_cgroup(self) -> None:
         """Kill whatever is left in the run's cgroup, wait until it is empty, read what it
@@ -311,7 +338,7 @@ class Supervisor:
         rank_logs: list[int] = []
         ranks = self.spec.get("ranks")
         if ranks:  # the job's main process is the gang's launcher (rank_launcher.py)
-            rank_logs = self.open_rank_logs(ranks, owner)
+            rank_logs = rank_launcher.open_rank_logs(self.jobdir, ranks, owner, FILE_MODE)
             grace = float(self.spec.get("grace_s") or 0.0)
             command = rank_launcher.command(sys.executable, ranks, grace, rank_logs, command)
         stderr: int = subprocess.STDOUT
@@ -330,6 +357,14 @@ class Supervisor:
             preexec = job_cgroup.entering(self.cgroup, identity)
             identity = {}
         try:
+            if self.ready is not None:  # already in its cgroup: nothing to move now
+                ready, self.ready = self.ready, None
+                umask_bits = DEFAULT_UMASK if umask is None else int(umask) & 0o777
+                out = stderr if stderr != subprocess.STDOUT else self.log_fd
+                return ready.spawn(  # type: ignore[return-value]
+                    command, env, umask_bits, self.log_fd, out, rank_logs,
+                    job_owner.identity(runs_as),
+                )  # fmt: skip
             return subprocess.Popen(
                 command,
                 env=env,  # the job's PATH is also where the command is looked up
@@ -387,21 +422,6 @@ class Supervisor:
             assert container is not None
             self.log(f"could not remove container {container.get('name')}: {exc}")
 
-    def open_rank_logs(self, ranks: "RanksFile", owner: "job_owner.Owner | None") -> list[int]:
-        """JOBDIR/rank-K.log for each rank K on this node, opened here: the job's owner may
-        not enter JOBDIR. Appended to, as output.log is, across attempts."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-        count = int(ranks["nproc_per_node"])
-        first = int(ranks["node_rank"]) * count
-        fds = []
-        for rank in range(first, first + count):
-            path = os.path.join(self.jobdir, rank_launcher.rank_log_name(rank))
-            fds.append(os.open(path, flags, FILE_MODE))
-            if owner is not None:
-                with contextlib.suppress(OSError):
-                    os.fchown(fds[-1], owner.uid, owner.gid)
-        return fds
-
     def after_spawn(self, pid: int) -> None:
         try:
             ticks: int | None = _start_ticks(pid)
@@ -449,6 +469,7 @@ class Supervisor:
         limit_s = 0.0 if limit is None else float(limit)  # read only when there is one
         grace = max(0.0, float(self.spec.get("grace_s") or 0.0))
         deadline = None if limit is None else T0 + limit_s
+        warning = job_warning.LimitWarning(self.spec.get("warning"))  # --signal SIG@SECONDS
         reason: StopReason | None = None  # set once, but a cancel wins (below)
         kill_at: float | None = None  # when the grace period after SIGTERM ends
         killed = False
@@ -470,7 +491,7 @@ class Supervisor:
                     if seq > signalled:
                         signalled = seq
                         self.log(f"sending signal {sig} to the job's processes")
-                        processes.signal_session(pid, sig)
+                        processes.signal_job(pid, self.cgroup_members(), sig)
             now = time.monotonic()
             if reason is None:
                 extra = ""
@@ -484,6 +505,9 @@ class Supervisor:
                     self.log(f"{self.why}, sending SIGTERM{extra}")
                     processes.killpg(pid, signal.SIGTERM)
                     kill_at = now + grace
+                elif (line := warning.take(now, deadline)) is not None:
+                    self.log(line)
+                    processes.signal_job(pid, self.cgroup_members(), warning.signum)
             elif reason == "preempted" and _cancel_requested:
                 # The job already has its SIGTERM and its grace runs on: only the outcome
                 # changes, so the scheduler does not requeue a job its user cancelled.
@@ -495,7 +519,8 @@ class Supervisor:
                 killed = True
             # Sleep until the next deadline; a signal (SIGCHLD, SIGTERM) writes to the
             # wakeup fd and ends the select at once, even when it lands just before it.
-            wake_at = deadline if reason is None else (None if killed else kill_at)
+            stopping_at = None if killed else kill_at
+            wake_at = warning.wake_at(now, deadline) if reason is None else stopping_at
             timeout = 1.0 if wake_at is None else min(1.0, max(0.0, wake_at - now))
             select.select([self.wake_fd], [], [], timeout)
             with contextlib.suppress(BlockingIOError):
@@ -514,23 +539,6 @@ class Supervisor:
         return code, reason
 
 
-def _wake(spec: "LaunchFile") -> None:
-    """Best-effort: tell the daemon an exit is recorded. It may be dead; that is fine."""
-    path = spec.get("notify_socket")
-    if not path:
-        return
-    import socket
-
-    with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(1.0)
-        s.connect(path)
-        s.sendall(
-            b"POST /v1/internal/wake HTTP/1.1\r\nHost: gpupool\r\n"
-            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        s.recv(1024)  # let the server read the request before we hang up
-
-
 def _await_handover() -> str | None:
     """Standby mode: the interpreter is already up and everything imported; block until the
     daemon writes a job directory on stdin (EOF: the daemon went away, nothing to do)."""
@@ -546,17 +554,22 @@ def _await_handover() -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    ready = None
     if argv[1] == "--standby":
+        if argv[2:3] == ["--cgroup"]:
+            ready = prechild.ready_child(argv[3])
         handed = _await_handover()
         if handed is None:
+            prechild.drop(ready)
             return 0
         jobdir = os.path.abspath(handed)
     else:
         jobdir = os.path.abspath(argv[1])
     wake_fd = _install_signals()  # before the claim: no cancel is lost after it
     if not _claim(jobdir):
+        prechild.drop(ready)
         return 0  # another supervisor owns the job: start nothing
-    sup = Supervisor(jobdir, wake_fd)
+    sup = Supervisor(jobdir, wake_fd, ready)
     try:
         sup.run()
     except BaseException as exc:
@@ -568,7 +581,7 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(OSError):
                 sup.record(1, None, "spawn_failed", f"supervisor error: {exc!r}")
         raise
-    _wake(sup.spec)
+    record_files.notify(sup.spec.get("notify_socket"))
     return 0
 
 

@@ -140,7 +140,17 @@ def _read_gpu(nvml: Any, index: int, handle: Any, node_name: str, sysfs: Path, c
         pci_bus_id=bus_id,
         numa_node=_numa_node(nvml, handle, bus_id, sysfs),
         cpu_affinity=_cpu_affinity(nvml, handle, bus_id, sysfs, cpus),
+        device_minor=_device_minor(nvml, handle),
     )
+
+
+def _device_minor(nvml: Any, handle: Any) -> int | None:
+    """The minor number of the GPU's /dev/nvidiaN, or None when NVML does not say."""
+    get = getattr(nvml, "nvmlDeviceGetMinorNumber", None)
+    if get is None:
+        return None
+    minor = _optional(nvml, None, get, handle)
+    return None if minor is None else int(minor)
 
 
 def _nvlink_counts(nvml: Any, handles: list[Any], gpus: list[Gpu]) -> dict[tuple[int, int], int]:

@@ -155,6 +155,7 @@ class Client:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         grace: str | float | None = None,
+        signal: str | None = None,
         **kwargs: object,
     ) -> JobFuture[R]:
         """Run `fn(*args, **kwargs)` as a pool job; a future of its return value.
@@ -172,7 +173,7 @@ class Client:
             "gpus": gpus, "gpu_type": gpu_type, "gpu_memory": gpu_memory, "cpus": cpus,
             "mem": mem, "time": time, "begin": begin, "name": name, "project": project,
             "priority": priority, "preemptible": preemptible, "env": env,
-            "workdir": workdir, "grace": grace,
+            "workdir": workdir, "grace": grace, "signal": signal,
         }  # fmt: skip
         return self.submit_call(fn, args, kwargs, options)
 

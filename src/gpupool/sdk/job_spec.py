@@ -46,6 +46,7 @@ class JobOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     workdir: str | None
     grace: str | float | None
+    signal: str | None
 
 
 # Job's fields that function jobs do not take: a function runs this interpreter on the host,
@@ -78,6 +79,9 @@ class Job:
     env: Mapping[str, str] | None = None
     workdir: str | None = None
     grace: str | float | None = None
+    # A signal before its time limit, as `gpupool submit --signal`: "USR1@120", "TERM@2m",
+    # "none" (default: USR1@120 once it has written to its GPUPOOL_CHECKPOINT_DIR).
+    signal: str | None = None
     # An array of tasks, one job per index, as `gpupool submit --array` takes it ("0-99%8");
     # not a JobOptions key: Client.map makes one from its items.
     array: str | None = None

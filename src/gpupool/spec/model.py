@@ -64,6 +64,7 @@ from gpupool.spec.rules import (
     wire_mem,
     wire_workdir,
 )
+from gpupool.spec.signal_rule import check_signal
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
@@ -104,6 +105,7 @@ USER_FIELDS: tuple[Field, ...] = (
     _env(),
     Field("workdir", check_workdir),
     Field("grace", check_grace, DEFAULT_GRACE_S),
+    Field("signal", check_signal),  # USR1@120 before the time limit; none; None: the default
     Field("retry", check_retries, 0),
     Field("retry_on_exit", check_retry_on_exit, ()),
     Field("after", check_after, ()),
@@ -136,6 +138,7 @@ WIRE_FIELDS: tuple[Field, ...] = (
     Field("workdir", wire_workdir, ""),
     Field("umask", check_umask),
     Field("grace_s", lambda v: seconds(v, MAX_GRACE_S), DEFAULT_GRACE_S),
+    Field("warning_signal", check_signal),  # "USR1@120" or "none", as a user writes it
     Field("begin_time", wire_begin),
     Field("preemptible", check_preemptible),
     Field("retries", check_retries, 0),
@@ -358,6 +361,7 @@ def _user_spec(
         "separate_stderr": bool(m["separate_stderr"]),
         "backend": m["backend"],
         "nodes": m["nodes"],
+        "warning_signal": m["signal"],
     }
     return spec, _user_resources(m)
 
@@ -401,4 +405,5 @@ def spec_from_wire(d: Mapping[str, Any]) -> JobSpec:
         separate_stderr=bool(m["separate_stderr"]),
         backend=m["backend"],
         nodes=m["nodes"],
+        warning_signal=m["warning_signal"],
     )

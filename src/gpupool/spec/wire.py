@@ -72,6 +72,10 @@ def wire_of(spec: Mapping[str, Any], r: Mapping[str, Any]) -> JsonObject:
         wire["image"] = spec["image"]
     if spec["container_engine"] is not None:
         wire["container_engine"] = spec["container_engine"].value
+    if spec["warning_signal"] is not None:  # only then, as for distributed
+        from gpupool.spec.signal_rule import signal_text
+
+        wire["warning_signal"] = signal_text(spec["warning_signal"])
     return wire
 
 

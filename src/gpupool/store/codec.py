@@ -10,6 +10,7 @@ from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.job import Distributed, Hold, Job, JobSpec, Resources, Transition
 from gpupool.core.job_control import AfterKind, ArrayTask, Dependency
+from gpupool.core.warning_signal import WarningSignal
 
 if TYPE_CHECKING:
     from gpupool.store.models import JobRow
@@ -73,6 +74,9 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["backend"] = spec.backend
     if spec.nodes != 1:
         stored["nodes"] = spec.nodes
+    if spec.warning_signal is not None:  # --signal (its number: this machine's, as its runs')
+        warning = spec.warning_signal
+        stored["warning_signal"] = {"signum": warning.signum, "before_s": warning.before_s}
     return stored
 
 
@@ -129,6 +133,9 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["backend"] = str(data["backend"])
     if data.get("nodes") is not None:
         kwargs["nodes"] = int(data["nodes"])
+    if data.get("warning_signal") is not None:
+        warning = data["warning_signal"]
+        kwargs["warning_signal"] = WarningSignal(int(warning["signum"]), float(warning["before_s"]))
     if data.get("array") is not None:
         raise ValueError("an array submission is stored as its tasks, not as `array`")
     return JobSpec(**kwargs)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,12 +112,38 @@ def sbatch_options(
     if b.project in settings.qos:
         opts.append(f"--qos={settings.qos[b.project]}")
     opts.append("--requeue" if b.preemptible else "--no-requeue")
-    if settings.checkpoint_signal:
-        opts.append(f"--signal=B:{settings.checkpoint_signal}")
+    warning = _signal_option(request, settings)
+    if warning is not None:
+        opts.append(warning)
     opts.append(f"--output={files.output}")
     opts.append(f"--error={files.stderr if request.separate_stderr else files.output}")
     opts += [f"--chdir={request.workdir}", "--export=ALL", *settings.extra_sbatch_args]
     return opts
+
+
+MAX_SIGNAL_S = 65535  # Slurm's most seconds for --signal's @N
+
+
+def _signal_option(request: LaunchRequest, settings: SlurmSettings) -> str | None:
+    """sbatch's --signal: the job's own (`submit --signal`), the backend's checkpoint
+    signal (`checkpoint_signal`) for a job that named none, nothing for `--signal none`.
+    Always to the batch shell (B:), which passes it on to the command (FORWARDED_SIGNALS;
+    USR1 only to processes that catch it); whole seconds, rounded up, as Slurm counts them."""
+    warning = request.warning
+    if warning is None:
+        return None
+    if warning.only_if_checkpointed:
+        return f"--signal=B:{settings.checkpoint_signal}" if settings.checkpoint_signal else None
+    try:
+        name = signal.Signals(warning.signum).name.removeprefix("SIG")
+    except ValueError:
+        name = str(warning.signum)
+    if name not in FORWARDED_SIGNALS:
+        raise NotSubmittable(
+            f"--signal {name}: the Slurm backend's batch shell passes on only "
+            f"{', '.join(FORWARDED_SIGNALS)}"
+        )
+    return f"--signal=B:{name}@{min(MAX_SIGNAL_S, max(1, math.ceil(warning.before_s)))}"
 
 
 # The batch shell's traps (module docstring). Signal numbers are Linux's: SIGUSR1 is 10, so
