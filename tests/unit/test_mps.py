@@ -5,12 +5,10 @@ sharer to its last, with a fake `nvidia-cuda-mps-control` (no GPU needed)."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
-import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,12 +29,8 @@ from gpupool.executor.mps import (
 
 
 @pytest.fixture
-def tmp_path() -> Iterator[Path]:
-    """Short, unlike pytest's own under xdist: an MPS pipe directory's path must stay under
-    80 bytes (UNIX socket paths), or mps.py refuses it, rightly."""
-    path = Path(tempfile.mkdtemp(prefix="mps-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def tmp_path(short_tmp_path: Path) -> Path:
+    return short_tmp_path  # MPS pipe paths must stay short (conftest.py)
 
 
 GIB = 1 << 30

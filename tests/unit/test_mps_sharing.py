@@ -5,9 +5,6 @@ control program is a fake recording its calls (tests/unit/test_mps.py's); no GPU
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,18 +15,13 @@ from gpupool.core.hardware import Gpu
 from gpupool.executor.mps import MpsControl
 from gpupool.executor.mps_sharing import MpsSharing
 
-
-@pytest.fixture
-def tmp_path() -> Iterator[Path]:
-    """Short, unlike pytest's own under xdist: an MPS pipe directory's path must stay under
-    80 bytes (UNIX socket paths), or mps.py refuses it, rightly."""
-    path = Path(tempfile.mkdtemp(prefix="mps-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 GIB = 1 << 30
 GPUS = {0: Gpu(0, "A100-80GB", 80 * GIB, uuid="GPU-aaaa"), 1: Gpu(1, "A100-80GB", 80 * GIB)}
+
+
+@pytest.fixture
+def tmp_path(short_tmp_path: Path) -> Path:
+    return short_tmp_path  # MPS pipe paths must stay short (conftest.py)
 
 
 def sharing(tmp_path: Path, fake: FakeControl) -> MpsSharing:
