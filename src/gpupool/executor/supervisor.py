@@ -234,7 +234,11 @@ class Supervisor:
         self.after_spawn(child.pid)
         code, reason = self.wait(child)
         self.disk.finish(time.time(), self.log_fd)
+        # The container first, by its engine (whose conmon may run in the job's cgroup: a
+        # kill of the cgroup first would leave the engine's record of it behind), then the
+        # cgroup, empty only after that.
         self.remove_container()
+        self.end_cgroup()
         sig = -code if code < 0 else None
         message = f"exited with code {code}" if sig is None else f"killed by signal {sig}"
         ooms = 0 if self.usage is None else self.usage["oom_kills"]
@@ -525,10 +529,9 @@ class Supervisor:
             select.select([self.wake_fd], [], [], timeout)
             with contextlib.suppress(BlockingIOError):
                 os.read(self.wake_fd, 4096)
-        if self.cgroup is not None:  # everything it started is in its cgroup
+        if self.cgroup is not None:  # everything it started is in its cgroup: run() ends it
             _, status = os.waitpid(pid, 0)
             code = child.returncode = os.waitstatus_to_exitcode(status)
-            self.end_cgroup()
             return code, reason
         # The main process is a zombie, not yet reaped: kill the orphans (which may hold
         # GPUs) now, while its pid cannot have been reused (see processes.kill_leftovers).
