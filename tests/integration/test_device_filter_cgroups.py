@@ -11,36 +11,31 @@ machine), skipped elsewhere. Each test makes its own cgroup and removes it."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from gpupool.executor import device_filter as df
+from gpupool.executor import job_cgroup
+from gpupool.executor.cgroup_plan import CgroupMounts
+
+if TYPE_CHECKING:
+    from gpupool.executor.job_cgroup import CgroupFile
 
 MEM_MAJOR = 1  # /dev/null is 1:3, /dev/zero 1:5, /dev/full 1:7
 RULES = df.gpu_device_rules(own_gpus=[3], all_gpus=[3, 5], major=MEM_MAJOR)
 
 
-def mount_point(fstype: str, option: str | None = None) -> str | None:
-    """The first mount of `fstype` (with `option` among its options), from /proc/self/mounts."""
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            _, where, kind, options, *_ = line.split()
-            if kind == fstype and (option is None or option in options.split(",")):
-                return where
-    return None
-
-
-V1_DEVICES = mount_point("cgroup", "devices")
-V2 = mount_point("cgroup2")
+with open("/proc/self/mounts") as _mounts:
+    MOUNTS = CgroupMounts.parse(_mounts.read())
+V1_DEVICES = MOUNTS.v1.get("devices")
+V2 = MOUNTS.unified
 NOT_ROOT = os.geteuid() != 0
 needs_v1 = pytest.mark.skipif(
     NOT_ROOT or V1_DEVICES is None,
@@ -101,21 +96,11 @@ def scratch_cgroup(hierarchy: str) -> Iterator[str]:
 
 
 def remove_cgroup(path: str) -> None:
-    """Kill what is left in the cgroup, then rmdir it once the kernel has let it go (a
-    reaped process can keep a cgroup busy for a moment: polled, with a deadline)."""
-    deadline = time.monotonic() + 10
-    while True:
-        with open(os.path.join(path, "cgroup.procs")) as f:
-            for pid in f.read().split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-        try:
-            os.rmdir(path)
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                raise
-        time.sleep(0.01)
+    """Kill what is left in the cgroup and rmdir it, as a run's is (job_cgroup.py: both
+    polled with a deadline)."""
+    scratch: CgroupFile = {"dirs": {"scratch": path}}
+    assert job_cgroup.kill(scratch, reap=False, wait_s=10) == []
+    assert job_cgroup.remove(scratch) == []
 
 
 ZERO_AND_NULL = ("/dev/zero r", "/dev/zero w", "/dev/null rw")

@@ -27,8 +27,7 @@ def delegate(args: argparse.Namespace) -> int:
     except KeyError:
         print(f"gpupool: no such user: {args.user}", file=sys.stderr)
         return 2
-    with open("/proc/mounts") as f:
-        mounts = CgroupMounts.parse(f.read())
+    mounts = CgroupMounts.here()
     if not mounts.v1:
         print(
             "gpupool: this host has cgroup v2 only: run the user's daemon under systemd with "

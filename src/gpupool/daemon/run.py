@@ -48,11 +48,7 @@ from gpupool.daemon.preflight import (
 )
 from gpupool.daemon.preflight import database_url as checked_database_url
 from gpupool.daemon.serving import HttpSettings
-from gpupool.executor.cgroup_plan import CgroupPlan, plan_cgroups
 from gpupool.executor.cgroup_plan import release as release_cgroups
-from gpupool.executor.cpu_sets import CpuSets
-from gpupool.executor.mps import MpsControl
-from gpupool.executor.mps_sharing import MpsSharing
 from gpupool.policy.per_gpu_defaults import PerGpuDefaults
 from gpupool.policy.render import per_gpu_defaults_text
 from gpupool.policy.snapshot import PolicyConfig
@@ -228,46 +224,6 @@ def _describe_start(config: DaemonConfig, sock_path: Path, url: str | None) -> l
     if per_gpu is not None:
         lines.append(per_gpu)
     return lines
-
-
-def _job_cgroups(config: DaemonConfig) -> CgroupPlan | None:
-    """The pool's cgroup subtree on this host (executor/cgroup_plan.py); None: `--cgroups off`."""
-    if not config.cgroups:
-        return None
-    return plan_cgroups(config.state_dir, pids_max=config.job_pids_max)
-
-
-def cgroups_line(plan: CgroupPlan | None) -> str:
-    if plan is None:
-        return (
-            "jobs run without cgroups (--cgroups off): --mem and --cpus are not enforced, and "
-            "a process that leaves its job's session (setsid) outlives a cancel"
-        )
-    return plan.start_line()
-
-
-def _cpu_sets(config: DaemonConfig) -> CpuSets:
-    """The CPUs jobs are pinned to: the daemon's own, chosen near each GPU's (its CPU
-    affinity in the inventory) when known."""
-    node = config.inventory.nodes[0] if config.inventory.nodes else None
-    near = {g.index: g.cpu_affinity for g in node.gpus} if node is not None else {}
-    return CpuSets(sorted(os.sched_getaffinity(0)), near)
-
-
-def _mps(config: DaemonConfig) -> MpsSharing | None:
-    """`--mps`: fractional jobs share their GPU through NVIDIA MPS (executor/mps_sharing.py)."""
-    if not config.mps or not config.inventory.nodes:
-        return None
-    gpus = {g.index: g for g in config.inventory.nodes[0].gpus}
-    return MpsSharing(MpsControl(config.state_dir), gpus)
-
-
-def _gpu_minors(config: DaemonConfig) -> dict[int, int]:
-    """Each GPU's /dev/nvidiaN minor (its index where NVML did not say, as on a declared
-    inventory): what a job's cgroup denies the jobs that do not hold it."""
-    node = config.inventory.nodes[0] if config.inventory.nodes else None
-    gpus = node.gpus if node is not None else ()
-    return {g.index: g.index if g.device_minor is None else g.device_minor for g in gpus}
 
 
 def _mode_line(authority: Authority) -> str:
@@ -454,6 +410,7 @@ def _serve(
     from gpupool.core.clock import SystemClock
     from gpupool.core.job import Job
     from gpupool.daemon.lease_keeper import LeasedEngine, LeaseKeeper
+    from gpupool.daemon.local_runs import isolation_lines, local_executor
     from gpupool.daemon.serving import (
         ListenerServer,
         guarded,
@@ -462,7 +419,6 @@ def _serve(
         tune_garbage_collector,
     )
     from gpupool.engine.log_lines import jobs_left_running
-    from gpupool.executor import LocalExecutor
     from gpupool.service import PoolService
     from gpupool.service.group_commit import GroupCommit
     from gpupool.spec.pool_config import quota_warnings
@@ -484,17 +440,13 @@ def _serve(
             server.should_exit = True
 
     keeper = LeaseKeeper(store, lease, _lost)
-    # Containers get the GPUs as devices only where NVML found real ones (docs/containers.md).
-    gpu_devices = config.inventory.source == "nvml"
-    cgroups = _job_cgroups(config)
-    executor = LocalExecutor(
+    executor, cgroups = local_executor(
         state,
-        notify_socket=sock_path,
-        gpu_devices=gpu_devices,
-        cgroups=cgroups,
-        cpu_sets=_cpu_sets(config),
-        gpu_minors=_gpu_minors(config),
-        mps=_mps(config),
+        sock_path,
+        config.inventory,
+        cgroups=config.cgroups,
+        job_pids_max=config.job_pids_max,
+        mps=config.mps,
     )
     if cgroups is not None:
         stack.callback(release_cgroups, cgroups)
@@ -571,9 +523,8 @@ def _serve(
     for line in _describe_start(config, sock_path, url):
         log.info("%s", line)
     log.info("%s", _mode_line(authority))
-    log.info("%s", cgroups_line(cgroups))
-    if config.mps:
-        log.info("jobs sharing a GPU run as its NVIDIA MPS clients (--mps; docs/mps.md)")
+    for line in isolation_lines(cgroups, config.mps):
+        log.info("%s", line)
     if tcp is not None:
         log.info("%s", _tcp_identity_line(config, owners is not None))
     log.info("state in %s; database %s", state, shown_url)

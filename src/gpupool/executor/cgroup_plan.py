@@ -159,6 +159,28 @@ class CgroupMounts:
                         v1.setdefault(option, where)
         return cls(unified, v1)
 
+    @classmethod
+    def here(cls, mounts_text: str | None = None) -> CgroupMounts:
+        """This host's (or `mounts_text`'s); OSError when /proc/mounts cannot be read."""
+        return cls.parse(Path("/proc/mounts").read_text() if mounts_text is None else mounts_text)
+
+    def hierarchies(self) -> dict[str, str]:
+        """Where the pool's directories go: each v1 controller it uses, and the v2 hierarchy
+        ("unified") when there is one, by name -> mount."""
+        found = {c: m for c, m in self.v1.items() if c in V1_CONTROLLERS}
+        if self.unified is not None:
+            found["unified"] = self.unified
+        return found
+
+    def pool_dirs(self, key: str) -> list[tuple[str, Path]]:
+        """(hierarchy, directory) of the pool `key`, root's or in a user's delegated subtree."""
+        return [
+            (name, pool)
+            for name, mount in self.hierarchies().items()
+            for pattern in (f"gpupool/{key}", f"gpupool/user-*/{key}")
+            for pool in Path(mount).glob(pattern)
+        ]
+
     def v2_controllers(self) -> frozenset[str]:
         if self.unified is None:
             return frozenset()
@@ -177,10 +199,9 @@ def plan_cgroups(
     """Find and make the pool's subtree (see the module docstring); never raises: a host
     where it cannot be made gets a plan of `CgroupVersion.NONE` saying why."""
     try:
-        text = Path("/proc/mounts").read_text() if mounts_text is None else mounts_text
+        mounts = CgroupMounts.here(mounts_text)
     except OSError as exc:
         return _none(f"cannot read /proc/mounts: {exc.strerror}")
-    mounts = CgroupMounts.parse(text)
     key = pool_key(state_dir)
     uid = os.geteuid() if euid is None else euid
     v2_controllers = mounts.v2_controllers()
@@ -266,11 +287,11 @@ def _enable(cgroup: Path, controllers: frozenset[str]) -> None:
 def _plan_v1(mounts: CgroupMounts, key: str, uid: int, pids_max: int | None) -> CgroupPlan:
     parents: dict[str, str] = {}
     off: dict[Guarantee, str] = {}
-    hierarchies = {c: m for c, m in mounts.v1.items() if c in V1_CONTROLLERS}
+    hierarchies = mounts.hierarchies()
     # The v2 hierarchy's cgroup.kill: root's only. A v2 move needs write access to the
     # common ancestor of both cgroups, which a user's delegated v1 subtree does not give.
-    if mounts.unified is not None and uid == 0:
-        hierarchies["unified"] = mounts.unified
+    if uid != 0:
+        hierarchies.pop("unified", None)
     for name, mount in sorted(hierarchies.items()):
         base = Path(mount, "gpupool") if uid == 0 else Path(mount, "gpupool", f"user-{uid}")
         pool = base / key
@@ -336,13 +357,8 @@ def delegate_v1(user_uid: int, user_gid: int, mounts_text: str | None = None) ->
     """As root: give a user's daemon a v1 subtree, ``<mount>/gpupool/user-<uid>/`` in each
     controller hierarchy, owned by that user (what systemd's Delegate=yes does on v2).
     Returns the directories made."""
-    text = Path("/proc/mounts").read_text() if mounts_text is None else mounts_text
-    mounts = CgroupMounts.parse(text)
     made: list[str] = []
-    hierarchies = {c: m for c, m in mounts.v1.items() if c in V1_CONTROLLERS}
-    if mounts.unified is not None:
-        hierarchies["unified"] = mounts.unified
-    for name, mount in sorted(hierarchies.items()):
+    for name, mount in sorted(CgroupMounts.here(mounts_text).hierarchies().items()):
         base = Path(mount, "gpupool")
         _make_v1_dir(base, name)
         path = base / f"user-{user_uid}"
@@ -358,21 +374,14 @@ def pool_cgroups(state_dir: Path, mounts_text: str | None = None) -> list[Cgroup
     """Every run cgroup of the pool of `state_dir` that exists now, in root's subtree or a
     v1 one delegated to a user (for a sweep: tests' cleanup, an operator's look)."""
     try:
-        text = Path("/proc/mounts").read_text() if mounts_text is None else mounts_text
+        pools = CgroupMounts.here(mounts_text).pool_dirs(pool_key(state_dir))
     except OSError:
         return []
-    mounts = CgroupMounts.parse(text)
-    key = pool_key(state_dir)
     by_run: dict[str, dict[str, str]] = {}
-    hierarchies = {c: m for c, m in mounts.v1.items() if c in V1_CONTROLLERS}
-    if mounts.unified is not None:
-        hierarchies["unified"] = mounts.unified
-    for name, mount in hierarchies.items():
-        pools = [*Path(mount).glob(f"gpupool/{key}"), *Path(mount).glob(f"gpupool/user-*/{key}")]
-        for pool in pools:
-            for run in [*pool.glob("job-*"), *pool.glob("run-*")]:
-                if run.is_dir():
-                    by_run.setdefault(run.name, {})[name] = str(run)
+    for name, pool in pools:
+        for run in [*pool.glob("job-*"), *pool.glob("run-*")]:
+            if run.is_dir():
+                by_run.setdefault(run.name, {})[name] = str(run)
     version = 2 if set().union(*by_run.values()) == {"unified"} and by_run else 1
     return [{"version": version, "dirs": dirs} for dirs in by_run.values()]
 
@@ -381,15 +390,9 @@ def forget_pool(state_dir: Path, mounts_text: str | None = None) -> None:
     """Remove the pool's own (empty) directories in every hierarchy: after its daemon was
     killed, which left them (a clean stop removes them, `release`)."""
     try:
-        text = Path("/proc/mounts").read_text() if mounts_text is None else mounts_text
+        pools = CgroupMounts.here(mounts_text).pool_dirs(pool_key(state_dir))
     except OSError:
         return
-    mounts = CgroupMounts.parse(text)
-    key = pool_key(state_dir)
-    for mount in {*mounts.v1.values(), *([mounts.unified] if mounts.unified else [])}:
-        for pool in [
-            *Path(mount).glob(f"gpupool/{key}"),
-            *Path(mount).glob(f"gpupool/user-*/{key}"),
-        ]:
-            with contextlib.suppress(OSError):
-                pool.rmdir()
+    for _, pool in pools:
+        with contextlib.suppress(OSError):
+            pool.rmdir()

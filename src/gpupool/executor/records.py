@@ -41,7 +41,7 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def _usage(obj: Any) -> RunUsage | None:
+def _usage(obj: object) -> RunUsage | None:
     """exit.json's `usage` (supervisor.py's UsageFile); None when absent."""
     if not isinstance(obj, dict):
         return None

@@ -338,7 +338,8 @@ class Supervisor:
                 runs_as = None  # a rootful engine: the owner is its --user, not its caller
         if runs_as is not None:
             env.update(runs_as.env)  # who the job is, from passwd: not what the submitter said
-        umask = self.spec.get("umask")
+        given = self.spec.get("umask")
+        umask = DEFAULT_UMASK if given is None else int(given) & 0o777
         rank_logs: list[int] = []
         ranks = self.spec.get("ranks")
         if ranks:  # the job's main process is the gang's launcher (rank_launcher.py)
@@ -356,19 +357,16 @@ class Supervisor:
                 with contextlib.suppress(OSError):
                     os.fchown(stderr, owner.uid, owner.gid)
         identity = job_owner.identity(runs_as)
-        preexec = None
+        popen_ids, preexec = identity, None
         if self.cgroup is not None:  # into its cgroup first, then (as root) become the owner
-            preexec = job_cgroup.entering(self.cgroup, identity)
-            identity = {}
+            popen_ids, preexec = {}, job_cgroup.entering(self.cgroup, identity)
         try:
             if self.ready is not None:  # already in its cgroup: nothing to move now
                 ready, self.ready = self.ready, None
-                umask_bits = DEFAULT_UMASK if umask is None else int(umask) & 0o777
                 out = stderr if stderr != subprocess.STDOUT else self.log_fd
                 return ready.spawn(  # type: ignore[return-value]
-                    command, env, umask_bits, self.log_fd, out, rank_logs,
-                    job_owner.identity(runs_as),
-                )  # fmt: skip
+                    command, env, umask, self.log_fd, out, rank_logs, identity
+                )
             return subprocess.Popen(
                 command,
                 env=env,  # the job's PATH is also where the command is looked up
@@ -378,9 +376,9 @@ class Supervisor:
                 start_new_session=True,  # its own session and group: we signal the group
                 close_fds=True,
                 pass_fds=rank_logs,
-                umask=DEFAULT_UMASK if umask is None else int(umask) & 0o777,
+                umask=umask,
                 preexec_fn=preexec,
-                **identity,  # cwd: ours, entered by job_owner.enter
+                **popen_ids,  # cwd: ours, entered by job_owner.enter
             )
         except OSError as exc:
             if isinstance(exc, FileNotFoundError):

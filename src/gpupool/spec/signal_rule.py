@@ -25,15 +25,13 @@ from gpupool.spec.rules import MAX_TIME_S, BadValue, got
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from gpupool.core.warning_signal import WarningSignal
 
 FORMS = "SIG@SECONDS such as USR1@120, TERM@2m or B:USR1@120, or none"
 _SECONDS_RE = re.compile(r"\d+(\.\d*)?")  # a bare number: seconds, as Slurm's @N
 
 
-def check_signal(value: Any) -> WarningSignal | None:
+def check_signal(value: object) -> WarningSignal | None:
     """The WarningSignal a spec's `signal` asks for; None when not given (the default
     applies); BadValue naming what is wrong."""
     if value is None:
