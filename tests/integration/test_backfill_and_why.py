@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
+from gpupool.policy.snapshot import PolicyConfig
 from integration.pool_harness import FOREVER, Pool
 
 
@@ -47,15 +49,49 @@ def test_begin_holds_a_job_without_blocking_others(pool: Pool) -> None:
     pool.cancel(later)
 
 
+PRIORITY_COLUMNS = (
+    "ID",
+    "USER",
+    "PROJECT",
+    "CLASS",
+    "FAIRSHARE",
+    "SERVICE",
+    "AGE",
+    "SIZE",
+    "SCORE",
+)
+
+
+def expected_service(gpu_s: float) -> float:
+    """The service factor of ordering.py's docstring, with the daemon's default weights."""
+    scale = PolicyConfig().weights.service_max_gpu_s
+    return 1.0 - min(1.0, math.log(1.0 + gpu_s / 60.0) / math.log(1.0 + scale / 60.0))
+
+
 def test_queue_priority_lists_factors_in_queue_order(pool: Pool) -> None:
     blocker = pool.submit("--gpus", "4", "--", *FOREVER)
     pool.wait_state(blocker, "RUNNING")
     low = pool.submit("--gpus", "1", "--priority", "low", "--", "true")
     high = pool.submit("--gpus", "1", "--priority", "high", "--", "true")
-    for job_id in (low, high):
+    # Same class, project and user, the long job submitted first: the short one (less GPUs x
+    # time limit: service) goes ahead of it.
+    long = pool.submit("--gpus", "1", "--time", "2h", "--", "true")
+    short = pool.submit("--gpus", "1", "--time", "5m", "--", "true")
+    for job_id in (low, high, long, short):
         pool.wait_reason(job_id)
     out = pool.cli("queue", "--priority", check=True).stdout.splitlines()
-    assert out[0].split()[:4] == ["ID", "USER", "PROJECT", "CLASS"]
-    ids = [int(line.split()[0]) for line in out[1:]]
-    assert ids == [high, low]
-    pool.cancel(blocker, low, high)
+    header = out[0].split()
+    assert tuple(header) == PRIORITY_COLUMNS
+    rows = [line.split() for line in out[1:]]
+    assert [int(row[0]) for row in rows] == [high, short, long, low]
+    # CLASS is two words ("high (300)"): the factors are counted from the right.
+    column = header.index("SERVICE") - len(header)
+    service = {int(row[0]): row[column] for row in rows}
+    no_limit_s = PolicyConfig().default_time_limit_s  # the pool's: none configured
+    assert service == {
+        short: f"{expected_service(5 * 60):.3f}",  # 0.841
+        long: f"{expected_service(2 * 3600):.3f}",  # 0.576
+        high: f"{expected_service(no_limit_s):.3f}",  # 0.356 (a day)
+        low: f"{expected_service(no_limit_s):.3f}",
+    }
+    pool.cancel(blocker, low, high, long, short)

@@ -1,5 +1,9 @@
 """SIGKILL the daemon at any moment: nothing acknowledged is lost, nothing starts twice,
-running jobs are re-adopted with their true exit codes, and their GPUs stay held."""
+running jobs are re-adopted with their true exit codes, and their GPUs stay held.
+
+The same under load: test_crash_under_load.py (a crowd of clients) and
+test_crash_figures.py (issue 13's 1,000 jobs through 15 SIGKILLs); three files, so that
+`pytest -n 3 --dist loadfile` can run them on different workers."""
 
 from __future__ import annotations
 
@@ -10,14 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpupool.client import ApiError, DaemonNotRunning
-from integration.crash_load import (
-    Crowd,
-    assert_each_ran_once,
-    assert_stored_exactly_once,
-    gpu_overlaps,
-    read_runs,
-    recorded_job,
-)
 from integration.pool_harness import Pool, wait_for
 
 PY = sys.executable
@@ -151,75 +147,3 @@ def _spec(name: str) -> dict[str, object]:
     from gpupool.spec import build_spec, spec_to_wire
 
     return spec_to_wire(build_spec({"name": name, "command": ["true"]}, default_workdir="/"))
-
-
-# -- under load ------------------------------------------------------------------------------
-
-
-def test_a_sigkill_under_a_load_of_submissions_loses_and_doubles_nothing(
-    pool: Pool, tmp_path: Path
-) -> None:
-    """20 clients submit 100 short jobs while the daemon is killed, with jobs running: every
-    acknowledged job is stored once and runs once, and the jobs running at the kill are
-    re-adopted (they keep their GPUs through the restart and end as they would have)."""
-    runs, go = tmp_path / "runs.log", tmp_path / "go"
-    until_go = f"while [ ! -e {go} ]; do sleep 0.05; done"
-    held = [pool.submit("--gpus", "1", "--", *recorded_job(runs, until_go)) for _ in range(2)]
-    for job_id in held:
-        pool.wait_state(job_id, "RUNNING")
-    crowd = Crowd(pool.state_dir, total=100, clients=20, command=lambda n: recorded_job(runs))
-    crowd.start()
-    try:
-        # The kill comes while the clients send and the short jobs run, however fast or
-        # slow the machine.
-        wait_for(lambda: crowd.count() >= 30 and len(read_runs(runs)) >= 2 + 5, 120, "load")
-        gpus_before = {g.index: g.job for g in pool.client.gpus().nodes[0].gpus}
-        pool.kill()
-        pool.start()
-        # The held jobs were re-adopted: still RUNNING on the same GPUs.
-        gpus_after = {g.index: g.job for g in pool.client.gpus().nodes[0].gpus}
-        assert {g: j for g, j in gpus_after.items() if j in held} == {
-            g: j for g, j in gpus_before.items() if j in held
-        }
-        assert all(pool.client.job(j).state == "RUNNING" for j in held)
-    finally:
-        crowd.join()
-    assert crowd.count() == 100
-    go.touch()
-    ids = [*held, *crowd.acknowledged.values()]
-    for job_id in ids:
-        assert pool.wait(job_id, timeout=180).state == "SUCCEEDED"
-    assert_stored_exactly_once(pool.client, crowd.acknowledged)
-    done = read_runs(runs)
-    assert_each_ran_once(done, ids)
-    assert gpu_overlaps(done) == []
-
-
-def test_the_crash_figures_1000_jobs_15_sigkills(pool: Pool, tmp_path: Path) -> None:
-    """Issue 13's figures, kept: 1,000 acknowledged jobs (on 1 or 2 GPUs) through 15
-    SIGKILLs of the daemon: 0 lost, 0 run twice, 0 GPU overlaps."""
-    total, kills, runs = 1000, 15, tmp_path / "runs.log"
-    crowd = Crowd(
-        pool.state_dir,
-        total=total,
-        clients=10,
-        command=lambda n: recorded_job(runs),
-        gpus=lambda n: 1 + n % 2,
-        deadline_s=600,
-    )
-    crowd.start()
-    try:
-        # Kills spread over the whole stream: kill k once k/16 of the jobs have started.
-        for k in range(1, kills + 1):
-            wait_for(lambda k=k: len(read_runs(runs)) >= k * total // (kills + 1), 300, f"kill {k}")
-            pool.kill()
-            pool.start()
-    finally:
-        crowd.join()
-    assert crowd.count() == total
-    for job_id in crowd.acknowledged.values():
-        assert pool.wait(job_id, timeout=300).state == "SUCCEEDED"
-    assert_stored_exactly_once(pool.client, crowd.acknowledged)
-    done = read_runs(runs)
-    assert_each_ran_once(done, list(crowd.acknowledged.values()))
-    assert gpu_overlaps(done) == []

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from integration.pool_harness import Pool, wait_for
+from integration.shared_pool import end_active_jobs, module_pool_fixture  # noqa: F401
 
 pytest.importorskip("torch", reason="torch is not installed: make dist-deps (docs/distributed.md)")
+
+
+@pytest.fixture
+def pool(module_pool: Pool) -> Iterator[Pool]:
+    """One daemon per backend for the module (integration/shared_pool.py): each test looks
+    only at its own jobs, and finds every GPU free (the pool is idle again after each)."""
+    yield module_pool
+    end_active_jobs(module_pool)
+
 
 PY = sys.executable
 ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK",

@@ -43,7 +43,11 @@ def test_queue_priority_json_lists_the_pending_jobs_in_queue_order_with_factors(
     for j in listed:
         factors = j["priority_factors"]
         assert factors is not None and set(factors) >= {"class", "fairshare", "age", "size"}
+        assert 0.0 < factors["service"] < 1.0  # a GPU job without a limit: the pool's default
     assert [j["priority_factors"]["class"] for j in listed] == [300, 200, 100]
+    # Same limit (the default): 2 GPUs expect twice the GPU-service of 1, a lower factor.
+    service = {j["id"]: j["priority_factors"]["service"] for j in listed}
+    assert service[normal] < service[low] == service[high]
     pool.cli("cancel", "--mine", check=True)
 
 

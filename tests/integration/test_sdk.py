@@ -32,25 +32,58 @@ from gpupool.sdk import (
     RemoteTraceback,
 )
 from integration import sdk_functions
+from integration.backends import Databases
 from integration.pool_harness import FOREVER, Pool, wait_for
+from integration.shared_pool import end_active_jobs, module_pool_fixture  # noqa: F401
 
 RESULT_S = 120  # a deadline for one function job on a busy 2-core machine
 
 
 @pytest.fixture
-def client(pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
+def pool(module_pool: Pool) -> Iterator[Pool]:
+    """One daemon per backend for the tests that look only at their own jobs
+    (integration/shared_pool.py); it is idle again after each test."""
+    yield module_pool
+    end_active_jobs(module_pool)
+
+
+@pytest.fixture
+def own_pool(tmp_path: Path, databases: Databases) -> Iterator[Pool]:
+    """A daemon of its own, as conftest's `pool`: for a test that asserts on every job the
+    pool holds, or that restarts the daemon."""
+    p = Pool(tmp_path / "pool", database_url=databases.new_url()).start()
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
+def _client_of(pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
     monkeypatch.setenv("GPUPOOL_SDK_DIR", str(tmp_path / "functions"))
     monkeypatch.setenv("GPUPOOL_STATE_DIR", str(pool.state_dir))
     monkeypatch.delenv("GPUPOOL_URL", raising=False)
     monkeypatch.setattr(gpupool.sdk.decorator, "_default", None)  # made from this env
-    yield Client()
+    return Client()
+
+
+@pytest.fixture
+def client(pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
+    """The SDK's default Client of the shared daemon (`pool`)."""
+    return _client_of(pool, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def own_client(own_pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
+    """The SDK's default Client of a daemon of the test's own (`own_pool`)."""
+    return _client_of(own_pool, tmp_path, monkeypatch)
 
 
 def call_dirs(tmp_path: Path) -> list[Path]:
     return list((tmp_path / "functions").glob("call-*"))
 
 
-def test_submit_wait_status_and_logs(client: Client) -> None:
+def test_submit_wait_status_and_logs(own_client: Client) -> None:
+    client = own_client  # the lists below are of every job the pool holds
     handle = client.submit(Job("sh -c 'echo hello; echo wörld; printf tail'", gpus=0))
     final = handle.wait(timeout=RESULT_S)
     assert (final.state, final.exit_code) == (JobState.SUCCEEDED, 0)
@@ -78,7 +111,8 @@ def test_logs_follow_until_the_job_ends(client: Client, tmp_path: Path) -> None:
     assert handle.status().state is JobState.SUCCEEDED
 
 
-def test_wait_times_out_and_cancel_ends_the_job(client: Client, pool: Pool) -> None:
+def test_wait_times_out_and_cancel_ends_the_job(own_client: Client, own_pool: Pool) -> None:
+    client, pool = own_client, own_pool  # the list below is of every job the pool holds
     handle = client.submit(Job(list(FOREVER), gpus=1, time="10m"))
     pool.wait_state(handle.id, "RUNNING")
     with pytest.raises(TimeoutError, match=f"job {handle.id} is still RUNNING after 0.2 s"):
@@ -288,9 +322,12 @@ def test_futures_are_watched_with_one_request_a_round(client: Client) -> None:
     assert asked and set(asked) == {"GET /v1/jobs"}, asked
 
 
-def test_a_future_outlives_a_daemon_restart(client: Client, pool: Pool, tmp_path: Path) -> None:
+def test_a_future_outlives_a_daemon_restart(
+    own_client: Client, own_pool: Pool, tmp_path: Path
+) -> None:
     """While the daemon is down the watcher's list request fails (PoolUnreachable): it
     asks again later, and the future settles once the re-adopted job ends."""
+    client, pool = own_client, own_pool  # the daemon is stopped: a pool of its own
     gate = tmp_path / "go"
     future = client.submit_fn(sdk_functions.until_file, str(gate), gpus=0)
     wait_for(lambda: future.handle.status().state is JobState.RUNNING, 60, "the job running")

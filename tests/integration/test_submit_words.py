@@ -6,14 +6,29 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from integration.pool_harness import Pool
+from integration.shared_pool import (
+    end_active_jobs,
+    job_ids,
+    module_pool_on_sqlite_fixture,  # noqa: F401
+)
 
 # how the CLI reads its words: the same on any database (the rule: integration/conftest.py)
 pytestmark = pytest.mark.backend_independent
+
+
+@pytest.fixture
+def pool(module_pool_on_sqlite: Pool) -> Iterator[Pool]:
+    """One daemon for the module (integration/shared_pool.py): each test looks only at the
+    jobs it submits, and the pool is idle again after each."""
+    yield module_pool_on_sqlite
+    end_active_jobs(module_pool_on_sqlite)
+
 
 SPEC = "name: from-file\ncommand: [sh, -c, 'echo $CUDA_VISIBLE_DEVICES']\ngpus: 1\n"
 
@@ -69,11 +84,12 @@ def test_a_command_after_double_dash_replaces_the_files(pool: Pool, tmp_path: Pa
 def test_a_missing_spec_file_is_no_such_file_and_queues_nothing(
     pool: Pool, tmp_path: Path, args: list[str]
 ) -> None:
+    before = job_ids(pool)
     proc = pool.cli("submit", *args, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpupool: no such file: ") and "put it after --" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
-    assert pool.client.jobs(include_finished=True) == ()
+    assert job_ids(pool) == before  # nothing queued
 
 
 def test_after_double_dash_a_yaml_name_is_the_command(pool: Pool, tmp_path: Path) -> None:
@@ -97,10 +113,11 @@ def test_an_executable_file_is_a_command_with_its_arguments(pool: Pool, tmp_path
 
 def test_a_file_read_as_a_spec_that_is_not_one_says_why(pool: Pool, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print('hello')\n")  # not executable: read as a spec
+    before = job_ids(pool)
     proc = pool.cli("submit", "train.py", cwd=tmp_path)
     assert proc.returncode == 2
     assert "train.py" in proc.stderr and "put it after --" in proc.stderr
-    assert pool.client.jobs(include_finished=True) == ()
+    assert job_ids(pool) == before  # nothing queued
 
 
 def test_a_negative_looking_value_reaches_the_spec_check(pool: Pool) -> None:
@@ -130,8 +147,9 @@ def test_a_relative_workdir_is_taken_from_where_you_submit(pool: Pool, tmp_path:
 
 def test_submit_says_which_project_the_job_went_to(pool: Pool) -> None:
     pool.cli("project", "create", "vision", check=True)
+    before = job_ids(pool)
     out = pool.cli("submit", "--project", "vision", "--", "true", check=True).stdout
-    job_id = pool.client.jobs(include_finished=True)[0].id
+    (job_id,) = job_ids(pool) - before  # the one job this submit queued
     assert out.strip() == f"Submitted job {job_id} to project vision"
 
 

@@ -21,7 +21,7 @@ from gpupool.policy.decide import decide
 from gpupool.policy.free_view import free_view
 from gpupool.policy.node_index import CountedIndex
 from gpupool.policy.render import reserved_text, status_text
-from gpupool.policy.snapshot import PolicyConfig, Snapshot
+from gpupool.policy.snapshot import PolicyConfig, PriorityWeights, Snapshot
 from gpupool.policy.timeline import Release
 
 
@@ -103,7 +103,11 @@ def test_a_long_fractional_job_may_not_eat_into_the_reserved_memory() -> None:
         PendingJob(6, frac(0.25), 200, 4.0, time_limit_s=5000.0),
         PendingJob(7, frac(0.5), 200, 5.0, time_limit_s=100.0),  # ends by then: may start
     )
-    d = decide(Snapshot(nodes=(box(2),), running=run, pending=pending), now=0.0)
+    # The case is about the jobs after the reservation, taken in submit order: without the
+    # service factor, which would put the shortest (job 7) first (ordering.py).
+    config = PolicyConfig(weights=PriorityWeights(service=0.0))
+    snapshot = Snapshot(nodes=(box(2),), running=run, pending=pending, config=config)
+    d = decide(snapshot, now=0.0)
     assert [r.job_id for r in d.reservations] == [3]
     assert d.pending[4].code is Code.PRIORITY and "waiting for job 3" in status_text(d.pending[4])
     assert [(s.job_id, s.gpus) for s in d.starts] == [(5, (0,))]

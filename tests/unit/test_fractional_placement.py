@@ -239,13 +239,15 @@ def test_memory_never_oversubscribed(requests, sizes, unmanaged_gb) -> None:
 
 def test_decide_passes_granted_memory_and_sees_running_fractions() -> None:
     run = (running(1, 0, frac(0.5), 40 * GiB),)
+    # The same expected GPU-time for all three (GPUs x limit: 1 x 1h = 0.5 x 2h), so the
+    # service factor (ordering.py) does not put the half GPUs first: submit order decides.
     snap = Snapshot(
         nodes=(box(2),),
         running=run,
         pending=(
-            PendingJob(2, Resources(gpus=1), 200, 1.0),
-            PendingJob(3, frac(0.5), 200, 2.0),
-            PendingJob(4, frac(0.5), 200, 3.0),
+            PendingJob(2, Resources(gpus=1), 200, 1.0, time_limit_s=3600.0),
+            PendingJob(3, frac(0.5), 200, 2.0, time_limit_s=7200.0),
+            PendingJob(4, frac(0.5), 200, 3.0, time_limit_s=7200.0),
         ),
     )
     d = decide(snap, now=10.0)

@@ -108,9 +108,17 @@ def plain_rank(snapshot: Snapshot, now: float) -> tuple[list[PendingJob], dict[i
             a = 1.0
         else:
             a = waited / w.age_max_s
-        score = w.fairshare * f + w.size * s + w.age * a
+        limit = job.time_limit_s
+        if limit is None:
+            limit = snapshot.config.default_time_limit_s
+        amount = job.resources.gpu_fraction or float(job.resources.gpus)
+        expected = max(0.0, amount * limit)
+        v = 0.0
+        if w.service_max_gpu_s > 0:
+            v = 1.0 - min(1.0, math.log1p(expected / 60.0) / math.log1p(w.service_max_gpu_s / 60.0))
+        score = w.fairshare * f + w.size * s + w.age * a + w.service * v
         keyed.append((-job.priority, -score, job.submit_time, job.id, index))
-        factors[job.id] = (job.priority, f, a, s, score)
+        factors[job.id] = (job.priority, f, a, s, score, v)
     keyed.sort()
     return [pending[k[4]] for k in keyed], factors
 
@@ -307,6 +315,8 @@ weights = st.builds(
     st.sampled_from([1_000.0, 0.0, 7.0, -1.0]),
     st.sampled_from([100.0, 0.0, 2.5]),
     st.sampled_from([7 * DAY, DAY, 0.0, -5.0, 600.0]),
+    st.sampled_from([10_000.0, 0.0, 3.0]),
+    st.sampled_from([8 * 7 * DAY, 3600.0, 0.0]),
 )
 
 

@@ -193,8 +193,14 @@ CASES = [
     ),
     Case(
         "jobs started earlier in the same pass count in the reservation time",
+        # Job 2's short limit keeps it ahead of job 3 by service too (ordering.py: 4 GPUs x
+        # 100 s < 2 x 400 s), so it is the blocked head the case is about.
         nodes=(node("box", 4),),
-        pending=(job(1, 2, prio=HIGH, limit=300.0), job(2, 4), job(3, 2, limit=400.0)),
+        pending=(
+            job(1, 2, prio=HIGH, limit=300.0),
+            job(2, 4, limit=100.0),
+            job(3, 2, limit=400.0),
+        ),
         starts={1: ("box", None)},
         waits={2: wait(Code.RESOURCES, "from now+5m00s"), 3: wait(Code.PRIORITY, "job 2")},
         reserved=(2, "box", (0, 1, 2, 3), 300.0),

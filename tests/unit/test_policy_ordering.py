@@ -1,8 +1,13 @@
-"""Queue order: priority class, then the multifactor score (fair share, age, size), then submit
-time and id. Table-driven: jobs + usage + now -> the order `rank` must give."""
+"""Queue order: priority class, then the multifactor score (fair share, service, age, size), then
+submit time and id. Table-driven: jobs + usage + now -> the order `rank` must give.
+
+The service factor V depends on GPUs x time limit; a case about another factor gives its jobs
+the same GPUs x limit (V equal), or weight 0 for service where that cannot be (a CPU-only job
+always has V = 1). The service factor itself: test_policy_ordering_service.py."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +37,8 @@ LOW, NORMAL, HIGH, INTERACTIVE = (
     PRIORITY_CLASSES[k] for k in ("low", "normal", "high", "interactive")
 )
 AGE_MAX = PriorityWeights().age_max_s
+HOUR = 3600.0
+NO_SERVICE = PriorityWeights(service=0.0)  # the default weights, less the service factor
 
 
 def job(
@@ -42,6 +49,7 @@ def job(
     waited: float = 3600.0,  # seconds in the queue at NOW
     project: str = "default",
     user: str = "",
+    limit: float | None = None,  # time_limit_s; None: the policy's default
 ) -> PendingJob:
     return PendingJob(
         id=job_id,
@@ -50,7 +58,14 @@ def job(
         submit_time=NOW - waited,
         user=user,
         project=project,
+        time_limit_s=limit,
     )
+
+
+def expected_service(gpu_s: float, weights: PriorityWeights = PriorityWeights()) -> float:
+    """V for `gpu_s` GPU-seconds of expected service, from ordering.py's docstring formula."""
+    scale = math.log(1.0 + weights.service_max_gpu_s / 60.0)
+    return 1.0 - min(1.0, math.log(1.0 + gpu_s / 60.0) / scale)
 
 
 def usage(**by_project_user: float) -> Usage:
@@ -84,6 +99,14 @@ CASES = [
             job(2, 0, prio=NORMAL, waited=0.0, project="busy", user="heavy"),
         ),
         usage=usage(busy__heavy=1e9),
+        order=(2, 1),
+    ),
+    Case(
+        "class beats service: a low CPU-only job (V = 1) after a normal 8-GPU one of V = 0",
+        pending=(
+            job(1, 0, prio=LOW, waited=AGE_MAX),
+            job(2, 8, prio=NORMAL, waited=0.0, limit=PriorityWeights().service_max_gpu_s),
+        ),
         order=(2, 1),
     ),
     Case(
@@ -148,13 +171,16 @@ CASES = [
         order=(3, 2, 1),
     ),
     Case(
-        "a day of age beats size",
-        pending=(job(1, 8, waited=DAY), job(2, 1, waited=2 * DAY)),
+        "a day of age beats size (service equal: 8 GPUs x 1 h = 1 GPU x 8 h)",
+        pending=(job(1, 8, waited=DAY, limit=HOUR), job(2, 1, waited=2 * DAY, limit=8 * HOUR)),
         order=(2, 1),
     ),
     Case(
-        "age saturates at age_max_s: then size decides",
-        pending=(job(1, 1, waited=3 * AGE_MAX), job(2, 8, waited=AGE_MAX + 1)),
+        "age saturates at age_max_s: then size decides (service equal: 1 x 8 h = 8 x 1 h)",
+        pending=(
+            job(1, 1, waited=3 * AGE_MAX, limit=8 * HOUR),
+            job(2, 8, waited=AGE_MAX + 1, limit=HOUR),
+        ),
         order=(2, 1),
     ),
     Case(
@@ -164,13 +190,15 @@ CASES = [
     ),
     # --- size -----------------------------------------------------------------------------------
     Case(
-        "size tie-breaks slightly: bigger first at equal age",
+        # Service weight 0: no limits give the CPU-only job (V = 1) the same V as the others.
+        "size tie-breaks slightly: bigger first at equal age (no service weight)",
         pending=(job(1, 1), job(2, 8), job(3, 0), job(4, 4)),
+        weights=NO_SERVICE,
         order=(2, 4, 1, 3),
     ),
     Case(
-        "size is relative to the biggest node, clipped at 1",
-        pending=(job(1, 4), job(2, 16), job(3, 8)),
+        "size is relative to the biggest node, clipped at 1 (service equal: 16 GPU-hours each)",
+        pending=(job(1, 4, limit=4 * HOUR), job(2, 16, limit=HOUR), job(3, 8, limit=2 * HOUR)),
         nodes=(node("small", 4), node("big", 8)),
         order=(2, 3, 1),  # 16 and 8 both have size 1: submit time, then id
     ),
@@ -181,10 +209,15 @@ CASES = [
         order=(1, 2, 3),
     ),
     Case(
+        # Job 1 would lead on size and on service (8 GPU-minutes against 24 GPU-hours).
         "zero weights: plain priority then submit order",
-        pending=(job(1, 8, waited=1.0), job(2, 1, waited=2.0, project="new"), job(3, prio=HIGH)),
+        pending=(
+            job(1, 8, waited=1.0, limit=60.0),
+            job(2, 1, waited=2.0, project="new"),
+            job(3, prio=HIGH),
+        ),
         usage=usage(default__=1e6),
-        weights=PriorityWeights(fairshare=0.0, age=0.0, size=0.0),
+        weights=PriorityWeights(fairshare=0.0, age=0.0, size=0.0, service=0.0),
         order=(3, 2, 1),
     ),
 ]
@@ -222,19 +255,24 @@ def test_factors_of_one_job() -> None:
     # Three projects share: p (pending, usage), q (usage only), r (running, no usage yet).
     # p used 30 of 40, its one user all of p's usage.
     f = 2 ** (-(30 / 40) * 3) * (0.5 + 0.5 * 2**-1)
+    # No limit: the policy's default, 24 h; 2 GPUs x 24 h = 172,800 GPU-s = 2,880 GPU-minutes,
+    # on a scale of 8 weeks = 80,640 GPU-minutes: V = 1 - ln(2,881) / ln(80,641) = 0.2949.
+    v = 1 - math.log(2881) / math.log(80641)
+    assert v == pytest.approx(0.2949, abs=1e-4)
     want = PriorityFactors(
         job_id=1,
         klass=NORMAL,
         fairshare=f,
         age=0.25,
         size=0.25,
-        score=w.fairshare * f + w.age * 0.25 + w.size * 0.25,
+        score=w.fairshare * f + w.age * 0.25 + w.size * 0.25 + w.service * v,
+        service=v,
     )
     got = factors[1]
     assert type(got) is PriorityFactors
     assert (got.job_id, got.klass) == (1, NORMAL)
-    assert (got.fairshare, got.age, got.size, got.score) == pytest.approx(
-        (want.fairshare, want.age, want.size, want.score)
+    assert (got.fairshare, got.age, got.size, got.service, got.score) == pytest.approx(
+        (want.fairshare, want.age, want.size, want.service, want.score)
     )
 
 
@@ -242,9 +280,10 @@ def test_factors_are_real_priority_factors() -> None:
     """rank builds PriorityFactors without the dataclass __init__: they must be the same."""
     snap = Snapshot(nodes=(node("box", 8),), pending=(job(1, 2), job(2, 0, prio=LOW)))
     _, factors = rank(snap, NOW)
+    assert factors[2].service == 1.0 and 0.0 < factors[1].service < 1.0  # not the default 0
     for got in factors.values():
         rebuilt = PriorityFactors(
-            got.job_id, got.klass, got.fairshare, got.age, got.size, got.score
+            got.job_id, got.klass, got.fairshare, got.age, got.size, got.score, got.service
         )
         assert got == rebuilt
         assert hash(got) == hash(rebuilt)
@@ -252,19 +291,22 @@ def test_factors_are_real_priority_factors() -> None:
         assert vars(got) == vars(rebuilt)
 
 
-def test_no_usage_is_priority_then_size_then_submit_order() -> None:
-    """Ages seconds apart hardly count next to size (100 points = ~17 hours of age)."""
+def test_no_usage_and_equal_service_is_priority_then_size_then_submit_order() -> None:
+    """Ages seconds apart hardly count next to size (100 points = ~17 hours of age). Every job
+    asks for the same GPUs x limit (24 GPU-hours: the 1-GPU jobs by the default limit), so the
+    service factor is equal (without that, the 2-GPU job 4 would go behind: the service tests)."""
     pend = (
         job(5, 1, waited=100.0),
         job(2, 1, waited=100.0),
         job(9, 1, prio=LOW, waited=200.0),
         job(7, 1, prio=HIGH, waited=50.0),
         job(1, 1, waited=80.0),
-        job(4, 2, waited=10.0),
+        job(4, 2, waited=10.0, limit=12 * HOUR),
     )
     ordered, factors = rank(Snapshot(nodes=(node("box", 8),), pending=pend), NOW)
     assert [j.id for j in ordered] == [7, 4, 2, 5, 1, 9]
     assert {f.fairshare for f in factors.values()} == {1.0}
+    assert len({f.service for f in factors.values()}) == 1
 
 
 def test_empty_queue() -> None:
@@ -292,15 +334,18 @@ def test_non_positive_age_max_saturates_at_once() -> None:
 PROJECTS = ("vision", "nlp", "speech")
 USERS = ("ana", "bo", "cy")
 
+# Time limits from none (the default) through 0 to past service_max_gpu_s for one GPU.
+limits = st.none() | st.floats(0.0, 2 * PriorityWeights().service_max_gpu_s)
 pending_jobs = st.lists(
     st.builds(
-        lambda i, gpus, prio, t, project, user: PendingJob(
+        lambda i, gpus, prio, t, project, user, limit: PendingJob(
             id=i,
             resources=Resources(gpus=gpus),
             priority=prio,
             submit_time=t,
             project=project,
             user=user,
+            time_limit_s=limit,
         ),
         st.integers(0, 10**6),
         st.integers(0, 16),
@@ -308,6 +353,7 @@ pending_jobs = st.lists(
         st.floats(NOW - 3 * AGE_MAX, NOW + DAY),
         st.sampled_from(PROJECTS),
         st.sampled_from(USERS),
+        limits,
     ),
     max_size=40,
     unique_by=lambda j: j.id,
@@ -328,12 +374,18 @@ def test_factors_in_zero_one_and_order_does_not_depend_on_input_order(
     ordered, factors = rank(snap, NOW)
 
     assert sorted(j.id for j in ordered) == sorted(j.id for j in pend)
-    w = snap.config.weights
-    for f in factors.values():
+    w, default_limit = snap.config.weights, snap.config.default_time_limit_s
+    for j in pend:
+        f = factors[j.id]
         assert 0.0 <= f.fairshare <= 1.0
         assert 0.0 <= f.age <= 1.0
         assert 0.0 <= f.size <= 1.0
-        assert f.score == pytest.approx(w.fairshare * f.fairshare + w.age * f.age + w.size * f.size)
+        assert 0.0 <= f.service <= 1.0
+        limit = default_limit if j.time_limit_s is None else j.time_limit_s
+        assert f.service == pytest.approx(expected_service(j.resources.gpus * limit, w))
+        assert f.score == pytest.approx(
+            w.fairshare * f.fairshare + w.size * f.size + w.age * f.age + w.service * f.service
+        )
     keys = [(-factors[j.id].klass, -factors[j.id].score, j.submit_time, j.id) for j in ordered]
     assert keys == sorted(keys)
 

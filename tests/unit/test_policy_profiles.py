@@ -73,11 +73,12 @@ def _no_preemption(d: Decision) -> None:
 
 
 # One node of 8 GPUs, 6 held until the default limit; job 2 (4 GPUs) is first in line, job 3
-# (1 GPU, 60 s) fits now and ends long before job 2 could start.
+# (1 GPU, 60 s) fits now and ends long before job 2 could start. Job 1 is of the waiting jobs'
+# class (`ran`), so no class preemption (policy/class_preemption.py) makes room for job 2.
 BLOCKED = Snapshot(
     (node("a", 8),),
     pending=(pending(2, 4), hinted(3, 1, None, limit=60.0)),
-    running=(running(1, "a", range(6)),),
+    running=(ran(1, "a", range(6)),),
 )
 # srtf: a 4-GPU job with 9000 s left, a waiting one with 120 s in all.
 SRTF = Snapshot(

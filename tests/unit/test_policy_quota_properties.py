@@ -29,7 +29,9 @@ from gpupool.core.job import Resources
 from gpupool.core.project import Project
 from gpupool.policy import Code, PendingJob, RunningJob, Snapshot, decide
 from gpupool.policy.ordering import rank
+from gpupool.policy.reasons import ClassCause, DefragCause, PaysCause, ReclaimCause
 from gpupool.policy.snapshot import Decision
+from gpupool.policy.status import Rule
 
 GiB = 1 << 30
 MODELS = ("A100-80GB", "NVIDIA H100 80GB HBM3")
@@ -145,13 +147,17 @@ def test_victims_are_borrowers_and_claims_within_quota(snap: Snapshot) -> None:
     use = in_use(snap)
     claimed: dict[str, float] = defaultdict(float)
     for p in d.preemptions:
+        assert running[p.job_id].preemptible  # whatever the rule
+    # Quota reclaim's preemptions; the rules of issue 33 (a higher class, where it pays,
+    # defragmentation) may also stop the waiting job's own project's jobs: the next test.
+    reclaims = [p for p in d.preemptions if isinstance(p.cause, ReclaimCause)]
+    for p in reclaims:
         victim, claim = running[p.job_id], jobs[p.for_job_id]
-        assert victim.preemptible
         assert victim.project != claim.project
         assert d.pending[claim.id].code is Code.RECLAIM
     assert len({p.job_id for p in d.preemptions}) == len(d.preemptions)  # each victim once
     assert victims_leave_lenders_borrowing_until_the_last(
-        snap, [running[p.job_id] for p in d.preemptions]
+        snap, [running[p.job_id] for p in reclaims]
     )
     for job_id, status in d.pending.items():
         if status.code is Code.RECLAIM:
@@ -160,15 +166,63 @@ def test_victims_are_borrowers_and_claims_within_quota(snap: Snapshot) -> None:
     for name, gpus in claimed.items():
         assert use[name] + gpus <= quota(snap, name) + EPS
     for r in d.reservations:
-        assert d.pending[r.job_id].code is Code.RESOURCES
+        # It waits for GPUs; or, once the pass is over, a higher class or where it pays
+        # found it victims (class_preemption.py), after the reservation was made.
+        status = d.pending[r.job_id]
+        if status.code is not Code.RESOURCES:
+            assert status.code is Code.PRIORITY, status
+            assert status.rule in (Rule.CLASS_PREEMPTION, Rule.PAYS_PREEMPTION), status
+            assert any(p.for_job_id == r.job_id for p in d.preemptions)
+
+
+@SETTINGS
+@given(snapshots())
+def test_no_preemption_takes_another_projects_job_within_its_quota(snap: Snapshot) -> None:
+    """Issue 33: a job of a higher class, a short job where it pays, and defragmentation stop
+    jobs of the waiting job's own project, or of borrowers: every project whose jobs a job of
+    another project stops (reclaim's victims counted too: they are stopped in the same pass)
+    stays above its quota until its last victim, counting what it starts in this pass."""
+    d = decide(snap, NOW)
+    jobs = {j.id: j for j in snap.pending}
+    running = {r.id: r for r in snap.running}
+    rules = (ClassCause, PaysCause, DefragCause, ReclaimCause)  # the default config's
+    foreign = []
+    for p in d.preemptions:
+        assert isinstance(p.cause, rules), p
+        victim, claim = running[p.job_id], jobs[p.for_job_id]
+        if victim.project != claim.project:
+            foreign.append(victim)
+    use = in_use(snap)
+    for s in d.starts:
+        use[jobs[s.job_id].project] += len(s.gpus)
+    assert victims_leave_lenders_borrowing_until_the_last(snap, foreign, use), d.preemptions
+
+
+def test_a_higher_class_takes_no_more_from_a_borrower_than_it_borrows() -> None:
+    """Project b (quota 2) runs three 1-GPU jobs of class 100: it borrows one GPU. A class-300
+    job of project a needs 3 GPUs, 1 is free: b's borrowed GPU is not enough, and the others
+    are within b's quota, so nothing may be preempted for it (a class orders work inside a
+    share: policy/class_preemption.py)."""
+    node = Node("n", tuple(Gpu(i, MODELS[0], 80 * GiB) for i in range(4)))
+    running = tuple(
+        RunningJob(10 + i, "n", (i,), Resources(gpus=1), 0.0, priority=100, project="b")
+        for i in range(3)
+    )
+    pending = (PendingJob(1, Resources(gpus=3), 300, 0.0, project="a"),)
+    projects = {"a": Project("a", quota=0), "b": Project("b", quota=2)}
+    d = decide(Snapshot((node,), pending, running, projects=projects), NOW)
+    assert d.preemptions == ()
+    assert d.pending[1].code is Code.RESOURCES
 
 
 def victims_leave_lenders_borrowing_until_the_last(
-    snap: Snapshot, victims: list[RunningJob]
+    snap: Snapshot, victims: list[RunningJob], use: dict[str, float] | None = None
 ) -> bool:
     """Whether each project's victims can be ordered so that the project is above its quota
-    before each is taken: then once all but its biggest victim are gone it still is."""
-    use = in_use(snap)
+    before each is taken: then once all but its biggest victim are gone it still is. `use`:
+    each project's GPUs in use (default: the snapshot's running jobs')."""
+    if use is None:
+        use = in_use(snap)
     of: dict[str, list[int]] = defaultdict(list)
     for v in victims:
         of[v.project].append(len(v.gpus))

@@ -28,12 +28,14 @@ from gpupool.policy.node_free import NodeFree
 from gpupool.policy.placement import place
 from gpupool.policy.reclaim import ReclaimPlanner, _bound
 from gpupool.policy.request import request_key
+from gpupool.policy.snapshot import PolicyConfig
 from gpupool.policy.victims import Plan, hold
 
 PASS = importlib.import_module("gpupool.policy.scheduling_pass")  # where the planner is made
 NOW = 1000.0
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS = ("A100-80GB", "NVIDIA H100 80GB HBM3")
+CONFIG = PolicyConfig()  # the snapshots' (checkpoint_loss_s)
 
 
 class Plain(ReclaimPlanner):
@@ -57,6 +59,10 @@ class Plain(ReclaimPlanner):
         assert placement is not None
         return hold(res, placement, victims, free)
 
+    def _ran_its_floor(self, r: RunningJob) -> bool:
+        """It ran its project's `reclaim_min_runtime_s` (none set: no floor)."""
+        return NOW - r.start_time >= (self.book.project(r.project).reclaim_min_runtime_s or 0.0)
+
     def _plain_best(
         self,
         job: PendingJob,
@@ -74,6 +80,7 @@ class Plain(ReclaimPlanner):
                     if r.node == free.node.name
                     and r.preemptible
                     and (r.time_limit_s is None or r.start_time + r.time_limit_s > NOW + 3600.0)
+                    and self._ran_its_floor(r)
                     and r.project != job.project
                     and share[r.project] > 0
                     and r.id not in self.taken
@@ -85,7 +92,7 @@ class Plain(ReclaimPlanner):
                 victims = found[1]
                 rank = (
                     max(v.priority for v in victims),
-                    sum(len(v.gpus) * max(0.0, NOW - v.start_time) for v in victims),
+                    sum(whole_gpus(v, self._running) * lost_s(v) for v in victims),
                     len(victims),
                     sum(len(v.gpus) for v in victims),
                     free.node.name,
@@ -93,6 +100,19 @@ class Plain(ReclaimPlanner):
                 if best is None or rank < best[0]:
                     best = (rank, found[0], victims, free)
         return best
+
+
+def lost_s(r: RunningJob) -> float:
+    """The seconds of work stopping `r` throws away: its attempt, at most the last
+    `checkpoint_loss_s` of it when it checkpoints (policy/victim_cost.py)."""
+    run = max(0.0, NOW - r.start_time)
+    return min(run, CONFIG.checkpoint_loss_s) if r.checkpointing else run
+
+
+def whole_gpus(r: RunningJob, running: tuple[RunningJob, ...]) -> int:
+    """The GPUs of the whole job `r` is a row of: a job spread over nodes is stopped whole
+    (a fractional job counts its one GPU)."""
+    return sum(len(x.gpus) for x in running if x.id == r.id)
 
 
 def both(snap: Snapshot) -> None:
@@ -107,7 +127,12 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
     names = [f"p{i}" for i in range(rnd.randint(2, 5))]
     projects = {
-        n: Project(n, quota=rnd.choice([0, 0, 1, 2, 4, 8]), weight=rnd.choice([0.5, 1, 1, 3]))
+        n: Project(
+            n,
+            quota=rnd.choice([0, 0, 1, 2, 4, 8]),
+            weight=rnd.choice([0.5, 1, 1, 3]),
+            reclaim_min_runtime_s=rnd.choice([None, None, None, 0.0, 200.0, 600.0]),
+        )
         for n in names
     }
     projects[names[0]] = Project(names[0], quota=rnd.choice([4, 8, 16]))  # one to claim for
@@ -186,6 +211,7 @@ def run(
         time_limit_s=rnd.choice([None, None, None, 1500.0, 9000.0]),
         preemptible=rnd.random() < 0.9,
         gpu_memory_bytes=None if fraction is None else int(fraction * 80 * GiB),
+        checkpointing=rnd.random() < 0.3,
     )
 
 
@@ -202,34 +228,37 @@ def test_decisions_are_those_of_trying_every_node(snap: Snapshot) -> None:
             st.sampled_from([100, 200, 300]),
             st.integers(0, 8),
             st.sampled_from([0.0, 100.0, 400.0, 400.5, 700.0, 999.75, 1000.0, 1200.0]),
+            st.booleans(),  # it checkpoints: it loses at most `checkpoint_loss_s` of its run
         ),
         min_size=1,
         max_size=7,
     ),
     st.integers(-2, 12),
 )
-def test_bound_is_the_best_set_of_victims(jobs: list[tuple[int, int, float]], lacks: int) -> None:
+def test_bound_is_the_best_set_of_victims(
+    jobs: list[tuple[int, int, float, bool]], lacks: int
+) -> None:
     """`_bound` is at most the rank of every set of candidates that holds `lacks` GPUs (and
     equal to the best one when the work lost is in whole GPU-seconds); None when none does."""
     mine = [
-        RunningJob(i, "n", tuple(range(n)), Resources(gpus=n), start, prio)
-        for i, (prio, n, start) in enumerate(jobs)
+        RunningJob(i, "n", tuple(range(n)), Resources(gpus=n), start, prio, checkpointing=saves)
+        for i, (prio, n, start, saves) in enumerate(jobs)
     ]
     mine.sort(key=lambda r: (r.priority, -r.start_time))
     ranks = []
     for k in range(1, len(mine) + 1):
         for victims in itertools.combinations(mine, k):
             if sum(len(v.gpus) for v in victims) >= lacks:
-                lost = sum(len(v.gpus) * max(0.0, NOW - v.start_time) for v in victims)
+                lost = sum(len(v.gpus) * lost_s(v) for v in victims)
                 ranks.append(
                     (max(v.priority for v in victims), lost, k, sum(len(v.gpus) for v in victims))
                 )
-    bound = _bound(mine, lacks, NOW)
+    bound = _bound(mine, lacks, NOW, CONFIG)
     if not ranks:
         assert bound is None
         return
     assert bound is not None and bound <= min(ranks)
-    if all(float(NOW - r.start_time).is_integer() for r in mine):
+    if all(float(lost_s(r)).is_integer() for r in mine):
         assert bound == min(ranks)
 
 

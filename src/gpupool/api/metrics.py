@@ -13,6 +13,11 @@ conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
   A job nothing counts (a backend's, a daemon without cgroups) has none of these;
 - per project (label project): quota, limit, GPUs used and borrowed, running and pending
   jobs, pending GPUs;
+- GPU-seconds idle while a job that could use them waited, by cause (a counter over the
+  pool's life, kept in the store across restarts: engine/idle_waiting.py);
+- the room to start a job (service/fragmentation.py): per node (label node) the largest job
+  that could start there now, and for the pool its free GPUs and the largest job that could
+  start now, fewer when the free GPUs are spread over nodes;
 - the active jobs by state; histograms of the wait from submission to first start (label
   project) and of the scheduling passes' durations.
 
@@ -37,6 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.engine_observer import JobStarted
+from gpupool.service.fragmentation import from_gpu_stats
 from gpupool.service.pool_stats import PoolStats
 
 # The exposition format every Prometheus reads (prometheus_client's newest default is 1.0.0).
@@ -147,6 +153,8 @@ class PoolCollector:
         _fill_gpus(families, stats)
         _fill_jobs(families, stats)
         _fill_projects(families, stats)
+        for cause, gpu_s in stats.idle_waiting_gpu_s.items():
+            families["gpupool_idle_while_waiting_gpu_seconds"].add_metric((cause,), gpu_s)
         return iter(families.values())
 
 
@@ -218,6 +226,19 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("gpupool_project_pending_gpus", "GPUs the project's pending jobs ask for", PROJECT_LABELS),
     ("gpupool_jobs", "Active jobs by state (pending, running)", ("state",)),
     (
+        "gpupool_largest_startable_gpus",
+        "The largest job (by GPU count) that could start on the node now: its whole GPUs no "
+        "job holds (service/fragmentation.py)",
+        ("node",),
+    ),
+    ("gpupool_pool_free_gpus", "Whole GPUs no job holds, across the pool", ()),
+    (
+        "gpupool_pool_largest_startable_gpus",
+        "The largest job (by GPU count) that could start now anywhere: the most free on one "
+        "node; below gpupool_pool_free_gpus, the free GPUs are fragmented over nodes",
+        (),
+    ),
+    (
         "gpupool_job_memory_bytes",
         "Memory a running job's processes use now, as its cgroup counts it (page cache "
         "included; absent: nothing counts it)",
@@ -242,6 +263,13 @@ COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "CPU-seconds (user and system) a running job has used, in all its runs, as their "
         "cgroups counted them (absent: nothing counts them)",
         JOB_LABELS,
+    ),
+    (
+        "gpupool_idle_while_waiting_gpu_seconds",
+        "GPU-seconds idle while a job that could use them waited (kept across restarts), "
+        "by cause: fragmentation (free in the pool, on no one node), reservation (held for a "
+        "job ahead), quota (its project's quota or limit), other (policy/idle_waiting.py)",
+        ("cause",),
     ),
 )
 
@@ -279,6 +307,16 @@ def _fill_gpus(f: Families, stats: PoolStats) -> None:
             f["gpupool_gpu_temperature_celsius"].add_metric(labels, sample.temperature_c)
         f["gpupool_gpu_sample_simulated"].add_metric(labels, 1.0 if sample.simulated else 0.0)
         f["gpupool_gpu_sample_timestamp_seconds"].add_metric(labels, sample.time)
+    _fill_room(f, stats)
+
+
+def _fill_room(f: Families, stats: PoolStats) -> None:
+    """The largest job that could start now, per node and for the pool, and the free GPUs."""
+    room = from_gpu_stats(stats.gpus)
+    for node in room.nodes:
+        f["gpupool_largest_startable_gpus"].add_metric((node.node,), node.largest_startable_gpus)
+    f["gpupool_pool_free_gpus"].add_metric((), room.free_gpus)
+    f["gpupool_pool_largest_startable_gpus"].add_metric((), room.largest_startable_gpus)
 
 
 def _fill_jobs(f: Families, stats: PoolStats) -> None:

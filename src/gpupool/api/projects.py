@@ -39,6 +39,8 @@ FIELDS = (
     "idle_timeout_s",
     "idle_threshold_pct",
     "idle_action",
+    "preempt_min_runtime_s",
+    "reclaim_min_runtime_s",
 )
 EDITS = ("add_members", "remove_members")
 
@@ -57,6 +59,8 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> Projec
         "idle_timeout_s": p.idle_timeout_s,
         "idle_threshold_pct": p.idle_threshold_pct,
         "idle_action": None if p.idle_action is None else p.idle_action.value,
+        "preempt_min_runtime_s": p.preempt_min_runtime_s,
+        "reclaim_min_runtime_s": p.reclaim_min_runtime_s,
         "in_use_gpus": usage.get("in_use_gpus", 0),
         "running_jobs": int(usage.get("running_jobs", 0)),  # counts (floats in `usage`)
         "pending_jobs": int(usage.get("pending_jobs", 0)),

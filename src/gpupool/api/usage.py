@@ -40,7 +40,8 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
     ) -> UsageReportWire | JSONResponse:
         """Per user, project or GPU type over the window: jobs, GPU-hours allocated, used
         (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed,
-        and the CPU-hours the jobs' cgroups counted."""
+        and the CPU-hours the jobs' cgroups counted; for the pool, the GPU-hours idle while
+        a job that could use them waited, by cause."""
         span = _span(since)
         if isinstance(span, JSONResponse):
             return span
@@ -99,6 +100,7 @@ def report_to_wire(report: UsageReport) -> UsageReportWire:
         "simulated": report.simulated,
         "rows": [row_to_wire(r) for r in report.rows],
         "total": row_to_wire(report.total),
+        "idle_waiting_gpu_hours": dict(report.idle_waiting_gpu_h),
     }
 
 

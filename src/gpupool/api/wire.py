@@ -32,6 +32,7 @@ from gpupool.policy import Status
 from gpupool.policy.reasons import Reserved
 from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PriorityFactors, Reservation
+from gpupool.service.fragmentation import from_holders
 from gpupool.service.pool_service import Explanation
 
 # Words and wait of each status object seen lately. A pass shares one status between all the
@@ -77,6 +78,7 @@ def _factors_to_wire(f: PriorityFactors | None) -> PriorityFactorsWire | None:
         "age": f.age,
         "size": f.size,
         "score": f.score,
+        "service": f.service,
     }
 
 
@@ -247,7 +249,8 @@ def gpus_to_wire(
     samples: Mapping[tuple[str, int], GpuSample] | None = None,
 ) -> GpusWire:
     nodes: list[NodeWire] = []
-    for node in inventory.nodes:
+    room = from_holders(inventory, holders)
+    for node, node_room in zip(inventory.nodes, room.nodes, strict=True):
         gpus: list[GpuWire] = []
         for g in node.gpus:
             jobs = holders.get((node.name, g.index), [])
@@ -291,6 +294,14 @@ def gpus_to_wire(
                 "simulated": node.simulated,
                 "gpus": gpus,
                 "links": links,
+                "free_gpus": node_room.free_gpus,
+                "largest_startable_gpus": node_room.largest_startable_gpus,
             }
         )
-    return {"source": inventory.source, "note": inventory.note, "nodes": nodes}
+    return {
+        "source": inventory.source,
+        "note": inventory.note,
+        "nodes": nodes,
+        "free_gpus": room.free_gpus,
+        "largest_startable_gpus": room.largest_startable_gpus,
+    }

@@ -56,8 +56,8 @@ def describe(job: JobView, now: float | None = None) -> list[str]:
     if factors:
         lines.append(
             f"  priority: class {job.priority_name} ({factors.klass}), "
-            f"fair share {factors.fairshare:.2f}, age {factors.age:.2f}, "
-            f"size {factors.size:.2f} -> score {factors.score:.0f}"
+            f"fair share {factors.fairshare:.2f}, service {factors.service:.2f}, "
+            f"age {factors.age:.2f}, size {factors.size:.2f} -> score {factors.score:.0f}"
         )
     return lines
 
@@ -134,6 +134,7 @@ def print_priorities(jobs: Sequence[JobView]) -> None:
             j.project,
             f"{j.priority_name} ({f.klass})",
             f"{f.fairshare:.3f}",
+            f"{f.service:.3f}",
             f"{f.age:.3f}",
             f"{f.size:.3f}",
             f"{f.score:.0f}",
@@ -145,4 +146,6 @@ def print_priorities(jobs: Sequence[JobView]) -> None:
     if not rows:
         print("No pending jobs.")
         return
-    print_table(("ID", "USER", "PROJECT", "CLASS", "FAIRSHARE", "AGE", "SIZE", "SCORE"), rows)
+    print_table(
+        ("ID", "USER", "PROJECT", "CLASS", "FAIRSHARE", "SERVICE", "AGE", "SIZE", "SCORE"), rows
+    )

@@ -7,8 +7,10 @@ import argparse
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import Cell, fit, print_json, print_table, printable
 from gpupool.client import Client
-from gpupool.client.pool_views import GpuUsage
-from gpupool.core.units import format_size
+from gpupool.client.pool_views import GpusView, GpuUsage
+from gpupool.core.units import format_size, plural
+
+_NAMED = 8  # nodes named in the summary line; beyond, how many more
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -39,6 +41,7 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
             util, used = _usage(g.usage, g.memory_bytes)
             rows.append((node.name, g.index, g.model, util, used, holder, peers))
     print_table(("NODE", "GPU", "MODEL", "UTIL", "MEMORY USED", "JOB", "NVLINK PEERS"), rows)
+    print(f"\n{room_line(pool)}")
     if any(g.usage is not None and g.usage.simulated for n in pool.nodes for g in n.gpus):
         print(
             "\nUTIL and MEMORY USED are simulated: there is no NVML on a declared inventory; "
@@ -47,6 +50,22 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
     if pool.note:
         print(f"\nNote: {pool.note}")
     return 0
+
+
+def room_line(pool: GpusView) -> str:
+    """The pool's free GPUs against the largest job that could start now, e.g. "Free: 8 of
+    16 GPUs; the largest job that could start now: 4 GPUs (the free GPUs are spread over
+    nodes: a 4, b 4)" (service/fragmentation.py)."""
+    line = (
+        f"Free: {pool.free_gpus} of {plural(pool.gpu_total, 'GPU')}; the largest job that "
+        f"could start now: {plural(pool.largest_startable_gpus, 'GPU')}"
+    )
+    if pool.free_gpus > pool.largest_startable_gpus:
+        spread = [f"{n.name} {n.free_gpus}" for n in pool.nodes if n.free_gpus]
+        if len(spread) > _NAMED:
+            spread = [*spread[:_NAMED], f"and {plural(len(spread) - _NAMED, 'more node')}"]
+        line += f" (the free GPUs are spread over nodes: {', '.join(spread)})"
+    return line
 
 
 def _usage(usage: GpuUsage | None, memory_bytes: int) -> tuple[str, str]:

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from gpupool.client.project_views import ProjectView
 
 COLUMNS = (
-    "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING", "IDLE POLICY"
+    "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING",
+    "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE POLICY",
 )  # fmt: skip
+# A minimum run time left to the pool's default (PolicyConfig.min_runtime_s for preemption,
+# none for reclaim): the daemon's answer says None, shown as this.
+POOL_DEFAULT = "-"
 # API field -> the flag that sets it, for error messages in the user's terms.
 FLAGS = {
     "quota": "--quota",
@@ -35,7 +39,14 @@ FLAGS = {
     "idle_timeout_s": "--idle-timeout",
     "idle_threshold_pct": "--idle-threshold",
     "idle_action": "--idle-action",
+    "preempt_min_runtime_s": "--preempt-min-runtime",
+    "reclaim_min_runtime_s": "--reclaim-min-runtime",
 }
+# The minimum run time flags: (option dest, API field, flag).
+MIN_RUNTIME_FLAGS = (
+    ("preempt_min_runtime", "preempt_min_runtime_s", "--preempt-min-runtime"),
+    ("reclaim_min_runtime", "reclaim_min_runtime_s", "--reclaim-min-runtime"),
+)
 
 
 class BadFlag(ValueError):
@@ -66,6 +77,12 @@ def register(sub: Subparsers, parents: Parents) -> None:
     )
     ls.set_defaults(handler=_command(cmd_list))
 
+    sh = verbs.add_parser(
+        "show", parents=[common, listing], help="one project: every setting and its GPU use"
+    )
+    sh.set_defaults(handler=_command(cmd_show))
+    sh.add_argument("name")
+
     s = verbs.add_parser("set", parents=[common], help="change a project")
     s.set_defaults(handler=_command(cmd_set))
     s.add_argument("name")
@@ -76,6 +93,11 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "--no-default-time-limit", action="store_true", help="remove the default time limit"
     )
     s.add_argument("--no-idle-timeout", action="store_true", help="switch the idle policy off")
+    for dest, _, flag in MIN_RUNTIME_FLAGS:
+        s.add_argument(
+            f"--no-{flag[2:]}", dest=f"no_{dest}", action="store_true",
+            help=f"back to the pool's default {flag[2:].replace('-', ' ')}",
+        )  # fmt: skip
     s.add_argument("--members", metavar="U1,U2", help="replace the member list ('' = everyone)")
     s.add_argument("--add-member", action="append", default=[], metavar="USER")
     s.add_argument("--remove-member", action="append", default=[], metavar="USER")
@@ -119,6 +141,18 @@ def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
         "--idle-action",
         choices=("notify", "stop", "requeue"),
         help="what happens to an idle job (default: stop interactive jobs, notify the others)",
+    )
+    p.add_argument(
+        "--preempt-min-runtime",
+        metavar="DURATION",
+        help="a job of the project runs this long before a higher priority class may preempt "
+        "it, e.g. 30m; 0: at once" + default("the pool's minimum run time"),
+    )
+    p.add_argument(
+        "--reclaim-min-runtime",
+        metavar="DURATION",
+        help="a job of the project runs this long before another project may reclaim its "
+        "GPUs, e.g. 1h" + default("0: at once"),
     )
 
 
@@ -178,10 +212,32 @@ def _changes(args: argparse.Namespace) -> JsonObject:
             ) from None
     if args.idle_action is not None:
         out["idle_action"] = args.idle_action
+    out.update(_min_runtime_changes(args))
     if getattr(args, "add_member", None):
         out["add_members"] = [u for text in args.add_member for u in _members(text)]
     if getattr(args, "remove_member", None):
         out["remove_members"] = [u for text in args.remove_member for u in _members(text)]
+    return out
+
+
+def _min_runtime_changes(args: argparse.Namespace) -> JsonObject:
+    """--preempt-min-runtime / --reclaim-min-runtime (a duration, 0 included) and their
+    --no-... on `set` (None: back to the pool's default)."""
+    from gpupool.core.project import parse_min_runtime
+
+    out: JsonObject = {}
+    for dest, key, flag in MIN_RUNTIME_FLAGS:
+        text = getattr(args, dest)
+        cleared = getattr(args, f"no_{dest}", False)
+        if text is not None and cleared:
+            raise BadFlag(f"{flag} and --no-{flag[2:]} contradict each other")
+        if cleared:
+            out[key] = None
+        elif text is not None:
+            try:
+                out[key] = parse_min_runtime(text)
+            except ValueError as exc:
+                raise BadFlag(f"{flag}: {exc}") from None
     return out
 
 
@@ -205,7 +261,20 @@ def describe(p: ProjectView) -> str:
         parts.append(f"default time limit {format_duration(p.default_time_limit_s)}")
     if p.idle_timeout_s:
         parts.append(f"idle: {_idle_policy(p)}")
+    if p.preempt_min_runtime_s is not None:
+        parts.append(f"preempt after {_min_runtime(p.preempt_min_runtime_s)}")
+    if p.reclaim_min_runtime_s is not None:
+        parts.append(f"reclaim after {_min_runtime(p.reclaim_min_runtime_s)}")
     return ", ".join(parts)
+
+
+def _min_runtime(value: float | None) -> str:
+    """'30m00s'; '0s'; POOL_DEFAULT for None."""
+    if value is None:
+        return POOL_DEFAULT
+    from gpupool.core.units import format_duration
+
+    return format_duration(value)
 
 
 def _command(run: PoolHandler) -> OnPool:
@@ -257,12 +326,47 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
             ",".join(p.members) or "(everyone)",
             _fmt(p.in_use_gpus),
             p.pending_jobs,
+            _min_runtime(p.preempt_min_runtime_s),
+            _min_runtime(p.reclaim_min_runtime_s),
             _idle_policy(p),
         )
         for p in found.projects
     ]
     print_table(COLUMNS, rows, limits={"MEMBERS": 40})
     return 0
+
+
+def cmd_show(client: Client, args: argparse.Namespace) -> int:
+    if args.json:  # the daemon's answer as received, as `project list --json`
+        from urllib.parse import quote
+
+        print_json(client.request("GET", f"/v1/projects/{quote(args.name, safe='')}"))
+        return 0
+    p = client.project(args.name)
+    for label, value in _show_lines(p):
+        print(f"{label + ':':<22}{printable(value)}")
+    return 0
+
+
+def _show_lines(p: ProjectView) -> list[tuple[str, str]]:
+    """`project show`'s lines: every setting, defaults said as such, then its GPU use."""
+    from gpupool.core.units import format_duration
+
+    preempt, reclaim = p.preempt_min_runtime_s, p.reclaim_min_runtime_s
+    return [
+        ("Name", p.name),
+        ("Department", p.department or "-"),
+        ("Quota", _fmt(p.quota)),
+        ("Limit", "none" if p.limit is None else _fmt(p.limit)),
+        ("Weight", _fmt(p.weight)),
+        ("Members", ",".join(p.members) or "(everyone)"),
+        ("Default time limit", format_duration(p.default_time_limit_s)),
+        ("Idle policy", _idle_policy(p)),
+        ("Preempt after", "pool default" if preempt is None else _min_runtime(preempt)),
+        ("Reclaim after", "0s (pool default)" if reclaim is None else _min_runtime(reclaim)),
+        ("In use", f"{_fmt(p.in_use_gpus)} GPUs, {p.running_jobs} running job(s)"),
+        ("Pending", f"{_fmt(p.pending_gpus)} GPUs, {p.pending_jobs} pending job(s)"),
+    ]
 
 
 def _idle_policy(p: ProjectView) -> str:

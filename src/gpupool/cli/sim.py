@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
-PROFILE_NAMES = ("default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf")
+PROFILE_NAMES = (
+    "default", "fifo", "fifo-backfill", "sjf-oracle", "srtf-oracle", "las", "drf", "static",
+)  # fmt: skip
+# `--trace history`: the pool's own ended jobs, read from its API (cli/sim_history.py).
+HISTORY = "history"
 # policy.snapshot.WidePlacement's values, for the same reason (checked by the same test file).
 WIDE_PLACEMENTS = ("spread", "consolidate")
 
@@ -30,6 +34,7 @@ WIDE_PLACEMENTS = ("spread", "consolidate")
 def register(sub: Subparsers, parents: Parents) -> None:
     p = sub.add_parser(
         "sim",
+        parents=[parents.common],  # --url, --state-dir: the pool `--trace history` reads
         help="replay a job trace through scheduling policies and compare them",
         description="Replay a job trace through named scheduling policies on a simulated "
         "cluster, with the daemon's own policy code (docs/simulator.md). Prints the "
@@ -44,13 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace",
         required=True,
-        help="trace file, or 'philly' for the Philly trace shipped with gpupool",
+        help="trace file, 'philly' for the Philly trace shipped with gpupool, or 'history' for "
+        "the jobs this pool ran (read from its API: --url, --state-dir), replayed on its own "
+        "GPUs and projects unless --cluster names others",
     )
     p.add_argument("--format", default="philly", choices=["philly", "helios", "csv"])
     p.add_argument(
         "--cluster",
-        default="philly-vcs",
-        help="N or NxG (N nodes of G GPUs, default 8), philly-vcs (one cluster of all Philly "
+        default=None,
+        help="(default: philly-vcs; the pool's own GPUs for --trace history) N or NxG (N nodes of G GPUs, default 8), philly-vcs (one cluster of all Philly "
         "VCs, one project per VC with its size as quota), or an inventory file (YAML)",
     )
     p.add_argument(
@@ -151,7 +158,7 @@ def _clusters(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.isolated_vcs:
         return dict(isolated_vc_clusters(philly_vc_sizes()))
-    spec = args.cluster
+    spec = args.cluster or "philly-vcs"
     if Path(spec).suffix in (".yaml", ".yml") or Path(spec).is_file():
         from gpupool.inventory.declared import load_inventory_file
 
@@ -168,7 +175,10 @@ def _trace(args: argparse.Namespace, clusters: dict[str, Any]) -> Any:
     from gpupool.sim.run import replayable
     from gpupool.sim.traces import load_trace
 
-    trace = load_trace(args.trace, args.format, since=args.since, until=args.until)
+    if args.trace == HISTORY:
+        trace = args.history_trace
+    else:
+        trace = load_trace(args.trace, args.format, since=args.since, until=args.until)
     trace = replayable(trace, clusters)
     capacity = sum(c.gpus for c in clusters.values())
     if args.limit is not None:
@@ -182,6 +192,27 @@ def _trace(args: argparse.Namespace, clusters: dict[str, Any]) -> Any:
             raise SimInputError(f"--load must be more than 0: {args.load}")
         trace = scale_to_load(trace, capacity, args.load)
     return trace
+
+
+def _history(args: argparse.Namespace) -> dict[str, Any]:
+    """The pool's history (kept in `args.history_trace`) and its cluster: the pool's own GPUs,
+    or those --cluster names, with the pool's projects either way."""
+    from dataclasses import replace
+
+    from gpupool.cli.sim_history import pool_history
+    from gpupool.client import Client
+
+    if args.isolated_vcs:
+        raise SimInputError("--isolated-vcs replays the Philly VCs, not a pool's history")
+    if args.since or args.until:
+        raise SimInputError("--since/--until need a trace with dates; history has none here")
+    client = Client(getattr(args, "state_dir", None), url=getattr(args, "url", None))
+    trace, pool = pool_history(client)
+    args.history_trace = trace
+    if args.cluster is None:
+        return {"": pool}
+    other = _clusters(args)[""]
+    return {"": replace(other, projects=pool.projects)}
 
 
 def build_plan(args: argparse.Namespace) -> Any:
@@ -201,7 +232,10 @@ def build_plan(args: argparse.Namespace) -> Any:
     if args.restart_overhead < 0:
         raise SimInputError(f"--restart-overhead must be 0 or more: {args.restart_overhead}")
     policies = _policies(args)
-    clusters = _clusters(args)
+    if args.trace == HISTORY:
+        clusters = _history(args)
+    else:
+        clusters = _clusters(args)
     trace = _trace(args, clusters)
     options = SimOptions(
         estimates=args.estimates,
@@ -219,8 +253,12 @@ def run(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     loaded = time.perf_counter()
+    from gpupool.client import BadClientSetting, PoolUnreachable
+
     try:
         plan = build_plan(args)
+    except (BadClientSetting, PoolUnreachable):
+        raise  # worded by cli/main.py, as for every command that asks a pool
     except (ValueError, OSError) as exc:
         print(f"gpupool sim: {exc}", file=sys.stderr)
         return 2
@@ -257,14 +295,20 @@ def _report(
     import json
 
     from gpupool.sim.metrics import compute_metrics
-    from gpupool.sim.report import comparison_table, size_table, write_metrics_json, write_plots
+    from gpupool.sim.report import (
+        comparison_table,
+        idle_waiting_table,
+        size_table,
+        write_metrics_json,
+        write_plots,
+    )
 
     metrics = {name: compute_metrics(r) for name, r in results.items()}
     first = next(iter(results.values()))
     meta = {
         "trace": args.trace,
         "format": args.format,
-        "cluster": "isolated-vcs" if args.isolated_vcs else args.cluster,
+        "cluster": "isolated-vcs" if args.isolated_vcs else _cluster_name(args, plan),
         "capacity_gpus": first.capacity_gpus,
         "load_asked": args.load,
         "load": first.load,
@@ -304,12 +348,19 @@ def _report(
     console.print(load_and_util_text(plan.trace, first.capacity_gpus, first.load))
     print_whole(comparison_table(metrics), console)
     print_whole(size_table(metrics), console)
+    print_whole(idle_waiting_table(metrics), console)
     if out is None:
         console.print("no files written: --out DIR writes metrics.json and the plots there")
         return
     console.print(f"metrics: {out / 'metrics.json'}")
     for path in plots:
         console.print(f"plot: {path}")
+
+
+def _cluster_name(args: argparse.Namespace, plan: Any) -> str:
+    if args.cluster is not None:
+        return str(args.cluster)
+    return str(plan.clusters[""].name) if args.trace == HISTORY else "philly-vcs"
 
 
 def load_and_util_text(trace: Trace, capacity_gpus: float, load: float) -> str:

@@ -1,7 +1,8 @@
 """`gpupool usage`: accounting per user, project or GPU type over a window (like Slurm's
 `sreport cluster AccountUtilizationByUser`): GPU-hours allocated and used, the CPU-hours the
 jobs' cgroups counted, efficiency, mean wait, GPU-hours lost to preemption and reclaimed from
-idle jobs. A table, CSV or JSON."""
+idle jobs; under the table, the pool's GPU-hours idle while a job that could use them waited,
+by cause. A table, CSV or JSON (CSV: the groups' rows only)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ COLUMNS = (
     "IDLE RECLAIMED GPU-H",
     "ENERGY KWH",
 )
+# The causes of GPUs idle while jobs waited (policy/idle_waiting.py's IdleCause), in the
+# order they are shown; a cause a newer daemon adds is shown after them.
+IDLE_CAUSES = ("quota", "fragmentation", "reservation", "other")
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -38,7 +42,8 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "(utilization-weighted, from the GPU samples), CPU-hours (from the jobs' cgroups, "
         "charged when a run ends; '-' where none was counted), efficiency (used over the "
         "allocated time that was sampled), mean wait, GPU-hours lost to preemption, idle "
-        "GPU-hours reclaimed.",
+        "GPU-hours reclaimed; and for the pool, the GPU-hours idle while a job that could use "
+        "them waited, by cause (quota, fragmentation, reservation, other).",
     )
     p.add_argument("--by", choices=BY, default="user", help="group by (default: user)")
     p.add_argument("--since", default="30d", help="window back from now: 30d, 12h, 1w")
@@ -60,12 +65,22 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
     rows: list[tuple[Cell, ...]] = [_cells(r) for r in report.rows]
     rows.append(_cells(report.total))
     print_table((args.by.upper(), *COLUMNS), rows)
+    if report.idle_waiting_gpu_hours is not None:  # None: an older daemon
+        print(f"\n{idle_waiting_line(report.idle_waiting_gpu_hours)}")
     if report.simulated:
         print(
             "\nUSED, EFFICIENCY and ENERGY come from simulated samples (a declared inventory, "
             "no NVML): jobs declare their use with GPUPOOL_SIMULATED_UTIL."
         )
     return 0
+
+
+def idle_waiting_line(by_cause: dict[str, float]) -> str:
+    """`GPU-hours idle while jobs waited: 1.50 (quota 1.00, fragmentation 0.50, ...)`."""
+    causes = [c for c in IDLE_CAUSES if c in by_cause]
+    causes += sorted(set(by_cause) - set(IDLE_CAUSES))
+    parts = ", ".join(f"{c} {by_cause[c]:.2f}" for c in causes)
+    return f"GPU-hours idle while jobs waited: {sum(by_cause.values()):.2f} ({parts})"
 
 
 def _cells(r: GroupUsageView) -> tuple[Cell, ...]:

@@ -101,6 +101,10 @@ class NodeView:
     gpus: tuple[GpuView, ...]
     links: tuple[Link, ...] = ()  # as the scheduler sees them; undeclared pairs are SYS
     simulated: bool = False  # its GPUs do not exist (docs/nvml.md)
+    # Whole GPUs no job holds, and the largest job (by GPU count) that could start here now
+    # (service/fragmentation.py); counted from `gpus` for a daemon that does not send them.
+    free_gpus: int = 0
+    largest_startable_gpus: int = 0
 
 
 def _link(w: LinkWire, where: str) -> Link:
@@ -121,6 +125,11 @@ class GpusView:
     nodes: tuple[NodeView, ...]
     wire: JsonObject = field(repr=False, compare=False)
 
+    # The pool's free whole GPUs, and the largest job that could start now (the most on one
+    # node): fewer than free when the free GPUs are spread over nodes.
+    free_gpus: int = 0
+    largest_startable_gpus: int = 0
+
     @property
     def gpu_total(self) -> int:
         return sum(len(node.gpus) for node in self.nodes)
@@ -133,8 +142,14 @@ def read_gpus(value: JsonValue) -> GpusView:
         gpus = tuple(GpuView.read(g) for g in n["gpus"])
         links = n.get("links", [])  # absent from older daemons' answers, as is `simulated`
         read = tuple(_link(lk, f"nodes[{i}].links[{j}]") for j, lk in enumerate(links))
-        nodes.append(NodeView(n["name"], gpus, read, n.get("simulated", False)))
-    return GpusView(w["source"], w["note"], tuple(nodes), json_of(w))
+        free = n.get("free_gpus", sum(not g.jobs for g in gpus))  # absent from older daemons
+        largest = n.get("largest_startable_gpus", free)
+        nodes.append(NodeView(n["name"], gpus, read, n.get("simulated", False), free, largest))
+    pool_free = w.get("free_gpus", sum(n.free_gpus for n in nodes))
+    pool_largest = w.get(
+        "largest_startable_gpus", max((n.largest_startable_gpus for n in nodes), default=0)
+    )
+    return GpusView(w["source"], w["note"], tuple(nodes), json_of(w), pool_free, pool_largest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,10 @@ class ProjectView:
     idle_timeout_s: float | None
     idle_threshold_pct: float
     idle_action: str | None  # None: stop interactive jobs, notify the others
+    # Seconds a job runs before a higher priority class may preempt it / another project
+    # reclaim its GPUs; None: the pool's default (absent from an older daemon: None too).
+    preempt_min_runtime_s: float | None
+    reclaim_min_runtime_s: float | None
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int
@@ -56,6 +60,8 @@ class ProjectView:
             idle_timeout_s=w.get("idle_timeout_s"),
             idle_threshold_pct=w.get("idle_threshold_pct", 5.0),
             idle_action=w.get("idle_action"),
+            preempt_min_runtime_s=w.get("preempt_min_runtime_s"),
+            reclaim_min_runtime_s=w.get("reclaim_min_runtime_s"),
             in_use_gpus=w["in_use_gpus"],
             running_jobs=w["running_jobs"],
             pending_jobs=w["pending_jobs"],

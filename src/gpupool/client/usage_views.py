@@ -55,6 +55,9 @@ class UsageReportView:
     simulated: bool
     rows: tuple[GroupUsageView, ...]
     total: GroupUsageView
+    # The pool's GPU-hours idle while a job that could use them waited, by cause; None: an
+    # older daemon that does not count them.
+    idle_waiting_gpu_hours: dict[str, float] | None
     wire: JsonObject = field(compare=False, repr=False)
 
 
@@ -62,7 +65,10 @@ def read_usage_report(answer: JsonValue) -> UsageReportView:
     w = conform(UsageReportWire, answer)
     rows = tuple(GroupUsageView.read(r) for r in w["rows"])
     total = GroupUsageView.read(w["total"])
-    return UsageReportView(w["by"], w["since"], w["until"], w["simulated"], rows, total, json_of(w))
+    idle = w.get("idle_waiting_gpu_hours")
+    return UsageReportView(
+        w["by"], w["since"], w["until"], w["simulated"], rows, total, idle, json_of(w)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,10 +171,12 @@ class PriorityFactors:
     age: float
     size: float
     score: float
+    service: float = 0.0  # less expected GPU-service: higher (0 from a daemon without it)
 
     @classmethod
     def read(cls, w: PriorityFactorsWire) -> PriorityFactors:
-        return cls(w["class"], w["fairshare"], w["age"], w["size"], w["score"])
+        service = w.get("service", 0.0)
+        return cls(w["class"], w["fairshare"], w["age"], w["size"], w["score"], service)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
 
+from gpupool.core.units import parse_duration
+
 DEFAULT_PROJECT = "default"  # always exists; open to everyone; where jobs land by default
 MAX_GPUS_QUOTA = 1_000_000.0
 MAX_TIME_LIMIT_S = 366 * 86400.0
@@ -23,6 +25,10 @@ USER_RE = re.compile(r"[A-Za-z0-9_.@$-][A-Za-z0-9_.@$-]{0,63}")  # POSIX-ish use
 
 
 DEFAULT_IDLE_THRESHOLD_PCT = 5.0
+# The per-project minimum run times before a preemption (by a higher priority class) and a
+# reclaim (by another project's quota); None in either: the pool's default for it.
+MIN_RUNTIME_FIELDS = ("preempt_min_runtime_s", "reclaim_min_runtime_s")
+_ZERO_DURATION_RE = re.compile(r"0+(\.0*)?\s*(ms|[smhd])?", re.IGNORECASE)
 
 
 class IdleAction(StrEnum):
@@ -107,6 +113,11 @@ class Project:
     idle_timeout_s: a job whose GPUs stay below idle_threshold_pct utilization this long
     is idle (None: no idle policy); idle_action: what then (None: stop for interactive
     jobs, notify for the others); see monitor/idle.py.
+    preempt_min_runtime_s: a running job of the project is not preempted by a job of a
+    higher priority class before it ran this long in its current attempt (None: the pool's
+    PolicyConfig.min_runtime_s); reclaim_min_runtime_s: nor reclaimed by another project
+    taking back its quota before it ran this long (None: 0, at once). As KAI-Scheduler's
+    min-runtime; the policy reads them (policy/), this module only holds and checks them.
     """
 
     name: str
@@ -119,6 +130,8 @@ class Project:
     idle_timeout_s: float | None = None
     idle_threshold_pct: float = DEFAULT_IDLE_THRESHOLD_PCT
     idle_action: IdleAction | None = None
+    preempt_min_runtime_s: float | None = None
+    reclaim_min_runtime_s: float | None = None
 
     def __post_init__(self) -> None:
         problems = project_problems(self)
@@ -137,6 +150,9 @@ class Project:
         set_(self, "idle_threshold_pct", float(self.idle_threshold_pct))
         if self.idle_action is not None:
             set_(self, "idle_action", IdleAction(self.idle_action))
+        for name in MIN_RUNTIME_FIELDS:
+            if (value := getattr(self, name)) is not None:
+                set_(self, name, float(value))
 
     @property
     def is_open(self) -> bool:
@@ -160,6 +176,8 @@ class ProjectChanges(TypedDict, total=False):
     idle_timeout_s: float | None
     idle_threshold_pct: float
     idle_action: IdleAction | None
+    preempt_min_runtime_s: float | None
+    reclaim_min_runtime_s: float | None
 
 
 class ProjectEdit(ProjectChanges, total=False):
@@ -215,4 +233,26 @@ def project_problems(p: Project) -> list[tuple[str, str]]:
     if p.idle_action is not None and p.idle_action not in {a.value for a in IdleAction}:
         words = ", ".join(a.value for a in IdleAction)
         problems.append(("idle_action", f"must be one of {words}, got {_got(p.idle_action)}"))
+    for name in MIN_RUNTIME_FIELDS:
+        if (bad := _check_min_runtime(getattr(p, name))) is not None:
+            problems.append((name, bad))
     return problems
+
+
+def _check_min_runtime(value: Any) -> str | None:
+    """None (the pool's default) or a finite number of seconds >= 0 (0: no minimum)."""
+    if value is None or (_is_number(value) and value >= 0):
+        return None
+    return f"must be a number of seconds, 0 or more, got {_got(value)}"
+
+
+def parse_min_runtime(text: str) -> float:
+    """Seconds from a duration as `parse_duration` reads it ('10m', '1h30m', '90s'), or 0 from
+    a zero ('0', '0s', '0m'): a minimum run time of 0 means none. ValueError otherwise, a
+    negative one included."""
+    text = text.strip()
+    if text.startswith("-"):
+        raise ValueError(f"must be a duration of 0s or more, got {text!r}")
+    if _ZERO_DURATION_RE.fullmatch(text):
+        return 0.0
+    return parse_duration(text)

@@ -144,7 +144,14 @@ class ReservationWire(TypedDict):
 # "class" is a keyword: the functional form.
 PriorityFactorsWire = TypedDict(
     "PriorityFactorsWire",
-    {"class": int, "fairshare": float, "age": float, "size": float, "score": float},
+    {
+        "class": int,
+        "fairshare": float,
+        "age": float,
+        "size": float,
+        "score": float,
+        "service": float,
+    },
 )
 # One event of a job's history; "from" is null for its submission.
 JobEventWire = TypedDict(
@@ -336,6 +343,10 @@ class NodeWire(TypedDict):
     simulated: Added[bool]
     gpus: list[GpuWire]
     links: Added[list[LinkWire]]
+    # Whole GPUs no job holds, and the largest job (by GPU count) that could start here now
+    # (service/fragmentation.py).
+    free_gpus: Added[int]
+    largest_startable_gpus: Added[int]
 
 
 class GpusWire(TypedDict):
@@ -344,6 +355,10 @@ class GpusWire(TypedDict):
     source: str  # "nvml", "declared" or "demo"
     note: str
     nodes: list[NodeWire]
+    # The pool's free whole GPUs and the largest job that could start now (the most on one
+    # node): fewer than free means the free GPUs are fragmented (service/fragmentation.py).
+    free_gpus: Added[int]
+    largest_startable_gpus: Added[int]
 
 
 class BackendRowWire(TypedDict):
@@ -383,6 +398,9 @@ class UsageReportWire(TypedDict):
     simulated: bool
     rows: list[GroupUsageWire]
     total: GroupUsageWire
+    # The pool's GPU-hours idle while a job that could use them waited, by cause (quota,
+    # fragmentation, reservation, other; policy/idle_waiting.py), in the window's hours.
+    idle_waiting_gpu_hours: Added[dict[str, float]]
 
 
 class GpuSeriesWire(TypedDict):
@@ -462,6 +480,9 @@ class ProjectWire(TypedDict):
     idle_timeout_s: Added[float | None]
     idle_threshold_pct: Added[float]
     idle_action: Added[str | None]
+    # None: the pool's default (its min_runtime_s for preemption; none for reclaim)
+    preempt_min_runtime_s: Added[float | None]
+    reclaim_min_runtime_s: Added[float | None]
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int

@@ -65,6 +65,7 @@ from gpupool.engine.events import (
     Tick,
 )
 from gpupool.engine.gating import Gating
+from gpupool.engine.idle_waiting import IdleWaitingMeter
 from gpupool.engine.launching import launch_request
 from gpupool.engine.observer import NoObserver, first_starts
 from gpupool.engine.pacing import DEFER_RECHECK_S, Arrivals, NoArrivals, PassBudget, PassDeferral
@@ -125,6 +126,7 @@ class Engine:
         # Told of each pass's duration and each job's first start (the daemon's /metrics).
         self.observer: EngineObserver = observer if observer is not None else NoObserver()
         self.polls = 0  # rounds that asked the executor about the running jobs
+        self.idle_waiting = IdleWaitingMeter()  # GPUs idle while jobs that could use them waited
         self._usage = Usage()
         self._usage_at: float | None = None
         self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
@@ -180,6 +182,10 @@ class Engine:
         """The GPU monitor saw this much memory held outside gpupool on these GPUs."""
         self.post(ForeignMemory(dict(by_gpu)))
 
+    def idle_waiting_gpu_s(self) -> dict[str, float]:
+        """GPU-seconds idle while jobs that could use them waited, by cause, until now."""
+        return self.idle_waiting.gpu_s(self.clock.now())
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -204,6 +210,7 @@ class Engine:
 
     def start(self) -> None:
         self.recover()
+        self.idle_waiting.resume(self.store)  # the counter goes on from the stored total
         self._thread = threading.Thread(target=self._run, name="gpupool-engine", daemon=True)
         self._thread.start()
 
@@ -214,6 +221,7 @@ class Engine:
             self._thread.join(timeout=10)
         with self._round_lock:
             self._write_reasons(force=True)
+            self._write_idle_waiting(force=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -304,6 +312,7 @@ class Engine:
             # the view, so a reason stored before its pass's view is out reads as no why.
             self._publish(taken)
             self._write_reasons(force=not self.state.dirty)
+            self._write_idle_waiting()
 
     def _pass_waits(self, now: float) -> bool:
         """Whether a pass due now waits for the submissions in flight (engine/pacing.py);
@@ -337,6 +346,13 @@ class Engine:
         except Exception as exc:
             self._failed("engine: could not store the pending jobs' reasons", exc)
             self.state.resync_needed = True
+
+    def _write_idle_waiting(self, force: bool = False) -> None:
+        """Store the GPU-seconds idle while jobs waited: about once a minute, and at stop."""
+        try:
+            self.idle_waiting.write(self.store, self.clock.now(), force=force)
+        except Exception as exc:
+            self._failed("engine: could not store the GPU-seconds idle while jobs waited", exc)
 
     def _failed(self, what: str, exc: Exception) -> None:
         """Log a failure the pool goes on after: with its traceback, but a full disk in one
@@ -424,6 +440,7 @@ class Engine:
                 gating = self._gating()
                 snapshot = self.state.snapshot(store.allocation_version(), self.usage(), gating)
                 decision = decide(snapshot, now)
+                self.idle_waiting.passed(snapshot, decision, now)
                 took = time.perf_counter() - began
                 self.state.paced_until = self._pass_budget.spend(now + took, took)
                 self._tell_observer(pass_took=took)

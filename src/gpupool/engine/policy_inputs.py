@@ -20,8 +20,13 @@ from gpupool.policy.inputs import pending_job, running_pieces
 
 def pending_of(job: Job, limit_s: float) -> PendingJob:
     """A stored job as a pass reads it while it waits: the builder the simulator uses too
-    (policy/inputs.py), given the limit the engine enforces."""
-    return pending_job(job.id, job.spec, job.user, job.submit_time, limit_s)
+    (policy/inputs.py), given the limit the engine enforces. Its requeues so far (not its
+    retries after a failure) bound how often a preemption the quotas do not require may
+    stop it (policy/victim_cost.py). The engine does not tell which jobs checkpoint (it would read each job's checkpoint
+    directory every pass), nor the seconds run in earlier attempts: both stay at their
+    defaults, so a daemon's job counts as losing its whole attempt."""
+    restarts = job.restart_count - job.failed_attempts  # its preemptions, as the replay counts
+    return pending_job(job.id, job.spec, job.user, job.submit_time, limit_s, restarts=restarts)
 
 
 def running_of(job: Job, limit_s: float) -> RunningJob:

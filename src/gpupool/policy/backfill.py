@@ -14,7 +14,9 @@ then at the latest; so with the queue order unchanged, the reserved job starts a
 reservation time (tests/unit/test_policy_backfill.py checks this by simulation).
 
 The pass's node index (policy/node_index.py) is what is free now; the jobs that would outlast
-the reservation see the reserved node's spare view swapped in (`Shadow.spare`).
+the reservation see the reserved node's spare view swapped in (`Shadow.spare`). A wide job's
+reservation (policy/wide.py, `WideShadow`) holds GPUs on several nodes and keeps the same
+books on each: `holds`, `spare_of`, `took_on` and `place_beside` answer for any node.
 
 Fractional jobs (placement.py) take the reservation like any other job, in GPU memory over
 time: the earliest time some GPU of the right type will have room for it, as running jobs
@@ -39,7 +41,7 @@ from collections.abc import Callable, Collection
 from gpupool.core.job import Resources
 from gpupool.policy.node_free import NodeFree
 from gpupool.policy.node_index import End, NodeIndex
-from gpupool.policy.placement import place
+from gpupool.policy.placement import Placement, place
 from gpupool.policy.reasons import Reserved
 from gpupool.policy.request import counts_only
 from gpupool.policy.snapshot import Reservation
@@ -49,9 +51,10 @@ from gpupool.policy.timeline import Release, earliest, frees_at
 class Shadow:
     """The one reservation of a pass, and what a later job may take now without delaying it."""
 
-    # Whether no job that would outlast it may start at all (a wide job's: policy/wide.py);
-    # else such a job may use what the reserved node will have spare (`spare`).
-    conservative = False
+    # Whether it is a wide job's, over several nodes (policy/wide.py `WideShadow`): a job
+    # that outlasts it is placed with every reserved node's spare view (`spare_of`), not by
+    # swapping the one reserved node's view into the node index.
+    spread = False
 
     def __init__(
         self, reservation: Reservation, node_at_time: NodeFree, res: Resources, now: float
@@ -104,6 +107,31 @@ class Shadow:
             now_free.node, now_free.gpus - reserved, cpus, mem, sharers, granted,
             now_free.unmanaged,
         )  # fmt: skip
+
+    def holds(self, node: str) -> bool:
+        """Whether the reservation holds GPUs on `node`."""
+        return node == self.node
+
+    def spare_of(self, now_free: NodeFree) -> NodeFree:
+        """What a job that outlasts the reservation may take now on any node: the spare view
+        of a node it holds, what is free on any other."""
+        return self.spare(now_free) if self.holds(now_free.node.name) else now_free
+
+    def place_beside(self, index: NodeIndex, res: Resources) -> Placement | None:
+        """Where a job that outlasts the reservation goes now: best fit with the reserved
+        node's spare view swapped in (a wide job's reservation: every node's, policy/wide.py)."""
+        return index.place(res, swap=self.spare(index.by_name[self.node]))
+
+    def took_on(
+        self,
+        node: str,
+        res: Resources,
+        gpus: tuple[int, ...] = (),
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
+        """A job that outlasts the reservation started on `node` (`took` where it holds)."""
+        if self.holds(node):
+            self.took(res, gpus, gpu_memory_bytes)
 
     def took(
         self, res: Resources, gpus: tuple[int, ...] = (), gpu_memory_bytes: int | None = None

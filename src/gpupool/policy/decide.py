@@ -13,7 +13,10 @@
    not delay;
 5. **choose victims** (`victims.py`, one selector with one fill-back step): quota reclaim for
    a guaranteed job that does not fit (`reclaim.py`), and, in the preemptive baselines,
-   preemption by queue order after the pass (`order_preemption.py`).
+   preemption by queue order after the pass (`order_preemption.py`); then a higher priority
+   class's preemption of lower classes and preemption where it pays (`class_preemption.py`);
+   then defragmentation
+   for the head of the line (`defrag.py`): jobs of one node requeued onto the others.
 
 Every waiting job's status is data (`status.Status`: code, rule, the binding dimension and its
 figures, the reservation); words are rendered at the edges (`words.py`).
@@ -32,6 +35,8 @@ quadratic in the queue.
 
 from __future__ import annotations
 
+from gpupool.policy.class_preemption import preempt_after_pass
+from gpupool.policy.defrag import defragment
 from gpupool.policy.node_index import node_index
 from gpupool.policy.ordering import rank
 from gpupool.policy.quota import QuotaBook
@@ -60,6 +65,18 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
         found, waits = preempt_for_order(snapshot, now, ordered, index, state.pending)
         state.pending.update(waits)
         preemptions += tuple(found)
+    if config.preempt_lower_classes or config.preempt_where_it_pays:
+        gone = state.reclaims.gone if state.reclaims is not None else None
+        found, waits = preempt_after_pass(
+            snapshot, now, ordered, index, state.pending, book, state.shadow, gone,
+            {p.job_id for p in preemptions},
+        )  # fmt: skip
+        state.pending.update(waits)
+        for job_id in waits:  # it starts once its victims stop, not at its reservation
+            state.estimated.pop(job_id, None)
+        preemptions += tuple(found)
+    if config.defragment:  # the head of the line, fitting in the pool but on no node
+        preemptions += defragment(state, preemptions)
     return Decision(
         starts=tuple(state.starts),
         pending=state.pending,

@@ -38,6 +38,8 @@ def pending_job(
     time_limit_s: float | None,
     runtime_hint_s: float | None = None,
     attained_s: float = 0.0,
+    restarts: int = 0,
+    checkpointing: bool = False,
 ) -> PendingJob:
     """The waiting job `job_id` (module docstring). `time_limit_s`: the limit it runs under
     (None: the policy's default)."""
@@ -53,6 +55,8 @@ def pending_job(
         preemptible=spec.is_preemptible,
         runtime_hint_s=runtime_hint_s,
         attained_s=attained_s,
+        restarts=restarts,
+        checkpointing=checkpointing,
     )
 
 
@@ -81,6 +85,8 @@ def running_pieces(
             gpu_memory_bytes=gpu_memory_bytes,
             runtime_hint_s=job.runtime_hint_s,
             attained_s=job.attained_s,
+            restarts=job.restarts,
+            checkpointing=job.checkpointing,
         )
         for node, gpus in places
     )

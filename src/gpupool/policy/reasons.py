@@ -55,18 +55,25 @@ class Reservation:
     # A fractional job's reservation: the memory it is to get on its one GPU (None: the GPUs
     # are reserved whole). Jobs that outlast it may share that GPU within the rest.
     gpu_memory_bytes: int | None = None
+    # A wide job's (policy/wide.py): its other nodes and the GPUs it holds on each, as
+    # `Start.more`; (node, gpus) is the first of them. Jobs that outlast it keep off them all.
+    more: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def parts(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Every node it holds and the GPUs it holds there, the first node first."""
+        return ((self.node, self.gpus), *self.more)
 
 
 @dataclass(frozen=True, slots=True)
 class Reserved:
     """The pass's one reservation as a status names it: the reserved job's own, or the one a
-    job waits behind. `reservation` is one node's worth (a wide job's first node)."""
+    job waits behind. `reservation` names every node and GPU it holds (a wide job's too)."""
 
     reservation: Reservation
     in_s: float  # from the pass to its start; <= 0: as soon as overdue jobs end; inf: never
     gpus: int  # every GPU it reserves (a wide job's over `nodes` nodes)
     nodes: int = 1
-    wide: bool = False  # held by a job spread over nodes: nothing that outlasts it starts
+    wide: bool = False  # held by a job spread over nodes: `reservation.parts()` names them
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,4 +119,39 @@ class OrderCause:
     victim: Standing
 
 
-PreemptionCause = ReclaimCause | OrderCause
+@dataclass(frozen=True, slots=True)
+class DefragCause:
+    """Running jobs preempted and requeued on one node so that a waiting job which fits in the
+    pool's free GPUs, but on no one node, fits there; they fit at once on the other nodes'
+    free GPUs (policy/defrag.py). The same figures for each victim and for the job's status."""
+
+    node: str  # where the waiting job will run
+    gpus: int  # the GPUs it asks for
+    freed: int  # the GPUs its victims hold on `node`
+    lost_gpu_s: float  # the work their restarts throw away, all of them (victim_cost.py)
+    pool_free: int  # free GPUs (of its type) across the pool, before the preemption
+    most_free: int  # the most free GPUs (of its type) on one node
+
+
+@dataclass(frozen=True, slots=True)
+class ClassCause:
+    """A job of a higher priority class preempts one of a lower class: of its own project or
+    a borrower (policy/class_preemption.py)."""
+
+    klass: int  # the waiting job's class
+    victim_klass: int
+    victim_project: str
+    lost_gpu_s: float  # the work the victim's restart throws away
+
+
+@dataclass(frozen=True, slots=True)
+class PaysCause:
+    """A short job preempts one that checkpoints and would hold its GPUs far longer, at a small
+    loss (policy/class_preemption.py: where it pays)."""
+
+    need_s: float  # the waiting job's time limit
+    victim_left_s: float  # until the victim's time limit ends
+    lost_gpu_s: float  # the work the victim's restart throws away
+
+
+PreemptionCause = ReclaimCause | OrderCause | DefragCause | ClassCause | PaysCause

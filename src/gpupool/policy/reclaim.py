@@ -53,9 +53,10 @@ from gpupool.policy.quota import QuotaBook
 from gpupool.policy.quota_feasibility import EPS
 from gpupool.policy.reasons import ReclaimCause
 from gpupool.policy.request import request_key
-from gpupool.policy.snapshot import PendingJob, Preemption, RunningJob, Snapshot
+from gpupool.policy.snapshot import PendingJob, PolicyConfig, Preemption, RunningJob, Snapshot
 from gpupool.policy.status import Code, Rule, Status
 from gpupool.policy.timeline import Release
+from gpupool.policy.victim_cost import lost_s
 from gpupool.policy.victims import NodeFit, Plan, fill_back, hold, take_until_fit
 
 # A lower bound on the rank of the plans on a node, to compare with a plan's rank
@@ -100,6 +101,7 @@ class ReclaimPlanner:
         self.book = book
         self.now = now
         self.patience = snapshot.config.reclaim_patience_s
+        self.config = snapshot.config
         self._running = snapshot.running
         self._by_node: dict[str, list[RunningJob]] | None = None  # built on the first ask
         self._of: dict[str, list[RunningJob]] = {}  # the same by project
@@ -117,13 +119,23 @@ class ReclaimPlanner:
         """The running jobs that may be victims in this pass by node: preemptible, and not
         about to end anyway (within `PolicyConfig.reclaim_patience_s` of its time limit: it
         gives its GPUs back by then anyway, and stopping it now would throw away the most
-        work). Most passes reclaim nothing: built on demand."""
+        work), and it ran its project's `reclaim_min_runtime_s` (KAI's min-runtime: each
+        attempt gets that long). Most passes reclaim nothing: built on demand."""
         if self._by_node is None:
             by_node: dict[str, list[RunningJob]] = {}
             of, soon = self._of, self.now + self.patience
+            floors: dict[str, float] = {}
             for r in self._running:
                 limit = r.time_limit_s
-                if r.preemptible and (limit is None or r.start_time + limit > soon):
+                floor = floors.get(r.project)
+                if floor is None:
+                    least = self.book.project(r.project).reclaim_min_runtime_s
+                    floor = floors[r.project] = self.now - (least or 0.0)
+                if (
+                    r.preemptible
+                    and (limit is None or r.start_time + limit > soon)
+                    and r.start_time <= floor
+                ):
                     by_node.setdefault(r.node, []).append(r)
                     of.setdefault(r.project, []).append(r)
             self._by_node = by_node
@@ -143,6 +155,14 @@ class ReclaimPlanner:
         if spread is None:
             return self.book.held(r)
         return sum(self.book.held(x) for x in spread)
+
+    def lost(self, r: RunningJob) -> float:
+        """The work stopping `r` throws away (policy/victim_cost.py): its attempt, or what
+        it loses since its last checkpoint, times ALL its GPUs: a job spread over nodes is
+        stopped whole, so its row on one node stands for every node's GPUs (counting the
+        row's alone made the widest jobs look cheapest: on the Philly replay 53 wide jobs
+        lost 3,167 of 5,014 GPU-hours thrown away, 14 once counted whole)."""
+        return max(float(len(r.gpus)), self.held(r)) * lost_s(r, self.now, self.config)
 
     def left(self, name: str) -> float:
         """A project's in use once the victims already chosen are gone."""
@@ -206,16 +226,15 @@ class ReclaimPlanner:
         # and once a bound is worse than the best plan found no later node can win. The
         # winner is the same as trying every node: ranks end in the node name, so there are
         # no ties. On a big cluster a reclaim tries a handful of nodes.
-        now, best = self.now, None
+        best = None
         for bound, free, mine in self._nodes(job.resources, lenders, frees):
             if best is not None and bound > best[0]:
                 break
             mine.sort(key=lambda r: (r.priority, -share[r.project], -r.start_time, -r.id))
             found = self._on_node(job, free, shadow, mine, whole)
             if found is not None:
-                # Least work thrown away first (GPU-seconds the victims have run: a
-                # requeued job starts over unless it checkpoints), then the fewest victims.
-                lost = sum(len(v.gpus) * max(0.0, now - v.start_time) for v in found[1])
+                # Least work thrown away first (`lost`), then the fewest victims.
+                lost = sum(self.lost(v) for v in found[1])
                 rank = (max(v.priority for v in found[1]), lost, len(found[1]),
                         sum(len(v.gpus) for v in found[1]), free.node.name)  # fmt: skip
                 if best is None or rank < best[0]:
@@ -256,7 +275,7 @@ class ReclaimPlanner:
                 lacks = res.gpus - sum(g in free.gpus for g in matching_gpus(free.node, res))
             else:
                 lacks = res.gpus - len(free.gpus)
-            bound = _bound(mine, lacks, now)
+            bound = _bound(mine, lacks, now, self.config)
             if bound is not None:  # else even all of them would not free enough
                 heapq.heappush(ready, ((*bound, name), free, mine))
         while ready:
@@ -268,9 +287,9 @@ class ReclaimPlanner:
         floors = self._floors.get(project)
         if floors is None:
             least: dict[str, tuple[int, float]] = {}
-            now = self.now
+            now, config = self.now, self.config
             for r in self._of.get(project, ()):
-                one = (r.priority, len(r.gpus) * max(0.0, now - r.start_time))
+                one = (r.priority, len(r.gpus) * lost_s(r, now, config))
                 if one < least.get(r.node, (one[0] + 1, 0.0)):
                     least[r.node] = one
             floors = sorted((p, lost, 0, 0, name) for name, (p, lost) in least.items())
@@ -336,7 +355,9 @@ class ReclaimPlanner:
         return Status(Code.RECLAIM, Rule.RECLAIM, jobs=ids, project=name), out
 
 
-def _bound(mine: list[RunningJob], lacks: int, now: float) -> tuple[int, float, int, int] | None:
+def _bound(
+    mine: list[RunningJob], lacks: int, now: float, config: PolicyConfig
+) -> tuple[int, float, int, int] | None:
     """A lower bound on the rank (top victim priority, work lost, victims, GPUs) of any plan
     taking its victims from `mine` (lowest priority first, then youngest first) for a job that
     lacks `lacks` GPUs; None when all of `mine` hold fewer. The victims hold at least `lacks`
@@ -351,9 +372,7 @@ def _bound(mine: list[RunningJob], lacks: int, now: float) -> tuple[int, float, 
             break
     else:
         return None
-    items = [
-        (len(r.gpus) * max(0.0, now - r.start_time), len(r.gpus)) for r in mine if r.priority <= top
-    ]
+    items = [(len(r.gpus) * lost_s(r, now, config), len(r.gpus)) for r in mine if r.priority <= top]
     want = max(1, lacks)  # every plan has a victim
     found: tuple[float, int, int] | None
     if want == 1:  # the best is one job

@@ -18,8 +18,18 @@ from gpupool.core.hardware import Node
 from gpupool.core.job import Resources
 from gpupool.core.project import fmt_gpus
 from gpupool.core.units import format_duration, format_size, plural
+from gpupool.policy import preemption_words
 from gpupool.policy.per_gpu_defaults import Defaulted, PerGpuDefaults, per_gpu_default_caps
-from gpupool.policy.reasons import Dimension, Insufficient, OrderCause, Reserved, Standing
+from gpupool.policy.reasons import (
+    ClassCause,
+    DefragCause,
+    Dimension,
+    Insufficient,
+    OrderCause,
+    PaysCause,
+    Reserved,
+    Standing,
+)
 from gpupool.policy.snapshot import Preemption
 from gpupool.policy.status import Rule, Status
 
@@ -83,7 +93,8 @@ def node_text(i: Insufficient, res: Resources | None = None) -> str:
 
 def reserved_text(r: Reserved) -> str:
     """E.g. "reserved GPUs 0,1,2,3 on box from now+1h05m", "reserved 40GiB of GPU 1 on box
-    from now+10m" (a fractional job's), "reserved 32 GPUs on 4 nodes from now+1h" (wide)."""
+    from now+10m" (a fractional job's), "reserved 16 GPUs on 2 nodes from now+1h: GPUs
+    0,1,2,3,4,5,6,7 on a, GPUs 0,1,2,3,4,5,6,7 on b" (wide: every node and its GPUs)."""
     if r.in_s <= 0:
         when = "as soon as jobs past their time limit there end"
     elif math.isinf(r.in_s):
@@ -91,7 +102,11 @@ def reserved_text(r: Reserved) -> str:
     else:
         when = f"from now+{format_duration(r.in_s)}"
     if r.wide:
-        return f"reserved {r.gpus} GPUs on {r.nodes} nodes {when}"
+        where = ", ".join(
+            f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))} on {node}"
+            for node, gpus in r.reservation.parts()
+        )
+        return f"reserved {r.gpus} GPUs on {r.nodes} nodes {when}: {where}"
     res = r.reservation
     gpus = res.gpus
     what = f"GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}" if gpus else "room"
@@ -252,12 +267,6 @@ def status_text(s: Status) -> str:
     if rule is Rule.BEHIND_RESERVATION:
         assert s.reserved is not None
         holder = s.reserved.reservation.job_id
-        if s.reserved.wide:
-            return (
-                f"waiting for job {holder}, which holds a reservation "
-                f"({reserved_text(s.reserved)}): while a multi-node job holds it, only jobs "
-                "that end by then may start (a shorter --time may let this one start now)"
-            )
         return (
             f"waiting for job {holder}, which holds a reservation ({reserved_text(s.reserved)}): "
             "this job fits now only on what is reserved, and would still be running then (a "
@@ -297,6 +306,11 @@ def status_text(s: Status) -> str:
             f"waiting for {_jobs(s.jobs)} to stop: preempted for this job, which ranks ahead in "
             f"{s.standing.order} order ({standing_text(s.standing)})"
         )
+    if rule in (Rule.CLASS_PREEMPTION, Rule.PAYS_PREEMPTION):
+        return preemption_words.status_text(rule, s.jobs)
+    if rule is Rule.DEFRAGMENT:
+        assert s.defrag is not None
+        return defrag_status_text(s.jobs, s.defrag)
     if rule is Rule.RECLAIM:
         return (
             f"waiting for {_jobs(s.jobs)} to stop (preempted to give project {s.project} its quota)"
@@ -343,6 +357,10 @@ def preemption_text(p: Preemption) -> str:
     """Why a running job is preempted, e.g. "reclaimed for project a (quota 4, in use 0): job
     7 borrowed above project b's quota (2, in use 6)"."""
     c = p.cause
+    if isinstance(c, DefragCause):
+        return defrag_cause_text(p.for_job_id, c)
+    if isinstance(c, ClassCause | PaysCause):
+        return preemption_words.cause_text(p.for_job_id, c)
     if isinstance(c, OrderCause):
         ahead, victim = c.ahead, c.victim
         if ahead.klass != victim.klass:
@@ -358,6 +376,37 @@ def preemption_text(p: Preemption) -> str:
         f"reclaimed for project {c.project} (quota {fmt_gpus(c.quota)}, in use "
         f"{fmt_gpus(c.in_use)}): job {p.job_id} borrowed above project {c.victim_project}'s "
         f"quota ({fmt_gpus(c.victim_quota)}, in use {fmt_gpus(c.victim_in_use)})"
+    )
+
+
+def _fragmented(c: DefragCause) -> str:
+    """E.g. "8 GPUs are free across the pool but at most 4 on one node"."""
+    return (
+        f"{plural(c.pool_free, 'GPU')} {'is' if c.pool_free == 1 else 'are'} free across the "
+        f"pool but at most {c.most_free} on one node"
+    )
+
+
+def defrag_status_text(jobs: tuple[int, ...], c: DefragCause) -> str:
+    """A waiting job's DEFRAGMENT status, e.g. "preempting jobs 12, 13 on node a to make room
+    for its 8 GPUs: 8 GPUs are free across the pool but at most 4 on one node; they restart
+    at once on the other nodes"."""
+    return (
+        f"preempting {_jobs(jobs)} on node {c.node} to make room for its "
+        f"{plural(c.gpus, 'GPU')}: {_fragmented(c)}; "
+        f"{'it restarts' if len(jobs) == 1 else 'they restart'} at once on the other nodes"
+    )
+
+
+def defrag_cause_text(for_job: int, c: DefragCause) -> str:
+    """A defragmentation victim's cause, e.g. "defragmenting node a for job 14 (8 GPUs): 8
+    GPUs are free across the pool but at most 4 on one node; requeued to restart at once on
+    another node (1,200 GPU-seconds of work lost by this plan)"."""
+    return (
+        f"defragmenting node {c.node} for job {for_job} ({plural(c.gpus, 'GPU')}): "
+        f"{_fragmented(c)}; requeued to restart at once on another node "
+        f"({c.lost_gpu_s:,.0f} GPU-seconds of work lost by this plan, "
+        f"{plural(c.freed, 'GPU')} freed)"
     )
 
 

@@ -337,12 +337,9 @@ class SchedulingPass:
                 return self._no_fit(req, res)
             self._start(job, placement, end, outlasts=False)
             return None
-        if shadow.conservative:
-            # Nothing that outlasts this reservation starts (a wide job's: policy/wide.py).
-            if index.place(res) is None:
-                return self._no_fit(req, res)
-            req.behind, req.behind_at = self.behind_status(shadow), self.version
-            return req.behind
+        if shadow.spread:
+            # A wide job's reservation: the spare view of each node it holds (policy/wide.py).
+            return self._beside_wide(job, req, end)
         reserved_node = index.by_name[shadow.node]
         spare = shadow.spare(reserved_node)
         if not req.no_spare and res.gpus <= max(len(spare.gpus), index.most(shadow.node)):
@@ -356,6 +353,21 @@ class SchedulingPass:
             req.behind, req.behind_at = self.behind_status(shadow), self.version
             return req.behind
         return self._no_fit(req, res)
+
+    def _beside_wide(self, job: PendingJob, req: Learned, end: float) -> Status | None:
+        """`_try_start` for a one-node job that outlasts a wide job's reservation: it starts
+        where it keeps off what the reservation holds on each of its nodes."""
+        res, shadow = job.resources, self.shadow
+        assert shadow is not None
+        placement = None if req.no_spare else shadow.place_beside(self.free, res)
+        if placement is not None:
+            self._start(job, placement, end, outlasts=True)
+            return None
+        req.no_spare = True
+        if self.free.place(res) is None:
+            return self._no_fit(req, res)
+        req.behind, req.behind_at = self.behind_status(shadow), self.version
+        return req.behind
 
     def _by_count(self, res: Resources) -> Status:
         """`Resources` from the index's counts: the node with the most free GPUs has fewer
@@ -426,8 +438,10 @@ class SchedulingPass:
     def _start(self, job: PendingJob, placement: Placement, end: float, outlasts: bool) -> None:
         self.free.take(placement, job.resources)
         shadow = self.shadow
-        if outlasts and shadow is not None and placement.node == shadow.node:
-            shadow.took(job.resources, placement.gpus, placement.gpu_memory_bytes)
+        if outlasts and shadow is not None:
+            shadow.took_on(
+                placement.node, job.resources, placement.gpus, placement.gpu_memory_bytes
+            )
         self.version += 1
         self.starts.append(
             Start(job.id, placement.node, placement.gpus, placement.gpu_memory_bytes)

@@ -35,6 +35,10 @@ class PendingJob:
     # The daemon never sets it; no default-profile decision reads it.
     runtime_hint_s: float | None = None
     attained_s: float = 0.0  # seconds run in earlier attempts (preempted and requeued)
+    restarts: int = 0  # its requeues so far: preemptions and retries (a thrashing bound)
+    # It keeps its work across a restart (it writes GPUPOOL_CHECKPOINT_DIR, or the replay
+    # models checkpointing): stopping it loses little (policy/victim_cost.py).
+    checkpointing: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class RunningJob:
     gpu_memory_bytes: int | None = None  # on its one GPU, for fractional jobs
     runtime_hint_s: float | None = None  # as PendingJob.runtime_hint_s
     attained_s: float = 0.0  # seconds run in earlier attempts, before start_time
+    restarts: int = 0  # as PendingJob.restarts
+    checkpointing: bool = False  # as PendingJob.checkpointing
     # A job spread over several nodes (PolicyConfig.spread_wide_jobs) appears once per node,
     # with the same id, the GPUs it holds there, and resources.gpus = len(gpus).
 
@@ -65,6 +71,10 @@ class PriorityWeights:
     age: float = 1_000.0
     size: float = 100.0
     age_max_s: float = 7 * 86400.0  # the age factor reaches 1 after this long in the queue
+    # The service factor (ordering.py): less expected GPU-service first (GPUs x the time
+    # limit), on a log scale that reaches 0 at this much.
+    service: float = 10_000.0
+    service_max_gpu_s: float = 8 * 7 * 86400.0
 
 
 class WidePlacement(StrEnum):
@@ -96,14 +106,40 @@ class PolicyConfig:
     # time on a busy pool, and a claim that would start soon anyway need not throw away a
     # borrower's work (docs/scheduling-quality.md measures it).
     reclaim_after_s: float = 0.0
+    # A preemption the quotas do not require never stops a job requeued this often already
+    # (policy/victim_cost.py): it is left to finish.
+    preempt_max_restarts: int = 3
+    # What a job that checkpoints is taken to lose when stopped: the work since its last
+    # checkpoint, which the pool does not see (policy/victim_cost.py).
+    checkpoint_loss_s: float = 600.0
+    # A higher priority class preempts preemptible jobs of lower classes: of its own project,
+    # and borrowers of others (policy/class_preemption.py).
+    preempt_lower_classes: bool = True
+    # A short waiting job may stop a job that checkpoints and would hold its GPUs at least
+    # `preempt_gain_ratio` times longer than the waiting job needs them, if the stop loses at
+    # most `preempt_max_loss_gpu_s` (policy/class_preemption.py: where it pays).
+    preempt_where_it_pays: bool = True
+    preempt_gain_ratio: float = 10.0
+    preempt_max_loss_gpu_s: float = 900.0
+    # Both look at this many waiting jobs, in queue order: the head of the line.
+    preempt_look_ahead: int = 50
+    # A waiting job that fits in the pool's free GPUs but on no one node has preemptible jobs
+    # of one node requeued onto the others' free GPUs, so that it fits there (policy/defrag.py).
+    defragment: bool = True
+    # ... only where it pays: the victims lose at most this share of the GPU-time the job would
+    # wait for its reservation (its GPUs x the time until it).
+    defrag_loss_share: float = 0.25
     # --- Named profiles (policy/profiles.py) change these; the daemon runs the defaults. ---
-    # Queue order: "priority" (class, fair share, age, size: ordering.py), "fifo" (submit
+    # Queue order: "priority" (class, fair share, service, age, size: ordering.py), "fifo" (submit
     # time), "sjf" (runtime_hint_s), "srtf" (runtime_hint_s - attained_s), "las" (attained
     # GPU-seconds in discrete levels, then submit time), "drf" (the project with the smallest
     # share of the GPUs in use first). All but "priority" still put the class first.
     order: str = "priority"
     backfill: bool = True  # False: the first job that cannot start blocks all later ones
     use_quotas: bool = True  # False: Snapshot.projects is ignored (single-queue baselines)
+    # False: the `static` profile: each project its quota as dedicated GPUs, nothing lent
+    # (policy/dedicated.py). Read where jobs are booked to projects: the trace replay only.
+    lend_idle: bool = True
     # Preempt running jobs that rank below a waiting job which would fit without them
     # (srtf, las): the preemptive baselines; runs longer than min_runtime_s only.
     preempt_for_order: bool = False
@@ -192,6 +228,7 @@ class PriorityFactors:
     age: float
     size: float
     score: float  # the weighted sum of the factors, compared inside a class
+    service: float = 0.0  # 1 for the least expected GPU-service, 0 from service_max_gpu_s
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from gpupool.core.job import Resources
-from gpupool.policy.reasons import Insufficient, Reserved, Standing, WideShortfall
+from gpupool.policy.reasons import DefragCause, Insufficient, Reserved, Standing, WideShortfall
 
 
 class Code(str, Enum):
@@ -54,6 +54,11 @@ class Rule(StrEnum):
     BEHIND_HEAD = "behind_head"  # Priority: no backfill; `jobs`: the first in line
     ORDER_PREEMPTION = "order_preemption"  # Priority: `jobs` are preempted for it (srtf, las)
     RECLAIM = "reclaim"  # Reclaim: `jobs` are preempted to give its project its quota
+    CLASS_PREEMPTION = "class_preemption"  # Priority: `jobs` of lower classes are preempted
+    PAYS_PREEMPTION = "pays_preemption"  # Priority: `jobs` that checkpoint, for a short job
+    # Resources: `jobs` on one node are preempted and requeued elsewhere so that it fits
+    # there (`defrag`: the figures; policy/defrag.py)
+    DEFRAGMENT = "defragment"
     OVER_LIMIT = "over_limit"  # Quota: its project's limit (`short`)
     NOT_PREEMPTIBLE = "not_preemptible"  # Quota: above quota, and borrowing needs it
     RECLAIMING = "reclaiming"  # Quota: GPUs are reclaimed for `jobs[0]` of its project
@@ -78,6 +83,7 @@ class Status:
     jobs: tuple[int, ...] = ()  # the jobs it waits for (see Rule)
     project: str | None = None  # the project whose quota or limit says it
     standing: Standing | None = None  # ORDER_PREEMPTION: where the order puts it
+    defrag: DefragCause | None = None  # DEFRAGMENT: the node, the GPUs freed, the pool's free
     wide: WideShortfall | None = None  # WIDE_NO_FIT
     # What the pool has where no figure says it: its GPU models (an unknown type), the
     # model of the largest GPU (a fractional job that fits on none).

@@ -28,14 +28,19 @@ would run such a job; everything else in the policy still puts a job on one node
   its GPUs there, so the policy's per-entry accounting (free view, releases, quota use) is
   right without a special case.
 - **Reservation** (`reserve_wide`, `WideShadow`): the earliest release time at which the
-  request fits across the pool by the placement rule, with what is free now plus what ends by then. The pass's
-  `Reservation` is one node's worth (its first node and GPUs there); `reserved()` names the
-  whole. It is conservative: while a wide job holds the reservation, a later job may start
-  now only if it ends by the reservation time. Letting a job that outlasts it use what the
-  reservation does not need would mean tracking the reserved GPUs and the spare CPUs and
-  memory of every node it will use; EASY's one-node bookkeeping (`backfill.Shadow`) covers
-  only one. A wide job is rare and big, so the lost backfill is small next to the risk of
-  delaying it.
+  request fits across the pool by the placement rule, with what is free now plus what ends
+  by then, and the placement the rule makes then. The reservation is pinned to it: it names
+  every node and the GPUs it holds on each (`Reservation.parts()`), and on each of those
+  nodes the CPUs and memory the job will need there. A later job that would outlast it may
+  start now where it keeps off all of that: anywhere on the nodes the reservation does not
+  use, and on those it does within each one's spare view (EASY's one-node rule,
+  `backfill.Shadow`, node by node). By the consolidate rule a node taken whole is held whole
+  (a GPU of another type on it, taken by a later job, would leave it not whole, and the rule
+  would not place the job there then). So no later job delays the wide job: at its time the
+  GPUs it holds are free and each of its nodes has its room, which is a placement either
+  rule takes (tests/unit/test_wide_reservation_properties.py). Before issue 33 the
+  reservation was conservative (no job that outlasted it started anywhere), which left a
+  1-GPU job waiting on a node the wide job never used.
 - **Reclaim**: a wide job never reclaims borrowed GPUs (a reclaim plan fits one node); a wide
   claim that does not fit reserves like any blocked job.
 """
@@ -52,7 +57,8 @@ from gpupool.policy.filters.gpu_count import usable_gpus
 from gpupool.policy.filters.topology import has_room, spread_count
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.node_free import NodeFree
-from gpupool.policy.placement import Placement, choose_gpus
+from gpupool.policy.node_index import NodeIndex
+from gpupool.policy.placement import Placement, choose_gpus, place
 from gpupool.policy.reasons import Reserved
 from gpupool.policy.snapshot import Reservation, WidePlacement
 from gpupool.policy.timeline import Release, give_back
@@ -126,30 +132,84 @@ def is_wide(res: Resources, nodes: tuple[Node, ...]) -> bool:
 
 
 class WideShadow(Shadow):
-    """The pass's reservation held by a wide job. As a `Shadow` it stands for the first node
-    of the reserved placement (what `Reservation` can say, what a reclaim plan keeps off);
-    `placements` is all of it. The pass lets no job that would outlast it start (module
-    docstring): it checks `conservative` before the one-node spare rule."""
+    """The pass's reservation held by a wide job, pinned to the nodes of its placement
+    (module docstring). As a `Shadow` it is its first node's (`node`, `spare`, `took`: what a
+    reclaim plan reads); `others` are the one-node shadows of the rest. `holds`, `spare_of`
+    and `took_on` answer for every node it holds."""
 
-    conservative = True
+    spread = True
 
     def __init__(
         self,
         reservation: Reservation,
-        first_at_time: NodeFree,
+        at_time: dict[str, NodeFree],
         res: Resources,
         now: float,
-        placements: list[Placement],
     ) -> None:
-        super().__init__(reservation, first_at_time, piece(res, reservation.gpus), now)
-        self.placements = placements
+        first = reservation.node
+        super().__init__(reservation, at_time[first], piece(res, reservation.gpus), now)
+        self.others = {
+            name: Shadow(
+                Reservation(reservation.job_id, name, gpus, reservation.time),
+                at_time[name],
+                piece(res, gpus),
+                now,
+            )
+            for name, gpus in reservation.more
+        }
         self.gpus = res.gpus
+
+    def holds(self, node: str) -> bool:
+        return node == self.node or node in self.others
+
+    def spare(self, now_free: NodeFree) -> NodeFree:
+        """`Shadow.spare` of whichever node it holds `now_free` is."""
+        other = self.others.get(now_free.node.name)
+        return super().spare(now_free) if other is None else other.spare(now_free)
+
+    def took_on(
+        self,
+        node: str,
+        res: Resources,
+        gpus: tuple[int, ...] = (),
+        gpu_memory_bytes: int | None = None,
+    ) -> None:
+        other = self.others.get(node)
+        if other is not None:
+            other.took(res, gpus, gpu_memory_bytes)
+        elif node == self.node:
+            self.took(res, gpus, gpu_memory_bytes)
+
+    def place_beside(self, index: NodeIndex, res: Resources) -> Placement | None:
+        """Where a one-node job that outlasts the reservation goes now: `place`'s best fit
+        with each node it holds seen through its spare view. Spare views only take away, so
+        when the best fit on what is free is on a node it does not hold, the answer is the
+        better of that node and the spare views (best fit is a key per node); only when it
+        is on a held node are all nodes looked at again."""
+        best = index.place(res)
+        if best is None:
+            return None
+        if self.holds(best.node):
+            return place([self.spare_of(f) for f in index.frees], res)
+        spares = [self.spare(index.by_name[name]) for name in (self.node, *self.others)]
+        return place([index.by_name[best.node], *spares], res)
 
     def reserved(self) -> Reserved:
         """The reservation as a status names it: all its GPUs and nodes (policy/reasons.py)."""
-        return Reserved(
-            self.reservation, self.time - self.now, self.gpus, len(self.placements), wide=True
-        )
+        nodes = 1 + len(self.others)
+        return Reserved(self.reservation, self.time - self.now, self.gpus, nodes, wide=True)
+
+
+def _held_gpus(
+    placement: Placement, at: NodeFree, res: Resources, rule: WidePlacement
+) -> tuple[int, ...]:
+    """The GPUs a wide reservation holds on one node of its placement: those the job will
+    use there; by the consolidate rule, every GPU of a node it takes whole (module
+    docstring)."""
+    whole = len(at.gpus) == len(at.node.gpus)
+    if rule is CONSOLIDATE and whole and len(placement.gpus) == len(usable_gpus(at, res)):
+        return tuple(sorted(at.gpus))
+    return placement.gpus
 
 
 def reserve_wide(
@@ -161,9 +221,10 @@ def reserve_wide(
     rule: WidePlacement = SPREAD,
 ) -> WideShadow | None:
     """The reservation for a wide job that does not fit now: the earliest release time by
-    which what is free plus what has ended fits it (`place_wide` by `rule` then). None if it
-    never will (only when it is unsatisfiable, ruled out by the caller: once everything has
-    ended, either rule places a job the pool's total covers)."""
+    which what is free plus what has ended fits it (`place_wide` by `rule` then), pinned to
+    the nodes and GPUs of that placement. None if it never will (only when it is
+    unsatisfiable, ruled out by the caller: once everything has ended, either rule places a
+    job the pool's total covers)."""
     at = {f.node.name: f.copy() for f in frees}
     counts = {name: spread_count(f, res) for name, f in at.items()}
     total = sum(counts.values())
@@ -186,6 +247,7 @@ def reserve_wide(
             i += 1
     placements = place_wide([at[f.node.name] for f in frees], res, rule)
     assert placements is not None  # it fits by the rule, by the loop
-    first = placements[0]
-    reservation = Reservation(job_id, first.node, first.gpus, time)
-    return WideShadow(reservation, at[first.node], res, now, placements)
+    held = [(p.node, _held_gpus(p, at[p.node], res, rule)) for p in placements]
+    (node, gpus), more = held[0], tuple(held[1:])
+    reservation = Reservation(job_id, node, gpus, time, more=more)
+    return WideShadow(reservation, {name: at[name] for name, _ in held}, res, now)

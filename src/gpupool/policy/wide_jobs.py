@@ -65,8 +65,8 @@ class WideJobs:
     def try_start(self, job: PendingJob, req: Learned, end: float) -> Status | None:
         """`SchedulingPass._try_start` for a wide job. Without a reservation it starts if it
         fits now, else takes the reservation. With one, it starts only if it cannot delay it:
-        it ends by then, or the reservation is a one-node `Shadow` and it keeps to the spare
-        view of the reserved node (a wide reservation lets nothing outlast it). A guaranteed
+        it ends by then, or it keeps to the spare view of each node the reservation holds
+        (one node's, or a wide job's several: policy/wide.py). A guaranteed
         wide job that does not fit reserves at once, even while quotas say "reclaim first":
         reclaim plans fit one node, so no reclaim could start it (the planner finds no plan
         and the status stays)."""
@@ -82,11 +82,8 @@ class WideJobs:
                 return self.no_fit(job, req)
             self._start(job, placements, end, None)
             return None
-        if not req.no_spare and not shadow.conservative:
-            spare = shadow.spare(state.free.by_name[shadow.node])
-            placements = place_wide(
-                [spare if f.node is spare.node else f for f in frees], res, self.rule
-            )
+        if not req.no_spare:
+            placements = place_wide([shadow.spare_of(f) for f in frees], res, self.rule)
             if placements is not None:
                 self._start(job, placements, end, shadow)
                 return None
@@ -122,13 +119,13 @@ class WideJobs:
         self, job: PendingJob, placements: list[Placement], end: float, shadow: Shadow | None
     ) -> None:
         """One Start (its first node; `more`: the others), one Release per node. `shadow`:
-        the one-node reservation it outlasts, whose spare it used on the reserved node."""
+        the reservation it outlasts, whose spare it used on the nodes that holds."""
         state = self.state
         for p in placements:
             part = piece(job.resources, p.gpus)
             state.free.take(p, part)
-            if shadow is not None and p.node == shadow.node:
-                shadow.took(part)
+            if shadow is not None:
+                shadow.took_on(p.node, part)
             state.started.append(Release(end, p.node, p.gpus, part))
         state.version += 1
         first, more = placements[0], tuple((p.node, p.gpus) for p in placements[1:])

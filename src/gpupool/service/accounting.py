@@ -21,22 +21,29 @@ For the window [since, now], per group:
   total, not when it was spent). A run under way is charged once it ends. None for a group
   none of whose jobs has the figure (backends' jobs, a daemon without cgroups): unknown,
   not 0.
+For the pool as a whole (not per group: the idle GPUs were no group's), the GPU-hours idle
+while a job that could use them waited, by cause (policy/idle_waiting.py says the rule): what
+the store kept per hour (store/idle_waiting.py; whole hours, as used GPU-hours) and what the
+engine counted and has not stored yet (engine/idle_waiting.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.hardware import Inventory
+from gpupool.policy.idle_waiting import IdleCause
 from gpupool.service.store_contracts import UsageStore
 from gpupool.store.accounting import JobRecord
 from gpupool.store.samples import DAY_S, WindowUsage
 
 HOUR_S = 3600.0
 ANY_GPU = "any"  # the GPU type of a job that never held a GPU and asked for none
+# GPU-seconds idle while jobs waited, by cause, counted and not stored yet, in a window.
+UnstoredIdle = Callable[[float, float], Mapping[str, float]]
 
 
 class GroupBy(StrEnum):
@@ -77,6 +84,8 @@ class UsageReport:
     rows: tuple[GroupUsage, ...]  # by allocated GPU-hours, largest first
     total: GroupUsage
     simulated: bool  # some of the used figures come from simulated samples
+    # GPU-hours idle while jobs that could use them waited, by cause (every IdleCause).
+    idle_waiting_gpu_h: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -197,9 +206,15 @@ class Accounting:
     """Usage reports, GPU history and job summaries, from the store and the inventory."""
 
     def __init__(
-        self, store: UsageStore, inventory: Inventory, sample_interval_s: float, simulated: bool
+        self,
+        store: UsageStore,
+        inventory: Inventory,
+        sample_interval_s: float,
+        simulated: bool,
+        unstored_idle: UnstoredIdle | None = None,
     ) -> None:
         self.store = store
+        self.unstored_idle = unstored_idle  # the engine's idle-while-waiting not stored yet
         self.inventory = inventory
         self.sample_interval_s = sample_interval_s
         self.simulated = simulated  # the pool's samples are made up (a declared inventory)
@@ -211,7 +226,18 @@ class Accounting:
         hours = self.store.usage_in_window(since, until)
         stops = [IdleStop(a.job_id, a.time, a.limit_end) for a in self.store.idle_actions(since)]
         gpu_type = gpu_type_by_inventory(self._models)
-        return usage_report(records, hours, by, since, until, gpu_type, stops, self.simulated)
+        report = usage_report(records, hours, by, since, until, gpu_type, stops, self.simulated)
+        return replace(report, idle_waiting_gpu_h=self.idle_waiting_gpu_h(since, until))
+
+    def idle_waiting_gpu_h(self, since: float, until: float) -> dict[str, float]:
+        """GPU-hours idle while jobs waited in the hours overlapping [since, until), by cause
+        (every cause, 0 where none): stored, and counted but not stored yet."""
+        stored = self.store.idle_waiting_in_window(since, until)
+        fresh = self.unstored_idle(since, until) if self.unstored_idle is not None else {}
+        return {
+            c.value: (stored.get(c.value, 0.0) + fresh.get(c.value, 0.0)) / HOUR_S
+            for c in IdleCause
+        }
 
     def history(self, since: float, until: float) -> History:
         period = history_period(until - since, self.sample_interval_s)

@@ -27,6 +27,7 @@ from gpupool.core.project import DEFAULT_PROJECT, Project
 from gpupool.core.space import StorageFull, storage_full
 from gpupool.engine.gating import never_met
 from gpupool.engine.gpu_counts import GpuCounter
+from gpupool.engine.idle_waiting import IdleWaitingMeter
 from gpupool.engine.limits import LimitSource, effective_time_limit
 from gpupool.engine.log_lines import gpu_amount_text
 from gpupool.engine.view import JobsView, page
@@ -76,6 +77,7 @@ class EngineLink(Protocol):
     config: PolicyConfig
     passes: int
     polls: int
+    idle_waiting: IdleWaitingMeter  # GPU-seconds idle while jobs waited (accounting reads it)
 
     def stored(self, *jobs: Job) -> None: ...
 
@@ -90,6 +92,8 @@ class EngineLink(Protocol):
     def time_limit_of(self, job: Job) -> float: ...
 
     def foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None: ...
+
+    def idle_waiting_gpu_s(self) -> dict[str, float]: ...
 
 
 class PoolService(ProjectMethods):
@@ -503,6 +507,7 @@ class PoolService(ProjectMethods):
             projects=projects,
             running_jobs=sum(p.running_jobs for p in projects),
             pending_jobs=sum(p.pending_jobs for p in projects),
+            idle_waiting_gpu_s=self.engine.idle_waiting_gpu_s(),
         )
 
     # -- the pool, for the API: so that it never reaches through to the engine or store ------
@@ -536,4 +541,5 @@ class PoolService(ProjectMethods):
         monitor = self.monitor
         interval = monitor.interval_s if monitor is not None else 0.0
         simulated = monitor.simulated if monitor is not None else False
-        return Accounting(self.store, self.inventory, interval, simulated)
+        unstored = self.engine.idle_waiting.unstored_in
+        return Accounting(self.store, self.inventory, interval, simulated, unstored)

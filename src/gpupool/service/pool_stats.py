@@ -13,7 +13,7 @@ memory are a few small files of its cgroup, read as asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.hardware import Inventory
@@ -67,6 +67,10 @@ class PoolStats:
     projects: tuple[ProjectStats, ...]
     running_jobs: int
     pending_jobs: int
+    # GPU-seconds idle while a job that could use them waited, by cause, over the pool's
+    # life, kept in the store across restarts (engine/idle_waiting.py; the rule:
+    # policy/idle_waiting.py).
+    idle_waiting_gpu_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def borrowed(in_use: float, quota: float, quotas_in_force: bool) -> float:

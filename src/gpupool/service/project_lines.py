@@ -36,7 +36,23 @@ def project_fields(p: Project) -> str:
         parts.append(f"default time limit {_time_limit(p.default_time_limit_s)}")
     if p.idle_timeout_s is not None:
         parts.append(f"idle policy {idle_policy(p)}")
+    for label, value in _min_runtimes(p):
+        if value is not None:
+            parts.append(f"{label} {format_duration(value)}")
     return ", ".join(parts)
+
+
+def _min_runtimes(p: Project) -> tuple[tuple[str, float | None], ...]:
+    """The project's minimum run times, by the words a line names them with (None: the
+    pool's default)."""
+    return (
+        ("preempt min runtime", p.preempt_min_runtime_s),
+        ("reclaim min runtime", p.reclaim_min_runtime_s),
+    )
+
+
+def _min_runtime(value: float | None) -> str:
+    return "pool default" if value is None else format_duration(value)
 
 
 def idle_policy(p: Project) -> str:
@@ -61,6 +77,10 @@ def project_changes(old: Project, new: Project) -> str:
             _time_limit(new.default_time_limit_s),
         ),
         ("idle policy", idle_policy(old), idle_policy(new)),
+        *(
+            (label, _min_runtime(a), _min_runtime(b))
+            for (label, a), (_, b) in zip(_min_runtimes(old), _min_runtimes(new), strict=True)
+        ),
     ]
     changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]
     return ", ".join(changed) or "nothing"

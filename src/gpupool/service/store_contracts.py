@@ -50,6 +50,10 @@ class UsageStore(Protocol):
 
     def idle_actions(self, since: float) -> list[IdleActionRecord]: ...
 
+    def idle_waiting_in_window(
+        self, since: float, until: float | None = None
+    ) -> dict[str, float]: ...
+
 
 class BenchmarkStore(Protocol):
     """Saved benchmark results (store/benchmarks.py; docs/hwbench.md)."""

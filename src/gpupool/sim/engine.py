@@ -35,12 +35,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from gpupool.core.job import JobSpec, Resources
+from gpupool.core.job import JobSpec, Resources, gpu_count
 from gpupool.core.project import Project
 from gpupool.policy.decide import decide
+from gpupool.policy.dedicated import booked_project, dedicated_projects
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.inputs import pending_job, placed, running_pieces
 from gpupool.policy.node_facts import NodeFacts
+from gpupool.policy.quota_feasibility import check_quota
 from gpupool.policy.running_view import RunningView
 from gpupool.policy.snapshot import (
     Decision,
@@ -51,6 +53,7 @@ from gpupool.policy.snapshot import (
     Start,
     Usage,
 )
+from gpupool.sim.idle_meter import IdleMeter
 from gpupool.sim.load import replayed_load
 from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
 from gpupool.sim.usage import UsageTracker
@@ -128,6 +131,10 @@ class Replay:
         self.trace, self.cluster, self.config, self.name = trace, cluster, config, policy_name
         self.options, self.progress = options, progress
         self.projects: Mapping[str, Project] = cluster.projects if config.use_quotas else {}
+        if (
+            not config.lend_idle
+        ):  # static: jobs booked to dedicated partitions (policy/dedicated.py)
+            self.projects = dedicated_projects(self.projects, cluster.gpus)
         self.usage = (
             UsageTracker(config.fairshare_half_life_s) if config.order == "priority" else None
         )
@@ -142,14 +149,17 @@ class Replay:
             asked = (tj.gpus, tj.gpu_memory_bytes, tj.project, tj.time_limit_s)
             spec = specs.get(asked)
             if spec is None:
-                spec = specs[asked] = trace_spec(tj)
+                booked = (
+                    tj.project if config.lend_idle else booked_project(tj.project, self.projects)
+                )
+                spec = specs[asked] = trace_spec(tj, booked)
             key = (tj.gpus, tj.gpu_memory_bytes)
             if key not in verdicts:
                 res = spec.resources
                 verdicts[key] = (
                     check_satisfiable(res, cluster.nodes, spread=config.spread_wide_jobs) is None
                 )
-            if verdicts[key]:
+            if verdicts[key] and (config.lend_idle or self._quota_allows(spec)):
                 self.jobs[tj.id] = _Job(tj, spec, noise)
             else:
                 self.refused.append(tj)
@@ -169,11 +179,31 @@ class Replay:
             p.quota > 0 or p.limit is not None for p in self.projects.values()
         )
         self.skipped_passes = 0
+        # The pool's own preemptions may act where nothing fits on a node
+        # (policy/class_preemption.py): classes only if the trace has several, where it pays
+        # only over jobs that checkpoint.
+        config = self.config
+        classes = {job.spec.priority for job in self.jobs.values()}
+        self.may_preempt_anyway = (config.preempt_lower_classes and len(classes) > 1) or (
+            config.preempt_where_it_pays and options.checkpointing
+        )
         self.busy = 0.0
         self.by_project: dict[str, float] = {}
         self.samples: list[Sample] = []
         self.decide_calls = 0
         self.finished = 0
+        self.idle = IdleMeter()  # GPUs idle while jobs that could use them waited
+        self.largest_gpu_memory = NodeFacts.of(cluster.nodes).largest_gpu_memory
+
+    def _quota_allows(self, spec: JobSpec) -> bool:
+        """Whether the projects' quotas and limits let this job start some day: what
+        `gpupool submit` refuses with QuotaNeverFits is refused here (the static profile's
+        jobs of a project without a quota, when the quotas name every GPU)."""
+        res = spec.resources
+        refusal = check_quota(
+            res, spec.is_preemptible, spec.priority, spec.project, self.projects, self.cluster.nodes
+        )
+        return refusal is None
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -201,6 +231,7 @@ class Replay:
             )
             if now == inf:
                 break
+            self.idle.account(now)
             while next_sample <= now:
                 self._sample(next_sample)
                 next_sample += every
@@ -222,6 +253,7 @@ class Replay:
                 # The daemon also runs a pass every little while when jobs wait; a replay with
                 # an interval does the same on its grid (age and fair share move with time).
                 next_pass = now + interval if interval > 0 and self.pending else inf
+            self.idle.refresh(self.cluster.gpus - self.busy, self.free_on)
             if (
                 self.progress is not None
                 and self.finished // report_every != before // report_every
@@ -239,18 +271,21 @@ class Replay:
             wall_s=time.perf_counter() - began,
             decide_calls=self.decide_calls,
             refused=len(self.refused),
+            idle_waiting_gpu_s=self.idle.by_cause(),
         )
 
     def _nothing_can_start(self) -> bool:
         """Whether a pass now would provably start and preempt nothing, so it can be left
         out with the same outcome: no waiting job fits in what is free by GPU count alone
-        (a necessary condition for a start), no profile preemption, and no waiting job's
-        project under its quota (the only other way a pass preempts). A replay spends most
+        (a necessary condition for a start), no profile preemption, no defragmentation or
+        class preemption that could act, and no waiting job's project under its quota. A replay spends most
         of its time in passes; on a full cluster most of them would do nothing."""
-        if self.config.preempt_for_order or self.pending_fractional:
+        if self.config.preempt_for_order or self.pending_fractional or self.may_preempt_anyway:
             return False
         most_free = max(self.free_on.values(), default=0)
         total_free = self.cluster.gpus - self.busy
+        if self.config.defragment and min(self.pending_sizes, default=total_free + 1) <= total_free:
+            return False  # a defragmentation may clear a node (policy/defrag.py)
         for gpus in self.pending_sizes:
             if gpus <= most_free or (gpus > self.widest and gpus <= total_free):
                 return False
@@ -282,6 +317,7 @@ class Replay:
             if self.options.check_running_view:
                 self._check_view(snapshot, decision, now)
             self.decide_calls += 1
+            self.idle.passed(decision.pending)
             for p in decision.preemptions:
                 victim = self.jobs.get(p.job_id)
                 if victim is not None and p.job_id in self.running:
@@ -327,9 +363,15 @@ class Replay:
             self._estimate(job),
             runtime_hint_s=job.attained + job.need,
             attained_s=job.attained,
+            restarts=job.record.preemptions,
+            checkpointing=self.options.checkpointing,
         )
         job.waiting_since = now
         self._count_pending(job, +1)
+        res = job.spec.resources
+        whole = not res.fractional
+        ask = float(res.gpus) if whole else gpu_count(res, gpu_memory_bytes=self.largest_gpu_memory)
+        self.idle.waiting(tj.id, ask, whole)
 
     def _count_pending(self, job: _Job, sign: int) -> None:
         if job.spec.resources.fractional:
@@ -348,6 +390,7 @@ class Replay:
         # what it waited as is what it runs as.
         waiting = self.pending.pop(tj.id)
         self._count_pending(job, -1)
+        self.idle.left(tj.id)
         pieces = running_pieces(waiting, now, placed(start), start.gpu_memory_bytes)
         job.pieces = pieces
         for piece in pieces:
@@ -414,14 +457,20 @@ class Replay:
         self.samples.append(Sample(at, len(self.pending), self.busy, dict(self.by_project)))
 
 
-def trace_spec(tj: TraceJob) -> JobSpec:
+def trace_spec(tj: TraceJob, project: str | None = None) -> JobSpec:
     """A trace job as the request the daemon would store: its GPUs (or one GPU's memory), its
-    project and its own --time, in the default class; it runs no command here."""
+    project (`project`: the one it is booked to, the static profile's) and its own --time, in
+    the default class; it runs no command here."""
     if tj.gpu_memory_bytes is not None:
         res = Resources(gpus=1, gpu_memory_bytes=tj.gpu_memory_bytes)
     else:
         res = Resources(gpus=tj.gpus)
-    return JobSpec(command=(), resources=res, project=tj.project, time_limit_s=tj.time_limit_s)
+    return JobSpec(
+        command=(),
+        resources=res,
+        project=tj.project if project is None else project,
+        time_limit_s=tj.time_limit_s,
+    )
 
 
 def _gpu_count(job: _Job) -> float:

@@ -179,6 +179,12 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
       preemptions and lost GPU-hours of its finished jobs.
     - by_project: share = the project's allocated GPU-seconds / all allocated GPU-seconds;
       quota_share = its quota / capacity (None when the cluster has no quotas).
+    - idle_waiting_gpu_hours = GPU-hours idle while a job that could use them waited
+      (policy/idle_waiting.py: min(free GPUs, GPUs the waiting jobs that fit in the free
+      count ask for), over time); idle_waiting_share = those GPU-seconds / (capacity_gpus x
+      the utilization's window); idle_waiting_by_cause: the GPU-hours of each cause
+      (fragmentation, reservation, quota, other).
+    - refused = trace jobs the cluster (or, for static, its partitions) could never run.
 
     Statistics over no finished jobs are None (there is no average of nothing); totals and
     counts are 0.
@@ -203,6 +209,8 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
         p["avg_slowdown"] for p in by_project.values() if p["avg_slowdown"] is not None
     ]
     rhos = _ftf(result, finished)
+    idle_s = sum(result.idle_waiting_gpu_s.values())
+    capacity_s = result.capacity_gpus * window
 
     return {
         "policy": result.policy,
@@ -222,4 +230,10 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
         "decide_calls": result.decide_calls,
         "by_size": _by_size(records),
         "by_project": by_project,
+        "idle_waiting_gpu_hours": idle_s / 3600,
+        "idle_waiting_share": idle_s / capacity_s if capacity_s > 0 else 0.0,
+        "idle_waiting_by_cause": {
+            cause: gpu_s / 3600 for cause, gpu_s in result.idle_waiting_gpu_s.items()
+        },
+        "refused": result.refused,
     }

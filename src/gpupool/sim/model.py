@@ -88,3 +88,6 @@ class SimResult:
     wall_s: float = 0.0  # how long the replay took
     decide_calls: int = 0
     refused: int = 0  # trace jobs that could never run on this cluster (not replayed)
+    # GPU-seconds idle while a job that could use them waited, by cause (IdleCause's values;
+    # policy/idle_waiting.py says the rule).
+    idle_waiting_gpu_s: Mapping[str, float] = field(default_factory=dict)

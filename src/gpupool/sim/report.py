@@ -76,6 +76,7 @@ _COLUMNS: tuple[tuple[str, str, Callable[[Any], str], str | None], ...] = (
     ("Jain", "jain_fairness", _num(3), "high"),
     ("max FTF", "max_ftf", _num(1), "low"),
     ("preempt", "preemptions", lambda v: "-" if v is None else str(v), "low"),
+    ("idle waiting", "idle_waiting_share", _pct, "low"),
     ("wall s", "wall_s", _num(1), None),
 )
 
@@ -131,6 +132,27 @@ def size_table(metrics_by_policy: Mapping[str, Mapping[str, Any]]) -> Table:
                 _num(2)(row.get("avg_bounded_slowdown")),
                 end_section=i < len(names) - 1 and size == SIZE_BUCKETS[-1][0],
             )
+    return table
+
+
+def idle_waiting_table(metrics_by_policy: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Rows policy: GPU-hours idle while a job that could use them waited, in all, as a share
+    of capacity, and by cause (policy/idle_waiting.py says the rule)."""
+    from gpupool.policy.idle_waiting import IdleCause
+
+    table = Table(title="GPU-hours idle while jobs waited, by cause", header_style="bold")
+    table.add_column("policy", style="cyan", no_wrap=True)
+    for header in ("GPU-h", "of capacity", *(c.value for c in IdleCause)):
+        table.add_column(header, justify="right")
+    for name in policies(metrics_by_policy):
+        m = metrics_by_policy[name]
+        causes = m.get("idle_waiting_by_cause", {})
+        table.add_row(
+            name,
+            _num(1)(m.get("idle_waiting_gpu_hours")),
+            _pct(m.get("idle_waiting_share")),
+            *(_num(1)(causes.get(c.value, 0.0)) for c in IdleCause),
+        )
     return table
 
 

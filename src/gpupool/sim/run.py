@@ -117,8 +117,11 @@ def merge(policy: str, parts: list[SimResult], trace: Trace, capacity: int) -> S
         queued = sum(s.queued_jobs for s in group)
         samples.append(Sample(t, queued, sum(s.busy_gpus for s in group), projects))
     quotas: dict[str, float] = {}
+    idle: dict[str, float] = {}
     for p in parts:
         quotas.update(p.quotas)
+        for cause, gpu_s in p.idle_waiting_gpu_s.items():
+            idle[cause] = idle.get(cause, 0.0) + gpu_s
     return SimResult(
         policy=policy,
         records=records,
@@ -129,6 +132,7 @@ def merge(policy: str, parts: list[SimResult], trace: Trace, capacity: int) -> S
         wall_s=sum(p.wall_s for p in parts),
         decide_calls=sum(p.decide_calls for p in parts),
         refused=sum(p.refused for p in parts),
+        idle_waiting_gpu_s=idle,
     )
 
 

@@ -28,6 +28,7 @@ from gpupool.core.project import (
     Department,
     InvalidProject,
     Project,
+    parse_min_runtime,
 )
 from gpupool.core.units import parse_duration
 
@@ -49,6 +50,8 @@ PROJECT_KEYS = (
     "idle_timeout",
     "idle_threshold",
     "idle_action",
+    "preempt_min_runtime",
+    "reclaim_min_runtime",
     "admins",
     "backend",
 )
@@ -156,6 +159,27 @@ def _duration(value: Any) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _min_runtime(
+    body: dict[str, Any], key: str, path: tuple[str, ...], problems: list[str]
+) -> float | None:
+    """A project table's minimum run time `key` ("30m"; "0s": none) in seconds; None when
+    left out (the pool's default) or bad (then the problem is added)."""
+    if key not in body:
+        return None
+    value = body[key]
+    if not isinstance(value, str):
+        problems.append(
+            f'{key_path(*path, key)}: needs a duration with a unit, such as "30m" or "0s", '
+            f"got {_got(value)}"
+        )
+        return None
+    try:
+        return parse_min_runtime(value)
+    except ValueError as exc:
+        problems.append(f"{key_path(*path, key)}: {exc}")
+        return None
 
 
 @dataclass(frozen=True)
@@ -290,6 +314,8 @@ def _parse(text: str, source: str) -> _Parsed:
                     idle_timeout_s=idle_s,
                     idle_threshold_pct=body.get("idle_threshold", DEFAULT_IDLE_THRESHOLD_PCT),
                     idle_action=body.get("idle_action"),
+                    preempt_min_runtime_s=_min_runtime(body, "preempt_min_runtime", path, problems),
+                    reclaim_min_runtime_s=_min_runtime(body, "reclaim_min_runtime", path, problems),
                 )
             )
         except InvalidProject as exc:
@@ -297,6 +323,8 @@ def _parse(text: str, source: str) -> _Parsed:
                 "default_time_limit_s": "default_time_limit",
                 "idle_timeout_s": "idle_timeout",
                 "idle_threshold_pct": "idle_threshold",
+                "preempt_min_runtime_s": "preempt_min_runtime",
+                "reclaim_min_runtime_s": "reclaim_min_runtime",
             }
             problems += _invalid(exc, path, renames)
 

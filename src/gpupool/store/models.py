@@ -334,6 +334,9 @@ class ProjectRow(Base):
     idle_timeout_s: Mapped[float | None] = mapped_column(Double)
     idle_threshold_pct: Mapped[float] = mapped_column(Double, server_default="5")
     idle_action: Mapped[str | None] = mapped_column(String(16))
+    # Minimum run times before a priority preemption / a quota reclaim (None: the pool's).
+    preempt_min_runtime_s: Mapped[float | None] = mapped_column(Double)
+    reclaim_min_runtime_s: Mapped[float | None] = mapped_column(Double)
 
 
 class ProjectMemberRow(Base):

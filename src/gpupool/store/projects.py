@@ -208,6 +208,8 @@ def _load(s: Session, name: str | None = None) -> list[Project]:
             idle_timeout_s=r.idle_timeout_s,
             idle_threshold_pct=r.idle_threshold_pct,
             idle_action=None if r.idle_action is None else IdleAction(r.idle_action),
+            preempt_min_runtime_s=r.preempt_min_runtime_s,
+            reclaim_min_runtime_s=r.reclaim_min_runtime_s,
         )
         for r in rows
     ]
@@ -225,6 +227,8 @@ def _save(s: Session, p: Project) -> Project:
     row.department, row.default_time_limit_s = p.department, p.default_time_limit_s
     row.idle_timeout_s, row.idle_threshold_pct = p.idle_timeout_s, p.idle_threshold_pct
     row.idle_action = None if p.idle_action is None else p.idle_action.value
+    row.preempt_min_runtime_s = p.preempt_min_runtime_s
+    row.reclaim_min_runtime_s = p.reclaim_min_runtime_s
     s.flush()
     s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == p.name))
     s.add_all(ProjectMemberRow(project=p.name, user=u) for u in p.members)

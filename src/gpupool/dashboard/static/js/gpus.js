@@ -74,6 +74,7 @@ function summaryTiles(pool, queue) {
       idle.length ? "warn" : "",
     ),
     tile("GPU memory used", `${bytes(used)} / ${bytes(total)}`, bar([{ share: total ? used / total : 0, class: "mem-job" }])),
+    roomTile(pool),
     tile(
       "Jobs running · pending",
       `${(counts.RUNNING || 0).toLocaleString()} · ${(counts.PENDING || 0).toLocaleString()}`,
@@ -84,6 +85,28 @@ function summaryTiles(pool, queue) {
 
 function tile(label, figure, detail, kind = "") {
   return h("div", { class: `tile ${kind}` }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-figure" }, figure), detail);
+}
+
+/** The largest job that could start now (by GPU count: the most free GPUs on one node)
+ * against the pool's free GPUs; fewer means the free GPUs are spread over nodes
+ * (service/fragmentation.py). Counted from the GPUs for a daemon that does not send them. */
+function roomTile(pool) {
+  const free = pool.free_gpus ?? allGpus(pool).filter(({ gpu }) => !gpu.jobs.length).length;
+  const largest = pool.largest_startable_gpus ?? Math.max(0, ...pool.nodes.map(nodeFree));
+  const spread = largest < free;
+  const note = spread
+    ? `${free} free, spread over nodes: ${pool.nodes.filter((n) => nodeFree(n)).map((n) => `${n.name} ${nodeFree(n)}`).join(", ")}`
+    : `${free} free`;
+  return tile(
+    "Largest job that could start now",
+    `${largest} GPU${largest === 1 ? "" : "s"}`,
+    h("span", { class: `tile-note${spread ? "" : " muted"}`, dataset: { free: String(free), largest: String(largest) } }, note),
+    spread ? "warn" : "",
+  );
+}
+
+function nodeFree(node) {
+  return node.free_gpus ?? node.gpus.filter((g) => !g.jobs.length).length;
 }
 
 /** A node: its heading, then its GPUs grouped by NVLink island. */
@@ -101,7 +124,7 @@ function nodeSection(node) {
       "h2",
       { class: "node-title" },
       h("span", { class: "node-name" }, node.name),
-      h("span", { class: "muted" }, ` ${kinds} · ${node.cpus} CPUs · ${bytes(node.memory_bytes)} · ${heldCount}/${node.gpus.length} held`),
+      h("span", { class: "muted" }, ` ${kinds} · ${node.cpus} CPUs · ${bytes(node.memory_bytes)} · ${heldCount}/${node.gpus.length} held · largest job that could start: ${nodeFree(node)}`),
     ),
     linked
       ? h(
