@@ -19,11 +19,13 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 COLUMNS = (
     ("avg JCT (s)", "avg_jct_s", "{:,.0f}"),
     ("p99 JCT (s)", "p99_jct_s", "{:,.0f}"),
     ("avg queue (s)", "avg_queue_s", "{:,.0f}"),
+    ("p99 queue (s)", "p99_queue_s", "{:,.0f}"),
     ("bounded slowdown", "avg_bounded_slowdown", "{:.2f}"),
     ("utilization", "utilization", "{:.4f}"),
     ("Jain", "jain_fairness", "{:.3f}"),
@@ -76,7 +78,34 @@ def table(files: list[Path]) -> str:
         f"utilization {util['default']:.4f} vs {util['fifo-backfill']:.4f}; "
         f"default vs srtf-oracle: {mean['default'] / mean['srtf-oracle']:.3f}x (aim: <= 1.5x)."
     )
+    lines.append("")
+    lines.append(goals(runs, policies))
     return "\n".join(lines)
+
+
+def goals(runs: list[dict[str, Any]], policies: list[str]) -> str:
+    """Issue 33's goals for the default, as ratios to LAS (and FIFO+backfill) in these runs."""
+    if "las" not in policies:
+        return ""
+
+    def mean(p: str, key: str) -> float:
+        return statistics.fmean(float(r[p][key] or 0.0) for r in runs)
+
+    bsld = mean("default", "avg_bounded_slowdown") / mean("las", "avg_bounded_slowdown")
+    p99 = mean("default", "p99_queue_s") / mean("las", "p99_queue_s")
+    jct = mean("default", "avg_jct_s") / min(
+        mean("las", "avg_jct_s"), mean("fifo-backfill", "avg_jct_s")
+    )
+    lost = mean("default", "lost_gpu_hours") / max(mean("las", "lost_gpu_hours"), 1e-9)
+
+    def said(value: float, goal: float) -> str:
+        return f"{value:.2f}x ({'met' if value <= goal else 'missed'}: <= {goal}x)"
+
+    return (
+        f"Issue 33, default vs LAS: bounded slowdown {said(bsld, 1.2)}; p99 queue "
+        f"{said(p99, 1.5)}; average JCT vs the lower of LAS and FIFO+backfill {said(jct, 1.0)}; "
+        f"GPU-hours lost {said(lost, 0.2)}."
+    )
 
 
 def main() -> None:

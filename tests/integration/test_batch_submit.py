@@ -11,7 +11,19 @@ from pathlib import Path
 import pytest
 
 from gpupool.client import ApiError
+from integration.module_daemons import (  # noqa: F401
+    own_pool_fixture,
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool
+from integration.shared_pool import job_ids
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test counts only the jobs it submits. The thousand-job tests take a
+# daemon of their own: they leave 999 jobs pending, which a shared one would cancel one by
+# one.
 
 
 def job_count(pool: Pool) -> int:
@@ -44,13 +56,15 @@ def test_a_sweep_of_distinct_jobs_is_queued_in_order_and_runs(
     assert Client().submit_many([]) == []
 
 
-def test_a_thousand_sdk_jobs_fit_one_request(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thousand_sdk_jobs_fit_one_request(
+    own_pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each SDK job carries the environment it was made in (~2 KB here): a thousand of them
     were 1.7 MiB, past the daemon's 1 MiB body limit, until the batch carried it once."""
     from gpupool import Client, Job
 
     monkeypatch.setenv("SWEEP_MARK", "x" * 1000)  # the environment: ~1 KB more per job
-    client = Client(state_dir=pool.state_dir)
+    client = Client(state_dir=own_pool.state_dir)
     sweep = [Job(["true"], gpus=1, begin="now+1d", name=f"s{k}") for k in range(999)]
     sweep.append(Job(["sh", "-c", 'echo "mark=$SWEEP_MARK"'], gpus=1, name="s999"))
     handles = client.submit_many(sweep)
@@ -61,14 +75,14 @@ def test_a_thousand_sdk_jobs_fit_one_request(pool: Pool, monkeypatch: pytest.Mon
     assert f"mark={'x' * 1000}" in "".join(handles[-1].logs())  # the shared env, put back
 
 
-def test_a_thousand_jobs_with_the_same_env_fit_one_request(pool: Pool) -> None:
+def test_a_thousand_jobs_with_the_same_env_fit_one_request(own_pool: Pool) -> None:
     """Issue 30, item 6: 1,000 jobs with the same 30-variable `env=` were 2.0 MiB and refused
     (1 MiB body limit) although docs/sdk.md promises 1,000 per call. What every job of a
     batch shares (fields, and the variables of `env=`) now travels once; each job keeps its
     own variables on top, and gets the shared ones back."""
     from gpupool import Client, Job
 
-    client = Client(state_dir=pool.state_dir)
+    client = Client(state_dir=own_pool.state_dir)
     env = {f"SWEEP_VAR_{k}": "v" * 60 for k in range(30)}
     sweep = [
         Job(["true"], gpus=1, begin="now+1d", name=f"s{k}", env={**env, "K": str(k)})
@@ -109,12 +123,13 @@ def test_one_bad_spec_refuses_the_batch_by_index_and_queues_nothing(pool: Pool) 
 
 
 def test_a_batch_sent_again_with_its_token_is_stored_once(pool: Pool) -> None:
+    before = job_ids(pool)
     token = uuid.uuid4().hex
     specs = [{"command": list(FOREVER)}, {"command": list(FOREVER), "gpus": 1}]
     first = pool.client.submit_batch(specs, token=token)
     again = pool.client.submit_batch(specs, token=token)
     assert again == first and len(set(first)) == 2
-    assert job_count(pool) == 2
+    assert len(job_ids(pool) - before) == 2
     pool.cancel(*first)
 
 

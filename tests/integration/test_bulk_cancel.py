@@ -15,7 +15,15 @@ import pytest
 
 from gpupool.cli.main import main
 from gpupool.client import Client
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test's `--user me` and `--state pending` find its own jobs only.
 
 
 def sent_requests(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:

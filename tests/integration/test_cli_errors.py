@@ -10,11 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from integration.module_daemons import (  # noqa: F401
+    own_pool_fixture,
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool, free_port
+from integration.shared_pool import job_ids
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test; each test looks only at its own jobs, or takes a daemon of its own.
 
 
 @pytest.mark.backend_independent
 def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> None:
+    before = job_ids(pool)
     too_big = pool.cli("submit", "--gpus", "16", "--", "true")
     assert too_big.returncode == 2
     assert "needs 16 GPUs" in too_big.stderr and "has 4" in too_big.stderr
@@ -22,7 +33,7 @@ def test_impossible_requests_are_refused_at_submit_with_exit_2(pool: Pool) -> No
     assert unknown.returncode == 2
     assert "H100" in unknown.stderr and "A100-80GB" in unknown.stderr
     assert "Traceback" not in too_big.stderr + unknown.stderr
-    assert pool.client.jobs(include_finished=True) == ()  # nothing was queued
+    assert job_ids(pool) == before  # nothing was queued
 
 
 @pytest.mark.backend_independent
@@ -86,7 +97,8 @@ def test_second_daemon_on_same_state_dir_is_refused(pool: Pool) -> None:
     assert "already running" in proc.stderr
 
 
-def test_listings_as_tables_and_json(pool: Pool) -> None:
+def test_listings_as_tables_and_json(own_pool: Pool) -> None:
+    pool = own_pool  # `queue -a` below lists every job the pool holds: a daemon of its own
     job_id = pool.submit("--name", "sleepy", "--gpus", "2", "--", *FOREVER)
     pool.wait_state(job_id, "RUNNING")
     table = pool.cli("queue", check=True).stdout
@@ -136,7 +148,9 @@ def test_queue_lists_the_jobs_named_by_id_finished_or_not(pool: Pool) -> None:
 def test_pending_reason_and_why(pool: Pool) -> None:
     big = pool.submit("--gpus", "3", "--time", "10m", "--", *FOREVER)
     pool.wait_state(big, "RUNNING")
-    blocked = pool.submit("--gpus", "4", "--", "true")
+    # 4 GPUs x 15m: the same expected GPU-service as the 1-GPU job's hour below, so the
+    # order's service factor does not put that one first (policy/ordering.py).
+    blocked = pool.submit("--gpus", "4", "--time", "15m", "--", "true")
     # Fits on the free GPU now, but would still run when the 4-GPU job's reservation begins.
     behind = pool.submit("--gpus", "1", "--time", "1h", "--", "true")
     a = pool.wait_reason(blocked, "Resources")

@@ -14,10 +14,19 @@ from pathlib import Path
 import pytest
 
 from gpupool.cli.commands import NOUNS
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import Pool
+from integration.shared_pool import job_ids
 
 # what the CLI imports does not depend on the database (the rule: integration/conftest.py)
 pytestmark = pytest.mark.backend_independent
+
+# `pool`: one daemon for the module (integration/module_daemons.py), idle again after each
+# test: each test counts only the jobs it submits.
 
 # The daemon's stack and the heavy offline parts: none is needed to submit or to list.
 NEVER = (
@@ -85,6 +94,7 @@ def _other_nouns(modules: set[str], own: str) -> list[str]:
 def test_submit_imports_neither_pydantic_nor_yaml_nor_other_verbs(
     pool: Pool, tmp_path: Path
 ) -> None:
+    before = job_ids(pool)
     for args in (["submit", "--help"], ["submit", "--gpus", "1", "--parsable", "--", "true"]):
         modules = _imports(pool, tmp_path, *args)
         assert "gpupool.cli.submit" in modules, args
@@ -96,18 +106,19 @@ def test_submit_imports_neither_pydantic_nor_yaml_nor_other_verbs(
         assert [m for m in never if m in modules] == [], args
     assert "gpupool.spec.model" in modules  # the spec was checked, by the CLI itself
     # and the job reached the pool (`true`: it may have ended by now)
-    assert len(pool.client.jobs(include_finished=True)) == 1
+    assert len(job_ids(pool) - before) == 1
 
 
 def test_a_submit_with_dependencies_and_an_array_still_submits(pool: Pool, tmp_path: Path) -> None:
     # --after and --array need core.job_control's dataclasses: imported then, and only then.
+    before = job_ids(pool)
     first = pool.submit("--", "true")
     args = ["submit", "--after", str(first), "--array", "0-2%1", "--", "true"]
     modules = _imports(pool, tmp_path, *args)
     assert "gpupool.core.job_control" in modules
     assert [m for m in NEVER_CLI if m in modules] == []
     assert _heavy(modules) == []
-    assert len(pool.client.jobs(include_finished=True)) == 4  # the first, and 3 tasks
+    assert len(job_ids(pool) - before) == 4  # the first, and 3 tasks
 
 
 def test_submit_of_a_file_imports_yaml_and_still_no_pydantic(pool: Pool, tmp_path: Path) -> None:

@@ -11,10 +11,19 @@ import time
 
 import pytest
 
+from integration.module_daemons import (  # noqa: F401
+    own_pool_fixture,
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import Pool, interruptible, wait_for
 
 # the CLI's messages: the same on any database (the rule: integration/conftest.py)
 pytestmark = pytest.mark.backend_independent
+
+# `pool`: one daemon for the module (integration/module_daemons.py), idle again after each
+# test: each test looks only at its own jobs (`queue` lists the active ones only).
 
 
 def read_line_with(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
@@ -76,7 +85,8 @@ def test_ctrl_c_on_a_pending_job_says_it_stays_queued(pool: Pool) -> None:
         assert pool.client.job(job_id).state == "PENDING"
 
 
-def test_a_job_in_its_cancel_grace_shows_it_is_stopping(pool: Pool) -> None:
+def test_a_job_in_its_cancel_grace_shows_it_is_stopping(own_pool: Pool) -> None:
+    pool = own_pool  # its job outlives the test (5 minutes' grace): only a daemon's end ends it
     # Ignores SIGTERM: it stays RUNNING for its whole grace period (5 minutes).
     job_id = pool.submit(
         "--name", "stubborn", "--grace", "5m", "--", "sh", "-c",

@@ -9,7 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool, interruptible, wait_for
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test, all its GPUs free: each test looks only at its own jobs.
 
 PY = sys.executable
 

@@ -10,12 +10,24 @@ import sys
 from pathlib import Path
 
 from integration.backends import Databases
+from integration.module_daemons import (  # noqa: F401
+    own_pool_fixture,
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool
+from integration.shared_pool import job_ids
 
 ME = getpass.getuser()
 
+# `pool`: one daemon per backend for the module (integration/module_daemons.py); after each
+# test its jobs have ended and the projects it made are deleted (the users' defaults naming
+# them with them). A test that asserts on every project or department takes `own_pool`.
 
-def test_create_list_set_delete(pool: Pool) -> None:
+
+def test_create_list_set_delete(own_pool: Pool) -> None:
+    pool = own_pool  # it asserts on every project and department the pool holds
     made = pool.cli(
         "project", "create", "vision", "--quota", "4", "--limit", "8", "--weight", "2",
         "--department", "research", "--members", f"alice,{ME}", "--default-time-limit", "12h",
@@ -28,12 +40,14 @@ def test_create_list_set_delete(pool: Pool) -> None:
 
     table = pool.cli("project", "list", check=True).stdout.splitlines()
     assert table[0].split() == [
-        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING", "IDLE",
-        "POLICY",
+        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING",
+        "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE", "POLICY",
     ]  # fmt: skip
     rows = {line.split()[0]: line.split() for line in table[1:]}
-    assert rows["default"] == ["default", "-", "0", "-", "1", "(everyone)", "0", "0", "-"]
-    assert rows["vision"] == ["vision", "research", "4", "8", "2", f"alice,{ME}", "2", "1", "-"]
+    assert rows["default"] == ["default", "-", "0", "-", "1", "(everyone)", "0", "0", "-", "-", "-"]
+    assert rows["vision"] == [
+        "vision", "research", "4", "8", "2", f"alice,{ME}", "2", "1", "-", "-", "-"
+    ]  # fmt: skip
 
     changed = pool.cli(
         "project", "set", "vision", "--quota", "6", "--no-limit", "--add-member", "bob",
@@ -79,6 +93,7 @@ def test_bad_values_exit_2_and_unknown_names_exit_1(pool: Pool) -> None:
 
 
 def test_members_only_projects_refuse_others_with_exit_2(pool: Pool) -> None:
+    before = job_ids(pool)
     pool.cli("project", "create", "vision", "--members", "bob,carol", check=True)
     proc = pool.cli("submit", "--project", "vision", "--", "true")
     assert proc.returncode == 2
@@ -92,7 +107,7 @@ def test_members_only_projects_refuse_others_with_exit_2(pool: Pool) -> None:
     )
     setting = pool.cli("project", "default", "vision")
     assert setting.returncode == 2 and "job refused" not in setting.stderr
-    assert pool.client.jobs(include_finished=True) == ()
+    assert job_ids(pool) == before  # nothing was queued
 
 
 def test_the_default_project_applies_to_jobs_without_project(pool: Pool) -> None:

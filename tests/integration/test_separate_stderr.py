@@ -7,7 +7,15 @@ from __future__ import annotations
 import os
 import stat
 
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import Pool
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test looks only at its own jobs.
 
 SCRIPT = "echo out1; echo err1 >&2; echo out2; echo err2 >&2"
 

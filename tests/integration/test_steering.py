@@ -12,9 +12,19 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from integration.module_daemons import (  # noqa: F401
+    own_pool_fixture,
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import FOREVER, Pool, until_file, wait_for
 
 PY = sys.executable
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test looks only at its own jobs (`queue` lists the active ones only),
+# but for the one that restarts the daemon, which takes one of its own.
 
 # Traps USR1 into its log line and runs until the file in argv[1] exists.
 TRAPPER = """
@@ -29,7 +39,8 @@ while not os.path.exists(sys.argv[1]):
 """
 
 
-def test_a_held_job_never_starts_until_released_even_across_a_restart(pool: Pool) -> None:
+def test_a_held_job_never_starts_until_released_even_across_a_restart(own_pool: Pool) -> None:
+    pool = own_pool  # it stops and starts the daemon
     held = pool.cli_submit("--hold", "--", "true")
     told = pool.wait_reason(held, "JobHeldUser")
     assert "held by its owner" in told.why, told

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import sys
 
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import Pool, wait_for
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test looks only at its own jobs.
 
 PY = sys.executable
 

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from gpupool.executor.cgroup_plan import CgroupVersion, plan_cgroups
+from integration.module_daemons import (  # noqa: F401
+    pool_fixture,
+    pytest_generate_tests,
+    shared_daemon_fixture,
+)
 from integration.pool_harness import Pool
+
+# `pool`: one daemon per backend for the module (integration/module_daemons.py), idle again
+# after each test: each test looks only at its own jobs.
 
 # What a Slurm user writes: save a checkpoint on USR1 and end (`wait` returns at once for a
 # trapped signal; the `sleep` gets the USR1 too, as every process of the job does).
