@@ -20,29 +20,10 @@ from pathlib import Path
 
 from integration.browser import chromium
 from integration.pool_harness import FOREVER, Pool, free_port, wait_for
+from integration.test_reclaim import JOB, _logged  # the same job: logs START and TERM
 
 HOST = socket.gethostname()
 GRACE_S = 1
-JOB = """
-import os, signal, sys, time
-log = sys.argv[1]
-me = os.environ["GPUPOOL_JOB_ID"] + " " + os.environ["GPUPOOL_RESTART_COUNT"]
-def term(*_):
-    with open(log, "a") as f:
-        f.write("TERM " + me + "\\n")
-    sys.exit(0)
-signal.signal(signal.SIGTERM, term)
-with open(log, "a") as f:
-    f.write("START " + me + "\\n")
-while True:
-    time.sleep(3600)
-"""
-
-
-def _logged(log: Path, what: str) -> list[tuple[int, int]]:
-    """(job id, restart count) of each line `what` in the jobs' log."""
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [(int(w[1]), int(w[2])) for w in map(str.split, lines) if w[0] == what]
 
 
 def two_nodes(tmp_path: Path) -> Path:
