@@ -21,25 +21,34 @@ time.sleep(3600)
 """
 
 
-def test_a_higher_class_preempts_a_lower_class_job_of_its_project(
-    pool: Pool, tmp_path: Path
-) -> None:
-    # Preemption spares jobs younger than the project's preempt_min_runtime (5 minutes by
-    # default); this project lets its jobs be stopped at once.
+GPUS = 4  # the pool fixture's inventory: 4xA100-80GB
+
+
+def fill_with_low_jobs(pool: Pool, job: str, log: Path, grace: str) -> list[int]:
+    """A project `lab` whose jobs may be stopped at once (preemption otherwise spares jobs
+    younger than its preempt_min_runtime, 5 minutes by default), and the pool full of its
+    preemptible `--priority low` jobs running `job`, each having logged START."""
     pool.cli("project", "create", "lab", "--preempt-min-runtime", "0s", check=True)
-    script, log = tmp_path / "job.py", tmp_path / "events.log"
-    script.write_text(JOB)
-    gpus = 4  # the pool fixture's inventory: 4xA100-80GB
+    script = log.with_name("job.py")
+    script.write_text(job)
     low = [
         pool.submit(
             "--project", "lab", "--gpus", "1", "--priority", "low", "--preemptible",
-            "--grace", f"{GRACE_S}s", "--", sys.executable, str(script), str(log),
+            "--grace", grace, "--", sys.executable, str(script), str(log),
         )
-        for _ in range(gpus)
+        for _ in range(GPUS)
     ]  # fmt: skip
     for job_id in low:
         pool.wait_state(job_id, "RUNNING")
-    wait_for(lambda: len(_logged(log, "START")) == gpus, what="the low jobs to start")
+    wait_for(lambda: len(_logged(log, "START")) == GPUS, what="the low jobs to start")
+    return low
+
+
+def test_a_higher_class_preempts_a_lower_class_job_of_its_project(
+    pool: Pool, tmp_path: Path
+) -> None:
+    log = tmp_path / "events.log"
+    low = fill_with_low_jobs(pool, JOB, log, f"{GRACE_S}s")
     high = pool.submit("--project", "lab", "--gpus", "1", "--priority", "high", "--", *FOREVER)
     started = pool.wait_state(high, "RUNNING")
     assert started.start_time - started.submit_time < GRACE_S + 10, started
@@ -56,20 +65,7 @@ def test_a_higher_class_preempts_a_lower_class_job_of_its_project(
 
 def test_why_names_the_job_a_high_class_job_waits_to_stop(pool: Pool, tmp_path: Path) -> None:
     # Victims that ignore SIGTERM and have a long grace: the preemption is seen under way.
-    pool.cli("project", "create", "lab", "--preempt-min-runtime", "0s", check=True)
-    script, log = tmp_path / "stubborn.py", tmp_path / "events.log"
-    script.write_text(STUBBORN)
-    gpus = 4  # the pool fixture's inventory: 4xA100-80GB
-    low = [
-        pool.submit(
-            "--project", "lab", "--gpus", "1", "--priority", "low", "--preemptible",
-            "--grace", "60s", "--", sys.executable, str(script), str(log),
-        )
-        for _ in range(gpus)
-    ]  # fmt: skip
-    for job_id in low:
-        pool.wait_state(job_id, "RUNNING")
-    wait_for(lambda: len(_logged(log, "START")) == gpus, what="the low jobs to ignore SIGTERM")
+    low = fill_with_low_jobs(pool, STUBBORN, tmp_path / "events.log", "60s")
     high = pool.submit("--project", "lab", "--gpus", "1", "--priority", "high", "--", *FOREVER)
 
     def told() -> str | None:

@@ -6,33 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from executor_helpers import stop_everything
-from test_metrics import parse
+from test_metrics import metered_engine, parse
 
-from gpupool.api.metrics import PoolMetrics
-from gpupool.core.clock import FakeClock
-from gpupool.core.execution import RunAs
 from gpupool.core.job import JobSpec, JobState, Resources
 from gpupool.core.project import Project
-from gpupool.engine import Engine
-from gpupool.executor import LocalExecutor
-from gpupool.inventory import resolve_inventory
-from gpupool.service import PoolService
-from gpupool.store import Store
 
 COUNTER = "gpupool_idle_while_waiting_gpu_seconds_total"
 
 
 def test_a_gpu_held_back_by_a_project_limit_counts_as_quota_idle(tmp_path: Path) -> None:
-    store = Store.open(f"sqlite:///{tmp_path / 'state.db'}")
-    executor = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)
-    inventory = resolve_inventory(gpus="2xA100-80GB")
-    clock = FakeClock(1000.0)
-    engine = Engine(store, executor, inventory, clock=clock)
-    service = PoolService(store, executor, engine, inventory)
-    metrics = PoolMetrics(service)
-    engine.observer = metrics
-    try:
+    with metered_engine(tmp_path) as m:
+        store, engine, service, metrics, clock = m.store, m.engine, m.service, m.metrics, m.clock
         store.create_project(Project("p", quota=1, limit=1))
         engine.projects_changed(store.projects())
         spec = JobSpec(
@@ -53,8 +37,3 @@ def test_a_gpu_held_back_by_a_project_limit_counts_as_quota_idle(tmp_path: Path)
         assert got[(("cause", "other"),)] == 0.0
         engine.run_pass()  # a later pass counts the same interval once, not twice
         assert engine.idle_waiting_gpu_s()["quota"] == 100.0
-    finally:
-        engine.stop()
-        stop_everything(executor)
-        executor.close()
-        store.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,7 +204,20 @@ def test_nothing_is_borrowed_while_no_project_has_a_quota(pool: Pool) -> None:
     assert got["gpupool_project_borrowed_gpus"][(("project", "default"),)] == 0.0
 
 
-def test_a_pass_and_a_first_start_are_measured_by_the_engine(tmp_path: Path) -> None:
+@dataclass
+class MeteredEngine:
+    """A real store, executor, engine and service on 2 GPUs, their /metrics, a fake clock."""
+
+    store: Store
+    engine: Engine
+    service: PoolService
+    metrics: PoolMetrics
+    clock: FakeClock
+
+
+@contextmanager
+def metered_engine(tmp_path: Path) -> Iterator[MeteredEngine]:
+    """`MeteredEngine` at t=1000, everything stopped and closed after."""
     store = Store.open(f"sqlite:///{tmp_path / 'state.db'}")
     executor = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)
     inventory = resolve_inventory(gpus="2xA100-80GB")
@@ -213,6 +227,17 @@ def test_a_pass_and_a_first_start_are_measured_by_the_engine(tmp_path: Path) -> 
     metrics = PoolMetrics(service)
     engine.observer = metrics
     try:
+        yield MeteredEngine(store, engine, service, metrics, clock)
+    finally:
+        engine.stop()
+        stop_everything(executor)
+        executor.close()
+        store.close()
+
+
+def test_a_pass_and_a_first_start_are_measured_by_the_engine(tmp_path: Path) -> None:
+    with metered_engine(tmp_path) as m:
+        store, engine, service, metrics, clock = m.store, m.engine, m.service, m.metrics, m.clock
         spec = JobSpec(command=("true",), workdir="/", resources=Resources(gpus=1))
         job = service.submit(spec, "alice", 1000.0)
         clock.advance(42.0)  # it waits 42 s, then a pass starts it
@@ -227,11 +252,6 @@ def test_a_pass_and_a_first_start_are_measured_by_the_engine(tmp_path: Path) -> 
         assert buckets[(("le", "60.0"), ("project", "default"))] == 1.0
         assert got["gpupool_scheduling_pass_duration_seconds_count"][()] >= 1.0
         assert got["gpupool_scheduling_pass_duration_seconds_sum"][()] > 0.0
-    finally:
-        engine.stop()
-        stop_everything(executor)
-        executor.close()
-        store.close()
 
 
 class Failing:

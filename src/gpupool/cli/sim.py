@@ -19,6 +19,7 @@ from gpupool.cli.commands import Offline, Parents, Subparsers
 
 if TYPE_CHECKING:
     from gpupool.sim.model import Trace
+    from gpupool.sim.run import SimPlan
 
 # The profile names, for help and errors; policy/profiles.py is the source (checked by
 # tests/unit/test_sim_cli.py). Not imported here: `gpupool queue` builds this parser too.
@@ -357,7 +358,7 @@ def _report(
         console.print(f"plot: {path}")
 
 
-def _cluster_name(args: argparse.Namespace, plan: Any) -> str:
+def _cluster_name(args: argparse.Namespace, plan: SimPlan) -> str:
     if args.cluster is not None:
         return str(args.cluster)
     return str(plan.clusters[""].name) if args.trace == HISTORY else "philly-vcs"
