@@ -79,7 +79,8 @@ def preempt_after_pass(
     config = snapshot.config
     if not (config.preempt_lower_classes or config.preempt_where_it_pays):
         return [], {}
-    top = max((j.priority for j in ranked), default=None)
+    # Every order puts the class first (ordering.py, orders.py): the head holds the top one.
+    top = ranked[0].priority if ranked else None
     cands = _candidates(snapshot, now, top, already)
     if not cands:
         return [], {}
