@@ -37,7 +37,7 @@ from gpupool.backends.ray import open_backend as open_ray
 from gpupool.backends.ray.backend import RayBackend
 from gpupool.backends.slurm import open_backend as open_slurm
 from gpupool.backends.slurm.backend import SlurmBackend
-from gpupool.core.backends import Backend, BackendContext, run_name
+from gpupool.core.backends import Backend, BackendContext, EngineNodeState, run_name
 from gpupool.core.execution import (
     Allocation,
     BackendRequest,
@@ -82,6 +82,17 @@ while mode == "stubborn" or not (d / "go").exists():
     time.sleep(0.1)
 sys.exit(code)
 """
+
+
+def admitted_to(backend: Backend) -> tuple[str, ...]:
+    """The node every run of a subject is pinned to, as the pool admits runs (admission
+    "pool", docs/backends.md): the last node its engine reports up (a worker, where a
+    cluster has one)."""
+    capacity = backend.capacity()
+    assert capacity.known, capacity.problem
+    up = [n for n in capacity.nodes if n.state is EngineNodeState.UP]
+    assert up, capacity
+    return (up[-1].pin or up[-1].name,)
 
 
 def wait_for(what: str, check: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
@@ -266,6 +277,8 @@ class SlurmSubject(Subject):
         self.context = BackendContext(pool_id, root / "state")
         self._calls = 0
         self._backend = self._open()
+        self.pinned = admitted_to(self._backend)
+        self._calls = 0
 
     def _open(self) -> SlurmBackend:
         table: dict[str, object] = {
@@ -306,7 +319,7 @@ class SlurmSubject(Subject):
             grace_s=grace_s,
             allocation=Allocation("hpc", ()),
             container=ContainerLaunch(image, None, {}) if image else None,
-            backend=BackendRequest(name="", project="default", gpus_per_node=0),
+            backend=BackendRequest(name="", project="default", gpus_per_node=0, pinned=self.pinned),
         )
 
     def reopen(self) -> Executor:
@@ -334,6 +347,8 @@ class RaySubject(Subject):
         self.context = BackendContext(pool_id, root / "state")
         self._calls = 0
         self._backend = self._open()
+        self.pinned = admitted_to(self._backend)
+        self._calls = 0
 
     def _open(self) -> RayBackend:
         table = {"kind": "ray", "address": self.address, "request_timeout_s": 10.0}
@@ -371,7 +386,11 @@ class RaySubject(Subject):
             allocation=Allocation("ray", ()),
             container=ContainerLaunch(image, None, {}) if image else None,
             backend=BackendRequest(
-                name=f"job{job}", project="vision", gpus_per_node=0, job_env={"GPUPOOL_JOB_ID": job}
+                name=f"job{job}",
+                project="vision",
+                gpus_per_node=0,
+                job_env={"GPUPOOL_JOB_ID": job},
+                pinned=self.pinned,
             ),
         )
 
@@ -430,7 +449,10 @@ class KubernetesSubject(Subject):
             grace_s=grace_s,
             allocation=Allocation("k8s", ()),
             container=ContainerLaunch(image, None, {}) if image else None,
-            backend=BackendRequest(name="", project="vision", gpus_per_node=0),
+            # Pinned as the pool admits a run; the played cluster has no nodes to read.
+            backend=BackendRequest(
+                name="", project="vision", gpus_per_node=0, pinned=("gpu-node-1",)
+            ),
         )
 
     def reopen(self) -> Executor:

@@ -10,6 +10,10 @@ attempt; logs are the job's output, every attempt's in order, by byte offset; an
 implementation declares it can do (`Capabilities`) is what it does, what it lacks being
 refused in words that name the field.
 
+Every backend's run is pinned to one of its engine's nodes, as the pool admits runs by
+default (`BackendRequest.pinned`, admission "pool": contract/subjects.py `admitted_to`), so
+each clause holds with admission on.
+
 Where an implementation cannot show a clause (the recorded Kubernetes server runs no
 process: no SIGTERM reaches anything), the test asserts what the implementation declares
 instead (`runs_commands`, the grace it hands the cluster), never skips. Nothing sleeps a

@@ -1,7 +1,8 @@
 """A backend's job through a real daemon and a real Slurm, end to end (docs/backends.md).
 
 One Slurm cluster (tests/slurm_cluster.py: slurmctld and two slurmd nodes with two fake GPUs
-each) and one daemon whose gpupool.toml names it `[backends.hpc]`: submit --backend, PENDING
+each) and one daemon whose gpupool.toml names it `[backends.hpc]` with `admission =
+"engine"` (handed over at once, Slurm decides): submit --backend, PENDING
 with QueuedInBackend and Slurm's reason while a job outside the pool holds every GPU,
 RUNNING, logs, the ref in show and queue --json, adoption after the daemon is killed, the
 exit code, a queued run's cancel reaching Slurm, refusals by field, and `gpupool backends`
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,22 @@ from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
 from gpupool.client import ApiError
 from integration.pool_harness import wait_for
-from integration.slurm_pool import SlurmPool, cluster_fixture, pool_fixture  # noqa: F401
+from integration.slurm_pool import SlurmPool, cluster_fixture, start_pool  # noqa: F401
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", name="pool")
+def engine_admits_pool(
+    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmPool]:
+    """`[backends.hpc]` with `admission = "engine"`: jobs are handed over at once and Slurm
+    decides (the pool's own admission is test_backend_admission.py's)."""
+    p = start_pool(tmp_path_factory.mktemp("pool"), cluster, 'admission = "engine"\n')
+    try:
+        yield p
+    finally:
+        p.cleanup()
 
 
 def _hold_every_gpu(cluster: SlurmCluster) -> str:
@@ -65,7 +80,8 @@ def test_queued_in_slurm_then_running_adopted_and_ended(
     assert running.backend_ref.startswith(f"slurm://{CLUSTER_NAME}/")
     slurm_id = running.backend_ref.rsplit("/", 1)[1]
     assert "RUNNING" in cluster.run(["squeue", "-h", "-j", slurm_id, "-o", "%T"]).stdout
-    assert running.gpus == ()  # no GPU of the local pool is held for it
+    # Its GPUs as accounting counts them: on the backend, where its engine chose.
+    assert (running.node, running.gpus) == ("hpc", (0, 1))
     assert f"run {running.backend_ref}" in pool.cli("show", str(job_id), check=True).stdout
 
     # The daemon dies; the run goes on in Slurm and the next daemon takes it back.

@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ from ray_cluster import RayCluster, RayUnavailable, start_cluster, wait_for
 
 from gpupool.backends.ray import open_backend
 from gpupool.backends.ray.backend import HEAD_LOST, STOPPED_WAITING, RayBackend
-from gpupool.core.backends import Backend, BackendContext
+from gpupool.backends.ray.capacity import is_node_id
+from gpupool.core.backends import Backend, BackendContext, EngineNodeState
 from gpupool.core.execution import (
     Allocation,
     BackendRequest,
@@ -279,6 +281,55 @@ def test_a_gang_over_two_nodes_all_reduces_with_torchrun_ranks(
         assert len(devices) == 1 and len(devices.pop().split(",")) == 2
     rank_three = ray_backend.logs(req.handle, 0, 1 << 20, rank=3).data.decode()
     assert rank_three == "" or all("[rank 3] " in line for line in rank_three.splitlines())
+
+
+def pinned(req: LaunchRequest, pins: tuple[str, ...]) -> LaunchRequest:
+    assert req.backend is not None
+    return replace(req, backend=replace(req.backend, pinned=pins))
+
+
+def test_capacity_and_a_run_pinned_to_the_worker(
+    ray_backend: Backend, cluster: RayCluster, tmp_path: Path
+) -> None:
+    """`capacity()` reports the head's 4 GPUs and the worker's 2; both nodes share one IP
+    here, so each is pinned by its node id. A one-GPU run pinned to the worker holds a GPU
+    there (its job's supervisor, which runs the command, is an actor on the worker), and the
+    worker's used GPUs go up while it runs."""
+    cluster.wait_workers_joined()
+    capacity = ray_backend.capacity()
+    assert capacity.known, capacity.problem
+    worker, head = sorted(capacity.nodes, key=lambda n: n.gpus)
+    assert (worker.gpus, head.gpus, worker.cpus, head.cpus) == (2, 4, 2, 4)
+    assert {worker.state, head.state} == {EngineNodeState.UP}
+    assert worker.pin != head.pin and all(is_node_id(n.pin) for n in (worker, head))
+
+    def used() -> dict[str, int]:
+        now = ray_backend.capacity()
+        assert now.known, now.problem
+        return {n.pin: n.gpus_used for n in now.nodes}
+
+    req = pinned(request(40, shell("exec sleep 300"), tmp_path, gpus=1), (worker.pin,))
+    ray_backend.launch(req)
+    wait_state(ray_backend, req.handle, {RunState.RUNNING})
+    wait_for("the worker's GPU counted as used", lambda: used()[worker.pin] >= 1, 60)
+    assert ray_backend.signal(req.handle, StopKind.CANCEL)
+    wait_state(ray_backend, req.handle, {RunState.EXITED})
+    wait_for("the worker's GPU free again", lambda: used()[worker.pin] == 0, 60)
+
+
+def test_a_gang_pinned_to_both_nodes_runs_there(
+    ray_backend: Backend, cluster: RayCluster, tmp_path: Path
+) -> None:
+    """A two-node gang pinned to the worker and the head (by node id: one IP here) is
+    placed, each bundle on its node (gang.py's bundle label selectors), and runs."""
+    cluster.wait_workers_joined()
+    worker, head = sorted(ray_backend.capacity().nodes, key=lambda n: n.gpus)
+    req = request(41, shell('echo "node $NODE_RANK up"'), tmp_path, gpus=1, nodes=2)
+    ray_backend.launch(pinned(req, (worker.pin, head.pin)))
+    obs = wait_state(ray_backend, req.handle, {RunState.EXITED})
+    log = ray_backend.logs(req.handle, 0, 1 << 20).data.decode(errors="replace")
+    assert obs.exit is not None and obs.exit.exit_code == 0, log
+    assert "node 0 up" in log and "node 1 up" in log
 
 
 def test_zz_head_restarted_mid_run_unknown_while_down_then_gone(

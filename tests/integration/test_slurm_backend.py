@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
+from gpupool.core.backends import EngineNodeState
 from gpupool.core.execution import ExitReason, Handle, RunState, StopKind
 from integration.slurm_backend_kit import (
     DEADLINE_S,
@@ -227,3 +229,37 @@ def test_refused_submission_is_spawn_failed(cluster: SlurmCluster, tmp_path: Pat
     assert "invalid partition" in obs.exit.message.lower(), obs.exit.message  # sbatch's words
     backend.launch(request(cluster, h, ["true"]))  # refused once: not submitted again
     assert [c[0] for c in backend.runner.calls].count("sbatch") == 1
+
+
+def test_capacity_counts_the_gpus_a_run_pinned_to_n2_holds(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """`capacity()` reports both nodes with their two GPUs; a run pinned to n2 (Slurm alone
+    would start it on n1, the first idle node) runs there, and n2's used GPUs go up while it
+    runs, down after."""
+    backend = make_backend(cluster, tmp_path)
+    before = backend.capacity()
+    assert before.known, before.problem
+    assert [(n.name, n.gpus, n.pin, n.state) for n in before.nodes] == [
+        ("n1", 2, "n1", EngineNodeState.UP), ("n2", 2, "n2", EngineNodeState.UP),
+    ]  # fmt: skip
+    assert all(n.cpus == cluster.cpus_per_node and n.memory_bytes > 0 for n in before.nodes)
+
+    def used_on_n2() -> int:
+        capacity = backend.capacity()
+        assert capacity.known, capacity.problem
+        return {n.name: n.gpus_used for n in capacity.nodes}["n2"]
+
+    h = Handle(40, 0)
+    where = tmp_path / "node"
+    script = f'echo "$SLURMD_NODENAME" > {where}; exec sleep 300'
+    req = request(cluster, h, ["sh", "-c", script], gpus=1)
+    assert req.backend is not None
+    backend.launch(replace(req, backend=replace(req.backend, pinned=("n2",))))
+    wait_obs(backend, h, running)
+    cluster.wait_for(lambda: used_on_n2() >= 1, DEADLINE_S, "n2's GPU counted as used")
+    cluster.wait_for(where.exists, DEADLINE_S, "the run wrote its node's name")
+    assert where.read_text().strip() == "n2"
+    assert backend.signal(h, StopKind.CANCEL)
+    wait_obs(backend, h, exited)
+    cluster.wait_for(lambda: used_on_n2() == 0, DEADLINE_S, "n2's GPU free again")

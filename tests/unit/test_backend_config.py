@@ -12,7 +12,7 @@ import pytest
 from gpupool.cli.backends import backends_table
 from gpupool.client.pool_views import read_backends
 from gpupool.client.wire_json import JsonObject
-from gpupool.core.backends import Backend, BackendHealth, BackendKind
+from gpupool.core.backends import Admission, Backend, BackendHealth, BackendKind, Capacity
 from gpupool.core.containers import ContainerEngine
 from gpupool.core.execution import (
     Capabilities,
@@ -38,6 +38,17 @@ def test_backend_tables_and_a_projects_default() -> None:
     assert config.project_backends == (("vision", "hpc"), ("nlp", "local"))
 
 
+def test_admission_and_quotas_are_the_pools_not_the_backends_settings() -> None:
+    config = parse_config(
+        '[backends.hpc]\nkind = "slurm"\npartition = "gpu"\n[backends.hpc.quotas]\nvision = 16\n'
+        '[backends.ray1]\nkind = "ray"\nadmission = "engine"\n'
+    )
+    hpc, ray1 = config.backends
+    assert hpc.settings == {"partition": "gpu"}  # what the backend checks: not the pool's keys
+    assert (hpc.admission.mode, dict(hpc.admission.quotas)) == (Admission.POOL, {"vision": 16.0})
+    assert (ray1.admission.mode, dict(ray1.admission.quotas)) == (Admission.ENGINE, {})
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
@@ -48,6 +59,22 @@ def test_backend_tables_and_a_projects_default() -> None:
         ("[backends.hpc]\n", "backends.hpc.kind: must be one of slurm, ray, kubernetes, got None"),
         ('[backends.local]\nkind = "ray"\n', "backends.local: a backend's name is"),
         ('[backends.Big]\nkind = "ray"\n', "backends.Big: a backend's name is"),
+        (
+            '[backends.hpc]\nkind = "ray"\nadmission = "kueue"\n',
+            "backends.hpc.admission: must be one of pool, engine, got 'kueue'",
+        ),
+        (
+            '[backends.hpc]\nkind = "ray"\n[backends.hpc.quotas]\nvision = -1\n',
+            "backends.hpc.quotas.vision: must be a number of GPUs >= 0, got -1",
+        ),
+        (
+            '[backends.hpc]\nkind = "ray"\nquotas = 4\n',
+            "backends.hpc.quotas: must be a table of project = GPUs, got 4",
+        ),
+        (
+            '[backends.hpc]\nkind = "ray"\nadmission = "engine"\n[backends.hpc.quotas]\na = 1\n',
+            'backends.hpc.quotas: quotas need admission = "pool"',
+        ),
         (
             '[projects.vision]\nbackend = "hpc"\n',
             "projects.vision.backend: must be local or a [backends.NAME] table's name "
@@ -76,6 +103,9 @@ class _Backend:
 
     def health(self) -> BackendHealth:
         return BackendHealth(True, "")
+
+    def capacity(self) -> Capacity:
+        return Capacity()
 
     def container_engines(self) -> Sequence[ContainerEngine]:
         return ()

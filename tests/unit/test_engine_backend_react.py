@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpupool.core.backends import Admission, BackendAdmission
 from gpupool.core.execution import ExitReason, ExitRecord, Handle, Observation, RunState, StopKind
 from gpupool.core.hardware import Gpu, Inventory, Node
 from gpupool.core.job import EndReason, Hold, Job, JobSpec, JobState, Resources
@@ -38,7 +39,10 @@ INVENTORY = Inventory(
 
 
 def _state() -> EngineState:
-    return EngineState(INVENTORY, PolicyConfig(), backends=("slurm",))
+    """A backend whose engine admits: the rows of the table (admission by the pool's
+    policy is tests/unit/test_engine_admission.py's)."""
+    engine = {"slurm": BackendAdmission(Admission.ENGINE)}
+    return EngineState(INVENTORY, PolicyConfig(), backends=("slurm",), admission=engine)
 
 
 def _job(
@@ -131,8 +135,10 @@ def test_running_in_the_backend_starts_it_now() -> None:
     state = _state()
     _handed(state, _job())
     out = react(state, Polled({1: Observation(RunState.RUNNING, ref="slurm://c/7")}, NOW))
+    # Its engine chose where (admission = "engine"): it holds its 2 x 4 GPUs on "slurm".
+    line = out[0].log_line  # type: ignore[union-attr]
     assert [i for i in out if isinstance(i, StartInBackend)] == [
-        StartInBackend(1, "slurm", NOW, "slurm://c/7", out[0].log_line)  # type: ignore[union-attr]
+        StartInBackend(1, "slurm", NOW, "slurm://c/7", line, "slurm", 8)
     ]
 
 

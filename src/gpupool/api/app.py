@@ -345,7 +345,12 @@ def create_app(
 
     @api.get("/v1/gpus")
     def gpus() -> GpusWire:
-        return gpus_to_wire(service.inventory, service.gpu_holders(), service.gpu_samples())
+        return gpus_to_wire(
+            service.inventory,
+            service.gpu_holders(),
+            service.gpu_samples(),
+            service.backend_nodes(),
+        )
 
     @api.get("/metrics", response_class=PlainTextResponse, responses=METRICS_TEXT)
     def prometheus_metrics() -> Response:

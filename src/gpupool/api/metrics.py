@@ -19,7 +19,12 @@ conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
   that could start there now, and for the pool its free GPUs and the largest job that could
   start now, fewer when the free GPUs are spread over nodes;
 - the active jobs by state; histograms of the wait from submission to first start (label
-  project) and of the scheduling passes' durations.
+  project) and of the scheduling passes' durations;
+- per backend (label backend) whether its nodes are known (its engine's last report could be
+  read), and per backend node (labels backend, node: `BACKEND/node`, as the pool names it)
+  its GPUs (label state: up, drained, down), those its engine counts allocated by anyone,
+  and those the pool's jobs hold or are admitted to there (api/backend_wire.py). A node the
+  pool's jobs are on that the engine's last report does not list has only the last.
 
 Only what everyone may see (docs/security.md): queue-level figures. No command, no
 environment, no working directory; a job's `name` label is the name it was given, empty
@@ -40,6 +45,8 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gpupool.api.backend_wire import backend_node_rows, problem_of
+from gpupool.core.backends import BackendNodes
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.engine_observer import JobStarted
 from gpupool.service.fragmentation import from_gpu_stats
@@ -61,12 +68,15 @@ PASS_BUCKETS_S = (
 GPU_LABELS = ("node", "gpu", "model")
 JOB_LABELS = ("job_id", "user", "project", "name")
 PROJECT_LABELS = ("project",)
+BACKEND_NODE_LABELS = ("backend", "node")
 
 
 class StatsSource(Protocol):
     """What the metrics read on each scrape (service.PoolService has it)."""
 
     def stats(self) -> PoolStats: ...
+
+    def backend_nodes(self) -> tuple[BackendNodes, ...]: ...
 
 
 class EngineHistograms:
@@ -153,6 +163,7 @@ class PoolCollector:
         _fill_gpus(families, stats)
         _fill_jobs(families, stats)
         _fill_projects(families, stats)
+        _fill_backends(families, self.pool.backend_nodes())
         for cause, gpu_s in stats.idle_waiting_gpu_s.items():
             families["gpupool_idle_while_waiting_gpu_seconds"].add_metric((cause,), gpu_s)
         return iter(families.values())
@@ -255,6 +266,29 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "A running job's memory limit (--mem), enforced by its cgroup (absent: none)",
         JOB_LABELS,
     ),
+    (
+        "gpupool_backend_capacity_known",
+        "1 when the backend's nodes are known (its engine's last report was read), 0 when "
+        "they are not (not read yet, or the read failed)",
+        ("backend",),
+    ),
+    (
+        "gpupool_backend_node_gpus",
+        "GPUs of a backend's node (node: BACKEND/node) as its engine last reported them, by "
+        "its state (up, drained, down)",
+        (*BACKEND_NODE_LABELS, "state"),
+    ),
+    (
+        "gpupool_backend_node_gpus_used",
+        "GPUs of a backend's node allocated by anyone, the pool's jobs and others', as its "
+        "engine counts them",
+        BACKEND_NODE_LABELS,
+    ),
+    (
+        "gpupool_backend_node_gpus_pool",
+        "GPUs of a backend's node held by or admitted to the pool's jobs",
+        BACKEND_NODE_LABELS,
+    ),
 )
 # Counters (name without `_total`, which the exposition adds), as FAMILIES.
 COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -343,6 +377,19 @@ def _fill_cgroup_usage(f: Families, labels: tuple[str, ...], usage: CgroupUsage 
     for name, value in figures:
         if value is not None:
             f[name].add_metric(labels, value)
+
+
+def _fill_backends(f: Families, backends: tuple[BackendNodes, ...]) -> None:
+    """Each backend's nodes as `gpupool gpus` shows them; a node its engine's last report
+    does not list (the pool's jobs are there) has only its pool's GPUs, never made-up 0s."""
+    for b in backends:
+        f["gpupool_backend_capacity_known"].add_metric((b.name,), 0.0 if problem_of(b) else 1.0)
+        for row in backend_node_rows(b):
+            labels = (b.name, row.name)
+            if row.node is not None:
+                f["gpupool_backend_node_gpus"].add_metric((*labels, row.state), row.node.gpus)
+                f["gpupool_backend_node_gpus_used"].add_metric(labels, row.node.gpus_used)
+            f["gpupool_backend_node_gpus_pool"].add_metric(labels, row.gpus_pool)
 
 
 def _fill_projects(f: Families, stats: PoolStats) -> None:

@@ -38,10 +38,12 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
         by: GroupBy = GroupBy.USER,
         since: str = Query("30d", max_length=32, description="a duration back from now: 30d"),
     ) -> UsageReportWire | JSONResponse:
-        """Per user, project or GPU type over the window: jobs, GPU-hours allocated, used
-        (utilization-weighted), efficiency, mean wait, lost to preemption, idle reclaimed,
-        and the CPU-hours the jobs' cgroups counted; for the pool, the GPU-hours idle while
-        a job that could use them waited, by cause."""
+        """Per user, project, GPU type or backend (`local`: the pool's own machine) over the
+        window: jobs, GPU-hours allocated, used (utilization-weighted, measured on the pool's
+        own GPUs only: `backend_gpu_hours` of the allocated were on backends, unsampled, and
+        `used_gpu_hours_measured` is false where all were), efficiency, mean wait, lost to
+        preemption, idle reclaimed, and the CPU-hours the jobs' cgroups counted; for the
+        pool, the GPU-hours idle while a job that could use them waited, by cause."""
         span = _span(since)
         if isinstance(span, JSONResponse):
             return span
@@ -89,6 +91,8 @@ def row_to_wire(row: GroupUsage) -> GroupUsageWire:
         "idle_reclaimed_gpu_hours": row.idle_reclaimed_gpu_h,
         "energy_kwh": row.energy_kwh,
         "cpu_hours": row.cpu_h,
+        "backend_gpu_hours": row.backend_gpu_h,
+        "used_gpu_hours_measured": row.used_measured,
     }
 
 

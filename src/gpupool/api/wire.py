@@ -9,8 +9,10 @@ the same structure the words were made from.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from gpupool.api.backend_wire import backends_to_wire
+from gpupool.core.backends import BackendNodes
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
@@ -102,7 +104,7 @@ def status_to_wire(status: Status) -> tuple[str, WaitWire]:
     }
     if status.limit is not None:  # ArrayLimit: the array's %K (additive: only there)
         wait["limit"] = status.limit
-    if status.backend is not None:  # QueuedInBackend, NoBackend (additive: only there)
+    if status.backend is not None:  # QueuedInBackend, NoBackend, CapacityUnknown (additive)
         wait["backend"] = status.backend
         wait["detail"] = status.detail  # the backend's own words, shown as they are
     words = status_text(status)
@@ -247,7 +249,10 @@ def gpus_to_wire(
     inventory: Inventory,
     holders: dict[tuple[str, int], list[Job]],
     samples: Mapping[tuple[str, int], GpuSample] | None = None,
+    backends: Sequence[BackendNodes] = (),
 ) -> GpusWire:
+    """The pool's GPUs by node with their holders and latest samples, and each backend's
+    nodes as its engine last reported them (api/backend_wire.py)."""
     nodes: list[NodeWire] = []
     room = from_holders(inventory, holders)
     for node, node_room in zip(inventory.nodes, room.nodes, strict=True):
@@ -304,4 +309,5 @@ def gpus_to_wire(
         "nodes": nodes,
         "free_gpus": room.free_gpus,
         "largest_startable_gpus": room.largest_startable_gpus,
+        "backends": backends_to_wire(backends),
     }

@@ -1,16 +1,20 @@
-"""`gpupool gpus`: every GPU, who holds it, and how the GPUs are linked."""
+"""`gpupool gpus`: every GPU, who holds it, and how the GPUs are linked; then the backends'
+nodes (Slurm, Ray, Kubernetes) as their engines last reported them, with the pool's jobs on
+each, named as the pool names them everywhere: `BACKEND/node`."""
 
 from __future__ import annotations
 
 import argparse
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
-from gpupool.cli.render import Cell, fit, print_json, print_table, printable
+from gpupool.cli.render import Cell, fit, print_json, print_table, printable, shown
 from gpupool.client import Client
-from gpupool.client.pool_views import GpusView, GpuUsage
+from gpupool.client.pool_views import BackendNodeView, GpusView, GpuUsage
 from gpupool.core.units import format_size, plural
 
 _NAMED = 8  # nodes named in the summary line; beyond, how many more
+_JOBS_NAMED = 4  # the pool's jobs named in a backend node's JOBS cell; beyond, how many more
+BACKEND_COLUMNS = ("NODE", "STATE", "GPUS", "BY THE POOL", "MODEL", "JOBS")
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -49,7 +53,47 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
         )
     if pool.note:
         print(f"\nNote: {pool.note}")
+    print_backends(pool)
     return 0
+
+
+def print_backends(pool: GpusView) -> None:
+    """The backends' nodes in one table (nothing without backends), then a line for each
+    backend whose nodes are not known, saying why."""
+    rows = [backend_row(n) for b in pool.backends for n in b.nodes]
+    if rows:
+        print()
+        print_table(BACKEND_COLUMNS, rows, limits={"NODE": 48, "STATE": 48})
+    notes = backend_notes(pool)
+    if notes:
+        print()
+        print("\n".join(notes))
+
+
+def backend_row(node: BackendNodeView) -> tuple[Cell, ...]:
+    """NODE, STATE (with the engine's words), GPUS used by anyone / total, BY THE POOL (its
+    jobs' GPUs there), MODEL (with each GPU's memory), JOBS (the pool's, with their GPUs)."""
+    state = f"{node.state} ({node.detail})" if node.detail else node.state
+    model = node.gpu_model or "-"
+    if node.gpu_memory_bytes:
+        model += f" {format_size(node.gpu_memory_bytes)}"
+    jobs = [f"{job_id} ({plural(gpus, 'GPU')})" for job_id, gpus in node.jobs]
+    if len(jobs) > _JOBS_NAMED:
+        jobs = [*jobs[:_JOBS_NAMED], f"and {len(jobs) - _JOBS_NAMED} more"]
+    used = f"{node.gpus_used}/{node.gpus}"
+    return (node.name, state, used, node.gpus_pool, model, ", ".join(jobs) or "-")
+
+
+def backend_notes(pool: GpusView) -> list[str]:
+    """A line per backend whose nodes are not known (its engine could not be read, or not
+    yet) or that has none, e.g. "Backend hpc: nodes not known: sinfo: timed out"."""
+    notes = []
+    for b in pool.backends:
+        if b.problem:
+            notes.append(f"Backend {b.name}: nodes not known: {shown(b.problem, 400)}")
+        elif not b.nodes:
+            notes.append(f"Backend {b.name}: its engine reports no nodes")
+    return notes
 
 
 def room_line(pool: GpusView) -> str:

@@ -6,7 +6,9 @@ Where the topology comes from (one of, docs/nvml.md "Topology: gpupool topo"):
   and names the other sources, exit 1: a made-up matrix would be read as this machine's;
 - `--inventory FILE` / `--gpus 8xH100`: a declared inventory, as `gpupool server` takes it;
 - `--pool`: the running daemon's inventory (GET /v1/gpus, links included): what its
-  scheduler places on, whatever it came from.
+  scheduler places on, whatever it came from; then its backends' nodes, one line each, named
+  `BACKEND/node` (no matrix: an engine reports no links), and `backends` in --json as
+  GET /v1/gpus gives it.
 Offline unless --pool, so it works with no daemon; `main` words the client's errors.
 """
 
@@ -19,7 +21,9 @@ from gpupool.cli.commands import Offline, Parents, Subparsers
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: see cli/commands.py
 if TYPE_CHECKING:
+    from gpupool.client.pool_views import BackendCapacityView
     from gpupool.core.hardware import Inventory, Node
+    from gpupool.core.json_types import JsonObject
 
 NO_NVML_HINT = (
     "show a declared inventory's topology with --inventory FILE or --gpus 8xH100, "
@@ -48,8 +52,12 @@ def register(sub: Subparsers, parents: Parents) -> None:
 def cmd_topo(args: argparse.Namespace) -> int:
     from gpupool.inventory import DiscoveryError, InventoryError
 
+    backends: tuple[BackendCapacityView, ...] = ()
     try:
-        inventory = _inventory(args)
+        if args.pool:
+            inventory, backends = _pool_inventory(args)
+        else:
+            inventory = _inventory(args)
     except InventoryError as e:
         print(f"gpupool: bad inventory: {e}", file=sys.stderr)
         return 2
@@ -63,7 +71,10 @@ def cmd_topo(args: argparse.Namespace) -> int:
         from gpupool.cli.render import print_json
         from gpupool.inventory.topology import topology_to_dict
 
-        print_json(topology_to_dict(inventory))
+        found = topology_to_dict(inventory)
+        if args.pool:
+            found["backends"] = [_backend_json(b) for b in backends]
+        print_json(found)
         return 0
     for pos, node in enumerate(inventory.nodes):
         if len(inventory.nodes) > 1:
@@ -72,7 +83,48 @@ def cmd_topo(args: argparse.Namespace) -> int:
     print(render_legend())
     if inventory.note:
         print(f"\nNote: {inventory.note}")
+    if backends:
+        print("\n" + render_backends(backends))
     return 0
+
+
+def render_backends(backends: tuple[BackendCapacityView, ...]) -> str:
+    """The backends' nodes, one line each, e.g. "  hpc/c1: 4 GPUs, A100 80GiB, up"; a
+    backend whose nodes are not known says why instead."""
+    from gpupool.cli.render import shown
+    from gpupool.core.units import format_size, plural
+
+    lines = ["Backend nodes (no matrix: their engines report no links):"]
+    for b in backends:
+        for n in b.nodes:
+            model = n.gpu_model or "model not reported"
+            if n.gpu_memory_bytes:
+                model += f" {format_size(n.gpu_memory_bytes)}"
+            state = f"{n.state} ({n.detail})" if n.detail else n.state
+            lines.append(f"  {n.name}: {plural(n.gpus, 'GPU')}, {model}, {shown(state, 200)}")
+        if b.problem:
+            lines.append(f"  {b.name}: nodes not known: {shown(b.problem, 400)}")
+        elif not b.nodes:
+            lines.append(f"  {b.name}: its engine reports no nodes")
+    return "\n".join(lines)
+
+
+def _backend_json(backend: BackendCapacityView) -> JsonObject:
+    """A backend as GET /v1/gpus gave it, its nodes' topology facts only."""
+    return {
+        "name": backend.name,
+        "problem": backend.problem,
+        "nodes": [
+            {
+                "name": n.name,
+                "state": n.state,
+                "gpus": n.gpus,
+                "gpu_model": n.gpu_model,
+                "gpu_memory_bytes": n.gpu_memory_bytes,
+            }
+            for n in backend.nodes
+        ],
+    }
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:
@@ -86,8 +138,6 @@ def _inventory(args: argparse.Namespace) -> Inventory:
         return load_inventory_file(args.inventory, node_name=host)
     if args.gpus:
         return _shorthand_inventory(parse_gpus_shorthand(args.gpus, host, 0, 0))
-    if args.pool:
-        return _pool_inventory(args)
     return discover_nvml(node_name=host)
 
 
@@ -98,8 +148,11 @@ def _shorthand_inventory(node: Node) -> Inventory:
     return Inventory((node,), source="declared", note=note)
 
 
-def _pool_inventory(args: argparse.Namespace) -> Inventory:
-    """The daemon's inventory as GET /v1/gpus gives it, back into the inventory's types."""
+def _pool_inventory(
+    args: argparse.Namespace,
+) -> tuple[Inventory, tuple[BackendCapacityView, ...]]:
+    """The daemon's inventory as GET /v1/gpus gives it, back into the inventory's types,
+    and its backends' nodes."""
     from gpupool.client import Client
     from gpupool.core.hardware import Gpu, Inventory, Node
 
@@ -123,7 +176,7 @@ def _pool_inventory(args: argparse.Namespace) -> Inventory:
         )
         for n in pool.nodes
     )
-    return Inventory(nodes, source=pool.source, note=pool.note)
+    return Inventory(nodes, source=pool.source, note=pool.note), pool.backends
 
 
 def render_matrix(node: Node) -> str:

@@ -1,8 +1,13 @@
-"""`gpupool usage`: accounting per user, project or GPU type over a window (like Slurm's
+"""`gpupool usage`: accounting per user, project, GPU type or backend over a window (like Slurm's
 `sreport cluster AccountUtilizationByUser`): GPU-hours allocated and used, the CPU-hours the
 jobs' cgroups counted, efficiency, mean wait, GPU-hours lost to preemption and reclaimed from
 idle jobs; under the table, the pool's GPU-hours idle while a job that could use them waited,
-by cause. A table, CSV or JSON (CSV: the groups' rows only)."""
+by cause. A table, CSV or JSON (CSV: the groups' rows only).
+
+Used GPU-hours (and efficiency, energy) are measured on the pool's own GPUs only: a backend's
+job (Slurm, Ray, Kubernetes) is not sampled, so a group whose allocated GPU-hours were all on
+backends shows USED GPU-H as '-' (unknown, not 0), and a note under the table says how many
+GPU-hours were on backends."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from gpupool.client import Client
 from gpupool.client.usage_views import GroupUsageView, UsageReportView
 from gpupool.core.units import format_duration
 
-BY = ("user", "project", "gpu-type")
+BY = ("user", "project", "gpu-type", "backend")
 COLUMNS = (
     "JOBS",
     "ALLOC GPU-H",
@@ -43,7 +48,10 @@ def register(sub: Subparsers, parents: Parents) -> None:
         "charged when a run ends; '-' where none was counted), efficiency (used over the "
         "allocated time that was sampled), mean wait, GPU-hours lost to preemption, idle "
         "GPU-hours reclaimed; and for the pool, the GPU-hours idle while a job that could use "
-        "them waited, by cause (quota, fragmentation, reservation, other).",
+        "them waited, by cause (quota, fragmentation, reservation, other). Used GPU-hours are "
+        "measured on the pool's own GPUs only: '-' for a group whose GPU-hours were all on "
+        "backends. --by gpu-type puts a backend's jobs under its name in brackets ([hpc]); "
+        "--by backend groups by the backend that ran them ('local': the pool's own machine).",
     )
     p.add_argument("--by", choices=BY, default="user", help="group by (default: user)")
     p.add_argument("--since", default="30d", help="window back from now: 30d, 12h, 1w")
@@ -67,6 +75,8 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
     print_table((args.by.upper(), *COLUMNS), rows)
     if report.idle_waiting_gpu_hours is not None:  # None: an older daemon
         print(f"\n{idle_waiting_line(report.idle_waiting_gpu_hours)}")
+    if report.total.backend_gpu_hours > 0:
+        print(f"\n{backend_note(report.total.backend_gpu_hours)}")
     if report.simulated:
         print(
             "\nUSED, EFFICIENCY and ENERGY come from simulated samples (a declared inventory, "
@@ -83,13 +93,27 @@ def idle_waiting_line(by_cause: dict[str, float]) -> str:
     return f"GPU-hours idle while jobs waited: {sum(by_cause.values()):.2f} ({parts})"
 
 
+def backend_note(backend_gpu_hours: float) -> str:
+    """Why USED GPU-H leaves backends' jobs out (or shows '-'): the pool samples its own
+    GPUs only."""
+    return (
+        "Used GPU-hours (and efficiency, energy) are measured on the pool's own GPUs only; "
+        f"backend jobs' are not sampled ({backend_gpu_hours:.2f} GPU-h on backends)."
+    )
+
+
+def _used(r: GroupUsageView) -> str:
+    """USED GPU-H: '-' where it measures nothing (all the group's hours on backends)."""
+    return f"{r.used_gpu_hours:.2f}" if r.used_gpu_hours_measured else "-"
+
+
 def _cells(r: GroupUsageView) -> tuple[Cell, ...]:
     eff = "-" if r.efficiency is None else f"{100 * r.efficiency:.0f}%"
     return (
         r.group,
         r.jobs,
         f"{r.allocated_gpu_hours:.2f}",
-        f"{r.used_gpu_hours:.2f}",
+        _used(r),
         "-" if r.cpu_hours is None else f"{r.cpu_hours:.2f}",
         eff,
         format_duration(r.mean_wait_s),
@@ -114,6 +138,7 @@ def _print_csv(report: UsageReportView) -> None:
             "idle_reclaimed_gpu_hours",
             "energy_kwh",
             "cpu_hours",  # last: added after scripts read these columns by position
+            "backend_gpu_hours",  # and after it, in the order they were added
         ]
     )
     for r in (*report.rows, report.total):
@@ -122,7 +147,7 @@ def _print_csv(report: UsageReportView) -> None:
                 r.group,
                 r.jobs,
                 r.allocated_gpu_hours,
-                r.used_gpu_hours,
+                r.used_gpu_hours if r.used_gpu_hours_measured else "",
                 r.sampled_gpu_hours,
                 "" if r.efficiency is None else r.efficiency,
                 "" if r.mean_wait_s is None else r.mean_wait_s,
@@ -130,5 +155,6 @@ def _print_csv(report: UsageReportView) -> None:
                 r.idle_reclaimed_gpu_hours,
                 r.energy_kwh,
                 "" if r.cpu_hours is None else r.cpu_hours,
+                r.backend_gpu_hours,
             ]
         )

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.hardware import Link, LinkKind
 from gpupool.core.wire_shapes import (
+    BackendCapacityWire,
+    BackendNodeWire,
     BackendsWire,
     GpuHolderWire,
     GpusWire,
@@ -117,6 +119,49 @@ def _link(w: LinkWire, where: str) -> Link:
 
 
 @dataclass(frozen=True, slots=True)
+class BackendNodeView:
+    """A backend's node as its engine last reported it, with the pool's jobs there."""
+
+    name: str  # as the pool names it: BACKEND/node
+    backend: str
+    state: str  # "up", "drained", "down"; "unknown": not in the engine's last report
+    detail: str  # the engine's words for a state other than up
+    gpus: int
+    gpus_used: int  # allocated by anyone, as the engine counts them
+    gpus_pool: int  # the pool's jobs' (`jobs`)
+    jobs: tuple[tuple[int, int], ...]  # (job id, GPUs) of the pool's jobs there
+    gpu_model: str  # "" where the engine does not say
+    gpu_memory_bytes: int
+    cpus: int
+    memory_bytes: int
+
+    @classmethod
+    def read(cls, w: BackendNodeWire) -> BackendNodeView:
+        return cls(
+            w["name"], w["backend"], w["state"], w["detail"], w["gpus"], w["gpus_used"],
+            w["gpus_pool"], tuple((j["id"], j["gpus"]) for j in w["jobs"]), w["gpu_model"],
+            w["gpu_memory_bytes"], w["cpus"], w["memory_bytes"],
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class BackendCapacityView:
+    """One backend's nodes (GET /v1/gpus's `backends`): `problem` says why they are not
+    known ("" when they are: then `nodes` is what the engine last reported)."""
+
+    name: str
+    admission: str  # "pool" or "engine"
+    problem: str
+    quotas: dict[str, float]  # project -> GPUs guaranteed on this backend
+    nodes: tuple[BackendNodeView, ...]
+
+    @classmethod
+    def read(cls, w: BackendCapacityWire) -> BackendCapacityView:
+        nodes = tuple(BackendNodeView.read(n) for n in w["nodes"])
+        return cls(w["name"], w["admission"], w["problem"], dict(w["quotas"]), nodes)
+
+
+@dataclass(frozen=True, slots=True)
 class GpusView:
     """Every GPU of the pool by node, with its holders (GET /v1/gpus)."""
 
@@ -129,6 +174,8 @@ class GpusView:
     # node): fewer than free when the free GPUs are spread over nodes.
     free_gpus: int = 0
     largest_startable_gpus: int = 0
+    # Each backend's nodes; () from a daemon older than backend admission (none known).
+    backends: tuple[BackendCapacityView, ...] = ()
 
     @property
     def gpu_total(self) -> int:
@@ -149,7 +196,10 @@ def read_gpus(value: JsonValue) -> GpusView:
     pool_largest = w.get(
         "largest_startable_gpus", max((n.largest_startable_gpus for n in nodes), default=0)
     )
-    return GpusView(w["source"], w["note"], tuple(nodes), json_of(w), pool_free, pool_largest)
+    backends = tuple(BackendCapacityView.read(b) for b in w.get("backends", ()))
+    return GpusView(
+        w["source"], w["note"], tuple(nodes), json_of(w), pool_free, pool_largest, backends
+    )
 
 
 @dataclass(frozen=True, slots=True)

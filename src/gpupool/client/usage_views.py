@@ -16,7 +16,7 @@ from gpupool.core.wire_shapes import (
 
 @dataclass(frozen=True, slots=True)
 class GroupUsageView:
-    """One user's, project's or GPU type's figures over the report's window."""
+    """One user's, project's, GPU type's or backend's figures over the report's window."""
 
     group: str
     jobs: int
@@ -29,6 +29,12 @@ class GroupUsageView:
     idle_reclaimed_gpu_hours: float
     energy_kwh: float
     cpu_hours: float | None  # None: not counted (no job's cgroup, or an older daemon)
+    # Of allocated_gpu_hours, those on backends' GPUs, which the pool does not sample (0 from
+    # an older daemon, which did not tell them apart).
+    backend_gpu_hours: float = 0.0
+    # False: all its allocated GPU-hours were on backends, so used_gpu_hours (0) measures
+    # nothing and is shown as unknown; True from an older daemon.
+    used_gpu_hours_measured: bool = True
 
     @classmethod
     def read(cls, w: GroupUsageWire) -> GroupUsageView:
@@ -44,6 +50,8 @@ class GroupUsageView:
             w["idle_reclaimed_gpu_hours"],
             w["energy_kwh"],
             w.get("cpu_hours"),
+            w.get("backend_gpu_hours", 0.0),
+            w.get("used_gpu_hours_measured", True),
         )
 
 

@@ -55,6 +55,7 @@ class WaitCode(StrEnum):
     HELD_ADMIN = "JobHeldAdmin"
     QUEUED_IN_BACKEND = "QueuedInBackend"
     NO_BACKEND = "NoBackend"
+    CAPACITY_UNKNOWN = "CapacityUnknown"
 
 
 _WAIT_CODES = frozenset(c.value for c in WaitCode)

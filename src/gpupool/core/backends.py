@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -81,6 +81,89 @@ def run_name(pool_id: str, handle: Handle) -> str:
     return f"gp-{pool_id}-{handle.job_id}-{handle.attempt}"
 
 
+class EngineNodeState(StrEnum):
+    """Whether an engine's node takes work, in the engine's own terms mapped to three."""
+
+    UP = "up"  # takes new work (idle, mixed or fully allocated alike)
+    DRAINED = "drained"  # the engine starts nothing new there (Slurm drain, a cordon)
+    DOWN = "down"  # not reachable or not ready (Slurm down, Ray dead, Kubernetes NotReady)
+
+
+@dataclass(frozen=True)
+class EngineNode:
+    """One node of a backend as its engine reports it (`Backend.capacity`).
+
+    `gpus_used` is what the engine counts allocated there, by anyone (the pool's runs and
+    other tenants' alike): the pool subtracts its own to find what others hold. `pin` is
+    what a launch names to run on this node (`BackendRequest.pinned`): Slurm's NodeName,
+    Ray's node IP (its `node:IP` resource), or its node id where live nodes share an IP,
+    Kubernetes' hostname label."""
+
+    name: str  # the engine's own name for the node, shown as `BACKEND/name`
+    gpus: int
+    gpus_used: int = 0
+    gpu_model: str = ""  # "" where the engine does not say (fake GPUs, no product label)
+    gpu_memory_bytes: int = 0  # per GPU; 0 where the engine does not say
+    cpus: int = 0
+    memory_bytes: int = 0
+    state: EngineNodeState = EngineNodeState.UP
+    detail: str = ""  # the engine's words for a state other than UP (a drain's reason)
+    pin: str = ""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A backend's nodes as its engine last reported them, or why they could not be read
+    (`problem`, one line; then `nodes` is empty)."""
+
+    nodes: tuple[EngineNode, ...] = ()
+    problem: str = ""
+
+    @property
+    def known(self) -> bool:
+        return not self.problem
+
+
+class Admission(StrEnum):
+    """Who decides when a backend's job runs (a `[backends.NAME]` table's `admission`)."""
+
+    # The pool's policy (quotas, borrowing, fair share, priorities, backfill) admits it
+    # against the backend's free capacity; the run is then pinned to the admitted nodes
+    # (engine/admission.py). As Kueue admits workloads that kube-scheduler then places.
+    POOL = "pool"
+    ENGINE = "engine"  # handed over at once: the engine's scheduler decides (as before)
+
+
+@dataclass(frozen=True)
+class BackendAdmission:
+    """What the pool's policy does with one backend's jobs: `mode`, and each project's
+    guaranteed GPUs on that backend (`[backends.NAME.quotas]`; a project not named has none
+    there and only borrows). Quotas are per backend: a project may have 8 GPUs on the box
+    and 16 on the cluster; its limit, weight and minimum run times are its own everywhere."""
+
+    mode: Admission = Admission.POOL
+    quotas: Mapping[str, float] = field(default_factory=dict)
+
+
+def node_name(backend: str, engine_node: str) -> str:
+    """A backend's node as the pool names it (`why`, `gpus`, /metrics, a job's node):
+    `BACKEND/node`."""
+    return f"{backend}/{engine_node}"
+
+
+@dataclass(frozen=True)
+class BackendNodes:
+    """One backend's nodes as `gpupool gpus`, the dashboard and /metrics show them: how its
+    jobs are admitted, its capacity as last read (None: not read yet), and the pool's jobs
+    on each engine node (job id, GPUs): admitted there, running or starting. Made by the
+    engine (engine/admission.py `backend_nodes`), published whole for other threads."""
+
+    name: str
+    admission: BackendAdmission
+    capacity: Capacity | None
+    jobs: dict[str, tuple[tuple[int, int], ...]]
+
+
 class BackendConfigError(ValueError):
     """A `[backends.NAME]` setting that cannot be used: `key` is its path under the table
     (`partition`, `accounts.vision`), `problem` says why in a sentence."""
@@ -104,6 +187,10 @@ class Backend(Executor, Protocol):
     def health(self) -> BackendHealth:
         """Reachable or not, in one call to the engine, with a deadline of a few seconds;
         never raises."""
+
+    def capacity(self) -> Capacity:
+        """The engine's nodes with GPUs (and their use), in one or two calls with a deadline
+        of a few seconds; never raises (an engine that cannot be read: `Capacity.problem`)."""
 
 
 class BackendOpener(Protocol):

@@ -195,6 +195,11 @@ class BackendRequest:
     priority: int = 0  # the job's gpupool priority (class), for a priority class mapping
     preemptible: bool = True  # may the backend requeue it (Slurm --requeue)
     job_env: Mapping[str, str] = field(default_factory=dict)
+    # The engine's nodes the pool admitted the run to (`EngineNode.pin` of each, as many as
+    # `nodes`): the backend pins the run there so its engine starts it now (Slurm
+    # --nodelist, Ray a node's own resource, Kubernetes the node's hostname). Empty: the
+    # engine chooses (a backend with `admission = "engine"`).
+    pinned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ class WaitWire(TypedDict):
     jobs: list[int]
     project: str | None
     limit: NotRequired[int]  # ArrayLimit: the array's %K
-    backend: NotRequired[str]  # QueuedInBackend, NoBackend
+    backend: NotRequired[str]  # QueuedInBackend, NoBackend, CapacityUnknown
     detail: NotRequired[str]  # the backend's own words
 
 
@@ -349,6 +349,40 @@ class NodeWire(TypedDict):
     largest_startable_gpus: Added[int]
 
 
+class BackendNodeJobWire(TypedDict):
+    id: int
+    gpus: int
+
+
+class BackendNodeWire(TypedDict):
+    """A backend's node as its engine last reported it (core.backends.EngineNode)."""
+
+    name: str  # as the pool names it: BACKEND/node
+    backend: str
+    # "up", "drained" or "down" (core.backends.EngineNodeState); "unknown": the pool's jobs
+    # are there but the engine's last report does not list it (api/backend_wire.py)
+    state: str
+    detail: str  # the engine's words for a state other than up ("" for none)
+    gpus: int
+    gpus_used: int  # allocated by anyone, as the engine counts them
+    gpus_pool: int  # held or admitted for the pool's jobs (`jobs`)
+    jobs: list[BackendNodeJobWire]  # the pool's jobs admitted or running there
+    gpu_model: str  # "" where the engine does not say
+    gpu_memory_bytes: int  # per GPU; 0 where the engine does not say
+    cpus: int
+    memory_bytes: int
+
+
+class BackendCapacityWire(TypedDict):
+    """A backend's nodes as GET /v1/gpus gives them (core/backends.py `BackendNodes`)."""
+
+    name: str
+    admission: str  # "pool" or "engine" (core.backends.Admission)
+    problem: str  # "" when read; why not otherwise ("not read yet" before the first read)
+    quotas: dict[str, float]  # project -> GPUs guaranteed on this backend
+    nodes: list[BackendNodeWire]
+
+
 class GpusWire(TypedDict):
     """GET /v1/gpus."""
 
@@ -359,6 +393,7 @@ class GpusWire(TypedDict):
     # node): fewer than free means the free GPUs are fragmented (service/fragmentation.py).
     free_gpus: Added[int]
     largest_startable_gpus: Added[int]
+    backends: Added[list[BackendCapacityWire]]  # by name; [] without backends
 
 
 class BackendRowWire(TypedDict):
@@ -389,6 +424,10 @@ class GroupUsageWire(TypedDict):
     idle_reclaimed_gpu_hours: float
     energy_kwh: float
     cpu_hours: Added[float | None]  # null: none of its jobs' CPU time was counted
+    # Of allocated_gpu_hours, those on backends' GPUs, which the pool does not sample; and
+    # whether used_gpu_hours measures anything (false: all its allocated hours were there).
+    backend_gpu_hours: Added[float]
+    used_gpu_hours_measured: Added[bool]
 
 
 class UsageReportWire(TypedDict):

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from gpupool.core.backends import Backend
+from gpupool.core.backends import Backend, BackendAdmission
 from gpupool.core.engine_observer import EngineObserver
 from gpupool.core.execution import Executor
 from gpupool.core.hardware import Inventory
@@ -142,6 +142,7 @@ class LeasedEngine(Engine):
         backends: Mapping[str, Backend] | None = None,
         observer: EngineObserver | None = None,
         arrivals: Arrivals | None = None,
+        admission: Mapping[str, BackendAdmission] | None = None,
     ) -> None:
         super().__init__(
             store,
@@ -152,6 +153,7 @@ class LeasedEngine(Engine):
             backends=backends,
             observer=observer,
             arrivals=arrivals,
+            admission=admission,
         )
         self.lease = lease
         self._paused = False

@@ -465,6 +465,9 @@ def _serve(
         backends=backends,
         observer=histograms,
         arrivals=submissions,
+        admission={t.name: t.admission for t in projects_config.backends}
+        if projects_config
+        else None,
     )
     service = PoolService(
         store,

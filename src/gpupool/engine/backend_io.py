@@ -30,10 +30,11 @@ from gpupool.engine.state import Tracked, handle_of
 log = logging.getLogger("gpupool.engine")
 
 
-def launch_request(job: Job, time_limit_s: float) -> LaunchRequest:
+def launch_request(job: Job, time_limit_s: float, pinned: tuple[str, ...] = ()) -> LaunchRequest:
     """What a backend is given for `job`'s current run: its resources per node and node
-    count (`BackendRequest`), its whole request as for a local run, and for a distributed
-    job the whole gang (`RankLayout(nproc_per_node=gpus, nnodes=nodes)`)."""
+    count (`BackendRequest`), the engine nodes the pool admitted it to (`pinned`), its
+    whole request as for a local run, and for a distributed job the whole gang
+    (`RankLayout(nproc_per_node=gpus, nnodes=nodes)`)."""
     spec = job.spec
     assert spec.backend is not None
     res = spec.resources
@@ -48,6 +49,7 @@ def launch_request(job: Job, time_limit_s: float) -> LaunchRequest:
         priority=spec.priority,
         preemptible=spec.is_preemptible,
         job_env=backend_job_environment(job),
+        pinned=pinned,
     )
     container = None
     if spec.image is not None:  # the backend runs it with its own engine

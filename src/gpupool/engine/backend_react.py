@@ -28,8 +28,10 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from gpupool.core.backends import Admission
 from gpupool.core.execution import ExitReason, Observation, RunState, StopKind
 from gpupool.core.job import EndReason, JobState
+from gpupool.engine.admission import admit, backend_nodes
 from gpupool.engine.events import (
     Finish,
     HandOver,
@@ -44,7 +46,7 @@ from gpupool.engine.events import (
 )
 from gpupool.engine.gating import Gating
 from gpupool.engine.state import EngineState, Tracked, handle_of
-from gpupool.policy import Code, Decision, Status
+from gpupool.policy import Code, Decision, Snapshot, Status
 from gpupool.policy.status import Rule
 
 _WARN = logging.WARNING
@@ -59,12 +61,14 @@ def _begin_status() -> Status:
 
 
 def after_pass(
-    state: EngineState, decision: Decision, gating: Gating, now: float
+    state: EngineState, decision: Decision, gating: Gating, now: float, decided: Snapshot
 ) -> tuple[Decision, list[Instruction]]:
     """`decision` with every waiting backend job's status, and the hand-overs of those free
-    to go (module docstring)."""
+    to go (module docstring): at once for a backend whose engine admits, else those the
+    backend's own pass admits (engine/admission.py; `decided`: the pool's pass's snapshot)."""
     statuses: dict[int, Status] = {}
     out: list[Instruction] = []
+    to_admit: dict[str, list[Tracked]] = {}
     for tracked in state.in_backends():
         job = tracked.job
         if job.state is not JobState.PENDING or job.id in gating.left_out:
@@ -80,24 +84,67 @@ def after_pass(
             statuses[job.id] = Status(Code.NO_BACKEND, Rule.NO_BACKEND, backend=backend)
         elif job.spec.begin_time is not None and job.spec.begin_time > now:
             statuses[job.id] = _begin_status()
+        elif state.admission[backend].mode is Admission.POOL:
+            to_admit.setdefault(backend, []).append(tracked)
         else:
             out += hand_over(state, tracked, now)
             statuses[job.id] = queued_status(backend)
-    if not statuses:
+    passes: list[Decision] = []
+    for backend, waiting in to_admit.items():
+        admitted = admit(state, backend, state.admission[backend], waiting, decided, now)
+        passes.append(admitted.decision)
+        for tracked, pinned in admitted.handovers:
+            out += hand_over(state, tracked, now, pinned)
+            statuses[tracked.job.id] = queued_status(backend)
+    if state.backends:
+        state.backend_view = backend_nodes(state)
+    if not statuses and not passes:
         return decision, out
-    return replace(decision, pending={**decision.pending, **statuses}), out
+    return _merged(decision, passes, statuses), out
 
 
-def hand_over(state: EngineState, tracked: Tracked, now: float) -> list[Instruction]:
+def _merged(decision: Decision, passes: list[Decision], statuses: dict[int, Status]) -> Decision:
+    """The pool's pass with the backends' passes (their jobs are disjoint) and `statuses`."""
+    pending = dict(decision.pending)
+    estimated = dict(decision.estimated_start)
+    priorities = dict(decision.priorities)
+    reservations, preemptions = list(decision.reservations), list(decision.preemptions)
+    for made in passes:
+        pending.update(made.pending)
+        estimated.update(made.estimated_start)
+        priorities.update(made.priorities)
+        reservations += made.reservations
+        preemptions += made.preemptions
+    pending.update(statuses)
+    for job_id in statuses:
+        estimated.pop(job_id, None)
+    return replace(
+        decision,
+        pending=pending,
+        estimated_start=estimated,
+        priorities=priorities,
+        reservations=tuple(reservations),
+        preemptions=tuple(preemptions),
+    )
+
+
+def hand_over(
+    state: EngineState, tracked: Tracked, now: float, pinned: tuple[str, ...] = ()
+) -> list[Instruction]:
+    """Launch `tracked` in its backend; `pinned`: the engine nodes the pool admitted it to."""
     job = tracked.job
     backend = job.spec.backend
     assert backend is not None
     tracked.handed_over = True
-    log_line = LogLine(f"job {job.id} handed over to backend {backend}")
-    cause = f"handed over to backend {backend}"
+    if tracked.admitted:
+        where = ", ".join(f"{n} ({k} GPU{'s' if k != 1 else ''})" for n, k in tracked.admitted)
+        text = f"admitted to backend {backend} on {where}"
+    else:
+        text = f"handed over to backend {backend}"
+    log_line = LogLine(f"job {job.id} {text}")
     return [
-        HandOver(job.id, backend, state.limit_of(job).seconds, log_line),
-        Note(job.id, cause, now, reason=Code.QUEUED_IN_BACKEND.value, only_if=JobState.PENDING),
+        HandOver(job.id, backend, state.limit_of(job).seconds, log_line, pinned),
+        Note(job.id, text, now, reason=Code.QUEUED_IN_BACKEND.value, only_if=JobState.PENDING),
     ]
 
 
@@ -168,7 +215,8 @@ def observed(
             return out + deliver_cancel(tracked, now)
         case RunState.RUNNING:
             log_line = LogLine(f"job {job.id} started in backend {backend}")
-            return [*out, StartInBackend(job.id, backend, now, obs.ref, log_line)]
+            node, gpus = where_it_runs(tracked)
+            return [*out, StartInBackend(job.id, backend, now, obs.ref, log_line, node, gpus)]
         case RunState.EXITED:
             record = obs.exit
             cancelled = record is not None and record.reason is ExitReason.CANCELLED
@@ -182,7 +230,8 @@ def observed(
                 ]
             start = now if record is None else min(record.start_time, now)
             state.poll_soon = True  # its end is read at the next poll, as a running job's
-            return [*out, StartInBackend(job.id, backend, start, obs.ref)]
+            node, gpus = where_it_runs(tracked)
+            return [*out, StartInBackend(job.id, backend, start, obs.ref, None, node, gpus)]
         case RunState.UNLAUNCHED:
             if job.cancel_requested:
                 tracked.handed_over = False
@@ -190,7 +239,7 @@ def observed(
             if tracked.handed_over and backend in state.backends:
                 log_line = LogLine(f"job {job.id}: backend {backend} does not have its run: again")
                 out.append(Log(log_line))
-                out += hand_over(state, tracked, now)[:1]
+                out += hand_over(state, tracked, now, _pins(state, tracked))[:1]
             return out
     return out
 
@@ -208,3 +257,27 @@ def _set_status(state: EngineState, job_id: int, status: Status) -> list[Instruc
         return []
     state.set_reason(job_id, status.code.value)
     return [SetReasons({job_id: status.code.value})]
+
+
+def _pins(state: EngineState, tracked: Tracked) -> tuple[str, ...]:
+    """The engine nodes a job admitted by the pool is pinned to again, when its run is
+    launched anew (the same rule as at admission: as many as the nodes it spans)."""
+    backend = tracked.job.spec.backend
+    capacity = state.capacity.get(backend or "")
+    if not tracked.admitted or capacity is None or len(tracked.admitted) != tracked.job.spec.nodes:
+        return ()
+    pins = {n.name: n.pin or n.name for n in capacity.nodes}
+    if not all(n in pins for n, _ in tracked.admitted):
+        return ()
+    return tuple(pins[n] for n, _ in tracked.admitted)
+
+
+def where_it_runs(tracked: Tracked) -> tuple[str, int]:
+    """Where a backend's job that starts runs, as the pool names it, and its GPUs in all:
+    the nodes it was admitted to (`hpc/c1+c2`), else the backend alone (its engine chose)."""
+    job = tracked.job
+    backend = job.spec.backend or ""
+    if tracked.admitted:
+        names = "+".join(n for n, _ in tracked.admitted)
+        return f"{backend}/{names}", sum(k for _, k in tracked.admitted)
+    return backend, job.spec.resources.gpus * job.spec.nodes

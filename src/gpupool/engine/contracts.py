@@ -95,7 +95,13 @@ class EngineStore(Protocol):
 
     # A backend's jobs (store/backend_runs.py).
     def start_in_backend(
-        self, job_id: int, start_time: float, backend: str, ref: str | None
+        self,
+        job_id: int,
+        start_time: float,
+        backend: str,
+        ref: str | None,
+        node: str | None = None,
+        gpus: int = 0,
     ) -> Job | None: ...
 
     def set_backend_ref(self, job_id: int, ref: str) -> Job | None: ...

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpupool.core.backends import Capacity
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.execution import Handle, Leftovers, Observation, StopKind
 from gpupool.core.job import Job, JobState
@@ -158,6 +159,14 @@ class ForeignMemory:
     by_gpu: Mapping[tuple[str, int], int]
 
 
+@dataclass(frozen=True)
+class CapacityRead:
+    """A backend's capacity as its engine just reported it (engine/capacity_reader.py)."""
+
+    backend: str
+    capacity: Capacity
+
+
 Event = (
     JobsStored
     | ProjectsRead
@@ -174,6 +183,7 @@ Event = (
     | LostSettled
     | ForeignMemory
     | PreemptAsked
+    | CapacityRead
 )
 
 # -- instructions -------------------------------------------------------------------------
@@ -216,18 +226,21 @@ class HandOver:
     backend: str
     time_limit_s: float  # the limit in force (engine/limits.py), enforced by the backend
     log_line: LogLine | None = None
+    pinned: tuple[str, ...] = ()  # the engine nodes the pool admitted it to (admission.py)
 
 
 @dataclass(frozen=True)
 class StartInBackend:
     """A backend's PENDING job its backend reports started: RUNNING since `start_time`, on
-    no GPU of the pool (Store.start_in_backend)."""
+    no GPU of the pool's own nodes (Store.start_in_backend)."""
 
     job_id: int
     backend: str
     start_time: float
     ref: str | None
     log_line: LogLine | None = None
+    node: str | None = None  # where, as the pool names it (Store.start_in_backend)
+    gpus: int = 0  # how many it holds there in all
 
 
 @dataclass(frozen=True)

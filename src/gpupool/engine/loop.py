@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from gpupool.core.backends import Backend
+from gpupool.core.backends import Admission, Backend, BackendAdmission, BackendNodes
 from gpupool.core.clock import Clock, SystemClock
 from gpupool.core.engine_observer import EngineObserver
 from gpupool.core.execution import Executor, Observation
@@ -28,6 +28,7 @@ from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 from gpupool.core.space import storage_full
 from gpupool.engine import backend_io, log_lines
+from gpupool.engine.capacity_reader import CapacityReader
 from gpupool.engine.contracts import EngineStore
 from gpupool.engine.events import (
     CommitRefused,
@@ -71,9 +72,9 @@ from gpupool.engine.observer import NoObserver, first_starts
 from gpupool.engine.pacing import DEFER_RECHECK_S, Arrivals, NoArrivals, PassBudget, PassDeferral
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState, Tracked, handle_of, slim
+from gpupool.engine.usage_cache import UsageCache
 from gpupool.engine.view import JobsView
 from gpupool.policy import Decision, decide
-from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 log = logging.getLogger("gpupool.engine")
@@ -104,6 +105,7 @@ class Engine:
         backends: Mapping[str, Backend] | None = None,
         observer: EngineObserver | None = None,
         arrivals: Arrivals | None = None,
+        admission: Mapping[str, BackendAdmission] | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -120,16 +122,21 @@ class Engine:
             quiet_s=quiet_pass_s,
             refresh_s=refresh_pass_s,
             backends=self.backends,
+            admission=admission,
         )
-        self.usage_refresh_s = usage_refresh_s
+        admitting = {
+            b: backend
+            for b, backend in self.backends.items()
+            if self.state.admission[b].mode is Admission.POOL
+        }  # their capacity is read in a thread of its own (engine/capacity_reader.py)
+        self.capacity_reader = CapacityReader(admitting, self.post)
         self.passes = 0  # scheduling passes run
         # Told of each pass's duration and each job's first start (the daemon's /metrics).
         self.observer: EngineObserver = observer if observer is not None else NoObserver()
         self.polls = 0  # rounds that asked the executor about the running jobs
         self.idle_waiting = IdleWaitingMeter()  # GPUs idle while jobs that could use them waited
-        self._usage = Usage()
-        self._usage_at: float | None = None
-        self._memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
+        memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
+        self._usage = UsageCache(store, self.config.fairshare_half_life_s, usage_refresh_s, memory)
         self._wake = threading.Event()
         self._pass_budget = PassBudget()  # how often passes may run (engine/pacing.py)
         self.deferral = PassDeferral()  # and whether one waits for submissions in flight
@@ -189,6 +196,11 @@ class Engine:
     def wake(self) -> None:
         self._wake.set()
 
+    def backend_nodes(self) -> tuple[BackendNodes, ...]:
+        """Each backend's nodes as its engine last reported them, with the pool's jobs on
+        each (engine/admission.py), as of the engine's last pass or capacity read."""
+        return self.state.backend_view
+
     def view(self, fresh: bool = True) -> JobsView:
         """The published view. `fresh`: once it includes what was posted before this call
         (a reader sees its own submission), waiting up to a few seconds for the engine."""
@@ -213,8 +225,10 @@ class Engine:
         self.idle_waiting.resume(self.store)  # the counter goes on from the stored total
         self._thread = threading.Thread(target=self._run, name="gpupool-engine", daemon=True)
         self._thread.start()
+        self.capacity_reader.start()
 
     def stop(self) -> None:
+        self.capacity_reader.stop()
         self._stop.set()
         self._wake.set()
         if self._thread:
@@ -492,14 +506,15 @@ class Engine:
                 where = self.executor_of(handle.job_id)
                 delivered = where is not None and where.signal(handle, kind)
                 return [Signalled(handle.job_id, kind, delivered, why)], delivered
-            case HandOver(job_id, name, time_limit_s):
+            case HandOver(job_id, name, time_limit_s, _, pinned):
                 job = store.get(job_id)  # with its environment
                 if job.state is not JobState.PENDING or job.cancel_requested:
                     return [], False
-                self.backends[name].launch(backend_io.launch_request(job, time_limit_s))
+                request = backend_io.launch_request(job, time_limit_s, pinned)
+                self.backends[name].launch(request)
                 return [], True
-            case StartInBackend(job_id, name, start_time, ref):
-                begun = store.start_in_backend(job_id, start_time, name, ref)
+            case StartInBackend(job_id, name, start_time, ref, _, node, gpus):
+                begun = store.start_in_backend(job_id, start_time, name, ref, node, gpus)
                 return ([JobsStored((begun,))] if begun else []), begun is not None
             case KeepRef(job_id, ref):
                 kept = store.set_backend_ref(job_id, ref)
@@ -563,18 +578,8 @@ class Engine:
     # -- fair share ------------------------------------------------------------------------
 
     def usage(self) -> Usage:
-        """Decayed GPU-seconds per project and user, recomputed every usage_refresh_s: it
-        moves slowly, and reading the history every pass would grow with it."""
-        now = self.clock.now()
-        if self._usage_at is None or now - self._usage_at >= self.usage_refresh_s:
-            half_life = self.config.fairshare_half_life_s
-            # Older than ten half-lives weighs under 0.1%: not worth reading.
-            # GPUs counted as every view counts them: a shared GPU as its fraction.
-            rows = self.store.usage_history(since=now - 10 * half_life, gpu_memory=self._memory)
-            intervals = [UsageInterval(p, u, float(g), st, en) for p, u, g, st, en in rows]
-            self._usage = decayed_usage(intervals, now, half_life)
-            self._usage_at = now
-        return self._usage
+        """Decayed GPU-seconds per project and user (engine/usage_cache.py)."""
+        return self._usage.at(self.clock.now())
 
 
 def _log_line_of(ins: Instruction) -> LogLine | None:

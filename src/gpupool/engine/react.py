@@ -23,7 +23,9 @@ from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState
 from gpupool.core.job import EndReason, HeldReason, Job, JobState
 from gpupool.core.units import format_duration
 from gpupool.engine import backend_react, log_lines
+from gpupool.engine.admission import backend_nodes
 from gpupool.engine.events import (
+    CapacityRead,
     CommitRefused,
     CommitStarts,
     Event,
@@ -85,6 +87,13 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case ForeignMemory(by_gpu):
             state.set_foreign_memory(by_gpu)
             return []
+        case CapacityRead(backend, capacity):
+            if state.capacity.get(backend) != capacity:
+                state.capacity[backend] = capacity
+                state.dirty = True  # its waiting jobs may be admitted now
+                state.generation += 1
+                state.backend_view = backend_nodes(state)
+            return []
         case PreemptAsked(job_id, why, hold_s):
             tracked = state.jobs.get(job_id)
             if tracked is None or tracked.job.state is not JobState.RUNNING:
@@ -115,7 +124,7 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             return [RunPass(now)] if state.wants_pass(now) else []
         case PassDecided(decision, snapshot, now, gating):
             decision = gating.merged_into(decision)
-            decision, handed = backend_react.after_pass(state, decision, gating, now)
+            decision, handed = backend_react.after_pass(state, decision, gating, now, snapshot)
             state.decision, state.decided, state.decided_at = decision, snapshot, now
             state.dirty = state.pass_now = False
             state.generation += 1

@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from gpupool.core.backends import BackendAdmission, BackendNodes, Capacity
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.copies import copy_with
 from gpupool.core.execution import Handle
@@ -63,6 +64,9 @@ class Tracked:
     handed_over: bool = False
     backend_detail: str = ""
     unreachable_told: bool = False
+    # Admitted by the pool's policy (engine/admission.py): (engine node, GPUs) per node it
+    # was admitted to; () when not admitted, or not seated again yet after a restart.
+    admitted: tuple[tuple[str, int], ...] = ()
 
 
 def handle_of(job: Job) -> Handle:
@@ -122,11 +126,19 @@ class EngineState:
         quiet_s: float = 2.0,
         refresh_s: float = 60.0,
         backends: Iterable[str] = (),
+        admission: Mapping[str, BackendAdmission] | None = None,
     ) -> None:
         self.inventory = inventory
         # The names of the backends this daemon opened (gpupool.toml): a job naming another
         # waits (NoBackend) until a daemon starts with it.
         self.backends = frozenset(backends)
+        # How each backend's jobs are admitted (core.backends.Admission; the pool's policy
+        # where gpupool.toml says nothing), and each one's capacity as last read.
+        admission = admission or {}
+        self.admission = {b: admission.get(b, BackendAdmission()) for b in self.backends}
+        self.capacity: dict[str, Capacity] = {}
+        # What `gpupool gpus` shows of them (engine/admission.py: `backend_nodes`).
+        self.backend_view: tuple[BackendNodes, ...] = ()
         self.config = config
         self.quiet_s = quiet_s
         self.refresh_s = refresh_s

@@ -288,6 +288,25 @@ def status_text(s: Status) -> str:
     if rule is Rule.QUEUED_IN_BACKEND:
         said = f": {s.detail}" if s.detail else ""
         return f"handed over to backend {s.backend}, waiting in its queue{said}"
+    if rule is Rule.BEHIND_GANG:
+        return (
+            f"waiting behind job {s.jobs[0]}, a job over several nodes ahead in line that "
+            "takes the GPUs this job would have started on"
+        )
+    if rule is Rule.GANG_NO_FIT:
+        assert s.short is not None
+        per, have = int(s.short.requested), int(s.short.free)
+        return (
+            f"needs {per} GPU{'s' if per != 1 else ''} free on each of {s.limit} nodes of "
+            f"backend {s.backend}; {have} node{'s' if have != 1 else ''} "
+            f"{'have' if have != 1 else 'has'} that now"
+        )
+    if rule is Rule.CAPACITY_UNKNOWN:
+        said = f" ({s.detail})" if s.detail else ""
+        return (
+            f"the pool admits the jobs of backend {s.backend} against its free GPUs, which "
+            f"could not be read{said}: it waits until the engine answers"
+        )
     if rule is Rule.NO_BACKEND:
         return (
             f"backend {s.backend} is not configured in this daemon's gpupool.toml: it waits "

@@ -36,6 +36,8 @@ class Code(str, Enum):
     # waiting in its queue (`detail`: why, in the backend's words).
     QUEUED_IN_BACKEND = "QueuedInBackend"
     NO_BACKEND = "NoBackend"  # its `backend` is not configured in this daemon's gpupool.toml
+    # Admitted by the pool's policy, but its backend's nodes could not be read (`detail`)
+    CAPACITY_UNKNOWN = "CapacityUnknown"
 
 
 class Rule(StrEnum):
@@ -71,6 +73,11 @@ class Rule(StrEnum):
     HELD_ADMIN = "held_admin"  # JobHeldAdmin
     QUEUED_IN_BACKEND = "queued_in_backend"  # QueuedInBackend: `backend`, `detail`
     NO_BACKEND = "no_backend"  # NoBackend: `backend`
+    CAPACITY_UNKNOWN = "capacity_unknown"  # CapacityUnknown: `backend`, `detail`
+    # Resources: a gang over `limit` nodes of `backend`: `short.requested` GPUs free on each
+    # of them, `short.free` nodes have that now (engine/admission.py)
+    GANG_NO_FIT = "gang_no_fit"
+    BEHIND_GANG = "behind_gang"  # Priority: a gang ahead in line (`jobs`) took its GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +97,10 @@ class Status:
     have: tuple[str, ...] = ()
     request: Resources | None = None  # what the job asks for, where the words name it
     limit: int | None = None  # ARRAY_LIMIT: the array's %K
-    backend: str | None = None  # QUEUED_IN_BACKEND, NO_BACKEND: the backend's name
-    detail: str = ""  # QUEUED_IN_BACKEND: why it waits there, as the backend says it
+    backend: str | None = None  # QUEUED_IN_BACKEND, NO_BACKEND, CAPACITY_UNKNOWN: its name
+    # QUEUED_IN_BACKEND: why it waits there, as the backend says it; CAPACITY_UNKNOWN: why
+    # the backend's nodes could not be read
+    detail: str = ""
 
     @property
     def source(self) -> str:

@@ -1,5 +1,5 @@
-"""Accounting: per user, project or GPU type, what the pool allocated over a window and what
-was used of it (`gpupool usage`, `/v1/usage`, the dashboard's usage page).
+"""Accounting: per user, project, GPU type or backend, what the pool allocated over a window
+and what was used of it (`gpupool usage`, `/v1/usage`, the dashboard's usage page).
 
 For the window [since, now], per group:
 - jobs: those submitted in it or holding GPUs during it;
@@ -9,6 +9,10 @@ For the window [since, now], per group:
   job_usage_hours; whole hours, so the window's first hour counts whole);
 - sampled GPU-hours: the allocated GPU-hours that samples covered; efficiency is used over
   sampled (not over allocated: time the daemon did not sample is unknown, not idle);
+- backend GPU-hours: the allocated GPU-hours of jobs a backend ran (Slurm, Ray, Kubernetes:
+  their GPUs are the backend's, which the pool does not sample), so a report can tell "not
+  measured" from "measured idle": a group all of whose allocated GPU-hours are a backend's
+  has no used figure (`used_measured` False), not 0;
 - mean wait: submit to first start, over the jobs that first started in the window;
 - lost to preemption: the GPU-hours of runs that ended by preemption or requeue (work
   redone unless the job checkpointed);
@@ -21,6 +25,10 @@ For the window [since, now], per group:
   total, not when it was spent). A run under way is charged once it ends. None for a group
   none of whose jobs has the figure (backends' jobs, a daemon without cgroups): unknown,
   not 0.
+Groups: by user; by project; by GPU type (the model of the GPUs a job held, from the
+inventory, else what it asked for, else ANY_GPU; a backend's job: its backend's name in
+brackets, `[hpc]`, since its GPUs are not in the inventory and their model is unknown to the
+pool); by backend (the backend's name, `local` for the pool's own machine).
 For the pool as a whole (not per group: the idle GPUs were no group's), the GPU-hours idle
 while a job that could use them waited, by cause (policy/idle_waiting.py says the rule): what
 the store kept per hour (store/idle_waiting.py; whole hours, as used GPU-hours) and what the
@@ -33,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from gpupool.core.backends import LOCAL_BACKEND
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.hardware import Inventory
 from gpupool.policy.idle_waiting import IdleCause
@@ -50,6 +59,7 @@ class GroupBy(StrEnum):
     USER = "user"
     PROJECT = "project"
     GPU_TYPE = "gpu-type"
+    BACKEND = "backend"  # the backend that ran the job; LOCAL_BACKEND for the pool's own
 
 
 @dataclass
@@ -64,12 +74,19 @@ class GroupUsage:
     energy_kwh: float = 0.0
     preempted_gpu_h: float = 0.0
     idle_reclaimed_gpu_h: float = 0.0
+    backend_gpu_h: float = 0.0  # of allocated_gpu_h, on backends' GPUs (never sampled)
     cpu_h: float | None = None  # None: none of its jobs' CPU time was counted
     waits_s: list[float] = field(default_factory=list)
 
     @property
     def efficiency(self) -> float | None:
         return self.used_gpu_h / self.sampled_gpu_h if self.sampled_gpu_h > 0 else None
+
+    @property
+    def used_measured(self) -> bool:
+        """Whether used_gpu_h measures anything: False when all its allocated GPU-hours were
+        on backends (the pool samples only its own GPUs), where 0 would read as idle."""
+        return self.allocated_gpu_h <= 0 or self.backend_gpu_h < self.allocated_gpu_h
 
     @property
     def mean_wait_s(self) -> float | None:
@@ -146,6 +163,8 @@ def _add_record(row: GroupUsage, rec: JobRecord, since: float, until: float) -> 
         end = until if run.end is None else min(run.end, until)
         held = max(0.0, end - max(run.start, since)) / HOUR_S * rec.gpu_count
         row.allocated_gpu_h += held
+        if rec.backend is not None:
+            row.backend_gpu_h += held
         if run.preempted:
             row.preempted_gpu_h += held
     cpu_h = cpu_hours_in_window(rec, since, until)
@@ -172,16 +191,29 @@ def _key(rec: JobRecord, by: GroupBy, gpu_type_of: Callable[[JobRecord], str]) -
         return rec.user
     if by is GroupBy.PROJECT:
         return rec.project
+    if by is GroupBy.BACKEND:
+        return rec.backend or LOCAL_BACKEND
     return gpu_type_of(rec)
+
+
+def backend_gpu_type(backend: str) -> str:
+    """The GPU type a backend's job is reported under: `[NAME]`. The pool does not know the
+    model of a backend's GPUs (none is in its inventory, and what the job asked for is a
+    request the backend's scheduler read, not a model the pool saw); brackets, which no
+    model name or backend name has, keep it apart from the inventory's types."""
+    return f"[{backend}]"
 
 
 def gpu_type_by_inventory(
     models: Mapping[tuple[str, int], str],
 ) -> Callable[[JobRecord], str]:
-    """The GPU type of a job: the model of the GPUs it held (the inventory's), else what it
-    asked for, else ANY_GPU."""
+    """The GPU type of a job: a backend's job, its backend's (`backend_gpu_type`, whatever
+    its node is called: a backend's node may share a name with one of the inventory's); else
+    the model of the GPUs it held (the inventory's), else what it asked for, else ANY_GPU."""
 
     def gpu_type_of(rec: JobRecord) -> str:
+        if rec.backend is not None:
+            return backend_gpu_type(rec.backend)
         if rec.node is not None and rec.gpus:
             model = models.get((rec.node, rec.gpus[0]))
             if model is not None:

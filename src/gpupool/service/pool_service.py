@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpupool.core.backends import Backend
+from gpupool.core.backends import Backend, BackendNodes
 from gpupool.core.containers import EngineRefused, choose_engine
 from gpupool.core.execution import Executor
 from gpupool.core.hardware import Inventory
@@ -94,6 +94,8 @@ class EngineLink(Protocol):
     def foreign_memory(self, by_gpu: Mapping[tuple[str, int], int]) -> None: ...
 
     def idle_waiting_gpu_s(self) -> dict[str, float]: ...
+
+    def backend_nodes(self) -> tuple[BackendNodes, ...]: ...
 
 
 class PoolService(ProjectMethods):
@@ -449,6 +451,11 @@ class PoolService(ProjectMethods):
         `view`: the engine's view to read (default: a fresh one)."""
         view = self.engine.view() if view is None else view
         return gpu_holders([j for j in view.jobs.values() if j.state is JobState.RUNNING])
+
+    def backend_nodes(self) -> tuple[BackendNodes, ...]:
+        """Each backend's nodes as its engine last reported them, with the pool's jobs on
+        each (engine/admission.py): `gpupool gpus`, the dashboard, /metrics."""
+        return self.engine.backend_nodes()
 
     def gpu_samples(self) -> Mapping[tuple[str, int], GpuSample]:
         """The latest sample of each GPU by (node, index); empty without a monitor."""

@@ -20,7 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpupool.core.backends import BACKEND_NAME_RE, LOCAL_BACKEND, BackendKind
+from gpupool.core.backends import (
+    BACKEND_NAME_RE,
+    LOCAL_BACKEND,
+    Admission,
+    BackendAdmission,
+    BackendKind,
+)
 from gpupool.core.project import (
     DEFAULT_IDLE_THRESHOLD_PCT,
     NAME_RE,
@@ -79,6 +85,8 @@ class BackendTable:
     name: str
     kind: BackendKind
     settings: dict[str, Any]
+    # The pool's own keys of the table (`admission`, `quotas`), not the backend's settings.
+    admission: BackendAdmission = BackendAdmission()
 
 
 @dataclass(frozen=True)
@@ -380,9 +388,51 @@ def _backend_tables(tables: dict[str, dict[str, Any]], problems: list[str]) -> l
             problems.append(f"{key_path(*path, 'kind')}: must be one of {kinds}, got {_got(kind)}")
         elif good:
             chosen = BackendKind(kind)
-            settings = {k: v for k, v in body.items() if k != "kind"}
-            out.append(BackendTable(name, chosen, settings))
+            settings = {k: v for k, v in body.items() if k not in _POOL_KEYS}
+            admission = _admission(body, path, problems)
+            out.append(BackendTable(name, chosen, settings, admission))
     return out
+
+
+_POOL_KEYS = ("kind", "admission", "quotas")  # a backend table's keys the pool reads itself
+
+
+def _admission(
+    body: dict[str, Any], path: tuple[str, ...], problems: list[str]
+) -> BackendAdmission:
+    """A backend table's `admission` ("pool", the default, or "engine") and `quotas` (a
+    table of project name -> guaranteed GPUs on that backend, a number >= 0)."""
+    mode_text = body.get("admission", Admission.POOL.value)
+    modes = ", ".join(m.value for m in Admission)
+    mode = Admission.POOL
+    if not isinstance(mode_text, str) or mode_text not in Admission.__members__.values():
+        problems.append(
+            f"{key_path(*path, 'admission')}: must be one of {modes}, got {_got(mode_text)}"
+        )
+    else:
+        mode = Admission(mode_text)
+    quotas: dict[str, float] = {}
+    table = body.get("quotas", {})
+    if not isinstance(table, dict):
+        problems.append(
+            f"{key_path(*path, 'quotas')}: must be a table of project = GPUs, got {_got(table)}"
+        )
+        return BackendAdmission(mode)
+    for project, gpus in table.items():
+        good = isinstance(gpus, int | float) and not isinstance(gpus, bool) and gpus >= 0
+        if not good:
+            problems.append(
+                f"{key_path(*path, 'quotas', project)}: must be a number of GPUs >= 0, "
+                f"got {_got(gpus)}"
+            )
+            continue
+        quotas[project] = float(gpus)
+    if quotas and mode is Admission.ENGINE:
+        problems.append(
+            f'{key_path(*path, "quotas")}: quotas need admission = "pool" (the engine '
+            'decides alone with admission = "engine")'
+        )
+    return BackendAdmission(mode, quotas)
 
 
 def _user_list(body: dict[str, Any], path: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:

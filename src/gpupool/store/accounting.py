@@ -67,6 +67,10 @@ class JobRecord:
     runs: tuple[Run, ...]
     # The CPU time of its ended runs, as their cgroups counted it (None: nothing counted).
     cpu_seconds: float | None = None
+    # The backend that runs it (its spec's `backend`; None: the pool's own machine). Its
+    # `node` and `gpus` are then the backend's, as the pool names them (store/backend_runs.py):
+    # no GPU of the inventory, none the pool samples.
+    backend: str | None = None
 
     @property
     def first_start(self) -> float | None:
@@ -114,6 +118,8 @@ class AccountingMethods(SessionMethods):
             JobRow.submit_time,
             JobRow.state,
             JobRow.cpu_seconds_all_runs,
+            # One key of the spec, read by the database (no spec to decode for every job).
+            JobRow.spec["backend"].as_string(),
         ).where(in_window)
         # The spec (JSON, slow to decode) only of jobs whose count or type needs it: those
         # that shared a GPU (the fraction) or never held one (what they asked for).
@@ -209,7 +215,7 @@ def _record(
     memory: Mapping[tuple[str, int], int],
 ) -> JobRecord:
     """A job from its columns, in the order `accounting_records` selects them."""
-    job_id, user, project, node, gpus, granted, submit_time, state, cpu_seconds = row
+    job_id, user, project, node, gpus, granted, submit_time, state, cpu_seconds, backend = row
     held = list(gpus or [])
     if asked is None:  # held whole GPUs: they are its count
         count = float(len(held))
@@ -229,4 +235,5 @@ def _record(
         state,
         runs,
         cpu_seconds,
+        backend,
     )

@@ -53,11 +53,20 @@ class BackendMethods:
         return str(kept)
 
     def start_in_backend(
-        self, job_id: int, start_time: float, backend: str, ref: str | None
+        self,
+        job_id: int,
+        start_time: float,
+        backend: str,
+        ref: str | None,
+        node: str | None = None,
+        gpus: int = 0,
     ) -> Job | None:
         """A PENDING job the backend reports running: RUNNING since `start_time` (when the
-        pool first saw it run), on no GPU of the pool. None (nothing written) when the job
-        is no longer PENDING (cancelled meanwhile)."""
+        pool first saw it run), on no GPU of the pool's own nodes. `node`: where it runs as
+        the pool names it (`hpc/c1`, `hpc/c1+c2` for a gang; engine/admission.py), and
+        `gpus`, how many it holds there in all (kept as indices 0..gpus-1 of that name, so
+        fair share and accounting count its GPU-hours as a local job's). None (nothing
+        written) when the job is no longer PENDING (cancelled meanwhile)."""
 
         def op(s: Session) -> Job | None:
             row = s.get(JobRow, job_id)
@@ -66,6 +75,8 @@ class BackendMethods:
             where = backend if ref is None else f"{backend} ({ref})"
             models.transition(s, row, JobState.RUNNING, start_time, f"started in backend {where}")
             row.start_time, row.reason = start_time, ""
+            if node is not None:
+                row.node, row.gpus = node, list(range(gpus))
             if ref is not None:
                 row.backend_ref = ref
             return models.load_jobs(s, JobRow.id == job_id)[0]

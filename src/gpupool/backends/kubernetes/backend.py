@@ -42,6 +42,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from gpupool.backends.base import RemoteExecutor
 from gpupool.backends.kubernetes import status as job_status
+from gpupool.backends.kubernetes.capacity import POD_FIELD_SELECTOR, engine_nodes, gpus_by_node
 from gpupool.backends.kubernetes.render import (
     CONTAINER,
     INDEX_ANNOTATION,
@@ -54,7 +55,14 @@ from gpupool.backends.kubernetes.render import (
     service_manifest,
 )
 from gpupool.backends.kubernetes.settings import KubernetesSettings
-from gpupool.core.backends import BackendContext, BackendHealth, BackendKind, run_name
+from gpupool.core.backends import (
+    BackendContext,
+    BackendHealth,
+    BackendKind,
+    Capacity,
+    run_name,
+    summary_line,
+)
 from gpupool.core.execution import (
     Capabilities,
     ExitReason,
@@ -381,6 +389,32 @@ class KubernetesBackend(RemoteExecutor):
         except (ConfigException, *API_ERRORS) as exc:
             return BackendHealth(False, f"{where}: not reached ({type(exc).__name__}: {exc})")
         return BackendHealth(True, f"Kubernetes {info.git_version} at {where}")
+
+    def capacity(self) -> Capacity:
+        """The cluster's GPU nodes (capacity.py): one node list and one pod list of every
+        namespace (unfinished pods only), each with the settings' deadline. A pod list the
+        backend may not read makes the whole answer a problem, not nodes shown free: the
+        pool would admit runs to GPUs other tenants hold."""
+        where = self.ref("").rstrip("/")
+        try:
+            core = self._core()
+            raw_nodes: object = core.list_node(
+                _preload_content=False, _request_timeout=self._timeout
+            )
+            nodes = _json_object(raw_nodes)
+            raw_pods: object = core.list_pod_for_all_namespaces(
+                field_selector=POD_FIELD_SELECTOR,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+            pods = _json_object(raw_pods)
+        except ApiException as exc:
+            return Capacity(problem=summary_line(f"{where}: {_api_text(exc)}"))
+        except (ConfigException, *API_ERRORS) as exc:
+            said = f"{where}: not reached ({type(exc).__name__}: {exc})"
+            return Capacity(problem=summary_line(said))
+        resource = self._settings.gpu_resource
+        return Capacity(nodes=engine_nodes(nodes, gpus_by_node(pods, resource), resource))
 
     def close(self) -> None:
         if self._client is not None:

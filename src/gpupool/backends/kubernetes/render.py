@@ -36,6 +36,7 @@ LABEL_RUN = "gpupool.io/run"  # the run's name, on the Job, its pods and its Ser
 ANNOTATION_PROJECT = "gpupool.io/project"
 ANNOTATION_JOB_NAME = "gpupool.io/job-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # a pinned run's node (EngineNode.pin)
 # Set by the Job controller on each pod of an Indexed Job (the label since Kubernetes 1.28).
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 CONTAINER = "main"
@@ -125,6 +126,23 @@ def _node_selector(backend: BackendRequest, settings: KubernetesSettings) -> dic
     return dict(selector)
 
 
+def pinned_affinity(pins: tuple[str, ...]) -> JsonObject:
+    """A gang pinned to several nodes (`BackendRequest.pinned`): every pod of the Indexed
+    Job must land on one of them. The pods of one Job share one template, so pod i cannot be
+    sent to pin i; the pool admitted the run to these nodes together, and the scheduler
+    places the gang's pods among them (each pod's GPUs fit only where the pool found room)."""
+    term: JsonObject = {
+        "matchExpressions": [
+            {"key": HOSTNAME_LABEL, "operator": "In", "values": list(pins)},
+        ]
+    }
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+
+
 def _gang_env(name: str, request: LaunchRequest, backend: BackendRequest) -> list[JsonValue]:
     """MASTER_ADDR, MASTER_PORT, NODE_RANK (the pod's completion index), NNODES, WORLD_SIZE,
     NPROC_PER_NODE: torchrun's rendezvous, the same in every pod but NODE_RANK."""
@@ -209,6 +227,10 @@ def render_job(request: LaunchRequest, settings: KubernetesSettings, pool_id: st
     if gp_class in settings.priority_classes:
         pod_spec["priorityClassName"] = settings.priority_classes[gp_class]
     selector = _node_selector(backend, settings)
+    if len(backend.pinned) == 1:
+        selector[HOSTNAME_LABEL] = backend.pinned[0]
+    elif backend.pinned:
+        pod_spec["affinity"] = pinned_affinity(backend.pinned)
     if selector:
         pod_spec["nodeSelector"] = dict(selector.items())
     spec: JsonObject = {

@@ -32,10 +32,25 @@ from ray.exceptions import RayError
 from ray.job_submission import JobDetails, JobStatus, JobSubmissionClient
 
 from gpupool.backends.base import RemoteExecutor
-from gpupool.backends.ray.capacity import NodeTotals, asks_of, live_nodes, never_fits
+from gpupool.backends.ray.capacity import (
+    ACTORS_ENDPOINT,
+    NodeTotals,
+    asks_of,
+    engine_nodes,
+    gpus_in_use,
+    live_nodes,
+    never_fits,
+)
 from gpupool.backends.ray.render import META_ASKS, META_TIME_LIMIT, render
 from gpupool.backends.ray.settings import RaySettings
-from gpupool.core.backends import BackendContext, BackendHealth, BackendKind, run_name
+from gpupool.core.backends import (
+    BackendContext,
+    BackendHealth,
+    BackendKind,
+    Capacity,
+    run_name,
+    summary_line,
+)
 from gpupool.core.execution import (
     Capabilities,
     ExitReason,
@@ -220,6 +235,8 @@ class RayBackend(RemoteExecutor):
                 entrypoint_num_gpus=submission.entrypoint_num_gpus,
                 entrypoint_num_cpus=submission.entrypoint_num_cpus,
                 entrypoint_memory=submission.entrypoint_memory,
+                entrypoint_resources=submission.entrypoint_resources,
+                entrypoint_label_selector=submission.entrypoint_label_selector,
             )
         except requests.RequestException:
             return  # the head did not answer: unlaunched, or launched if it got it (poll)
@@ -363,3 +380,20 @@ class RayBackend(RemoteExecutor):
             return BackendHealth(False, f"{url} answered no version")
         ray_version, session = version.get("ray_version"), version.get("session_name")
         return BackendHealth(True, f"Ray {ray_version} at {self.settings.address} ({session})")
+
+    def capacity(self) -> Capacity:
+        """The cluster's GPU nodes (capacity.py): the state API's node list and its live
+        actors (what each node holds), each with the settings' deadline; the head's words
+        when either cannot be read (nodes shown free while they are not would be admitted
+        to)."""
+        timeout = self.settings.request_timeout_s
+        answers: list[object] = []
+        try:
+            for endpoint in (NODES_ENDPOINT, ACTORS_ENDPOINT):
+                answer = requests.get(f"{self.settings.address}{endpoint}", timeout=timeout)
+                answer.raise_for_status()
+                answers.append(answer.json())
+        except (requests.RequestException, ValueError) as exc:
+            return Capacity(problem=summary_line(f"the Ray head at {self.settings.address}: {exc}"))
+        listed, actors = answers
+        return Capacity(nodes=engine_nodes(listed, gpus_in_use(actors)))

@@ -18,8 +18,12 @@ and a job that fits a node's totals starts when that node frees.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from gpupool.core.backends import EngineNode, EngineNodeState
 
 GPU, CPU, MEMORY = "GPU", "CPU", "memory"
 _UNITS = {GPU: "GPUs", CPU: "CPUs"}
@@ -102,3 +106,111 @@ def never_fits(asks: Mapping[str, float], nodes: Iterable[NodeTotals]) -> str | 
             return f"asks for {_figure(name, value)}; {where}: it cannot start on this Ray cluster"
     wanted = " and ".join(_figure(k, v) for k, v in sorted(asks.items()))
     return f"no live Ray node has {wanted} together: it cannot start on this Ray cluster"
+
+
+# -- the cluster's nodes as Capacity (Backend.capacity) ----------------------------------
+# Two calls of the state API: the node list (totals, state, IP, name, id) and the live
+# actors with their resources (ACTORS_ENDPOINT). The state API gives no per-node available
+# resources, and the dashboard's per-node usage (`/nodes?view=summary`) is the autoscaler's,
+# absent on a cluster without one (a plain `ray start`); so a node's `gpus_used` is the GPUs
+# its live actors hold: every Ray job's supervisor (its entrypoint's GPUs), every gang's
+# rank runners (gang.py), and other tenants' actors alike. GPUs held by plain tasks (not
+# actors) are not counted: listing them would be a call per poll over every task.
+ACTORS_ENDPOINT = (
+    "/api/v0/actors?limit=10000&detail=true"
+    "&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"
+)
+ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's resource naming a node's GPU model
+ACCELERATOR_LABEL = "ray.io/accelerator-type"
+NODE_ID_LABEL = "ray.io/node-id"  # every node's label of its own id (Ray 2.4x and later)
+PIN_AMOUNT = 0.001  # of a node's built-in `node:IP` resource: any number of runs fit there
+_NODE_ID_RE = re.compile(r"[0-9a-f]{56}")  # a NodeID: 28 bytes, as hex
+_PG_GPU_RE = re.compile(r"GPU_group_(?:[0-9]+_)?[0-9a-f]+")
+
+
+def is_node_id(pin: str) -> bool:
+    """A pin that names a node by its id (several nodes share its IP), not by its IP."""
+    return _NODE_ID_RE.fullmatch(pin) is not None
+
+
+def pin_resources(pin: str) -> dict[str, float]:
+    """The entrypoint resources that pin a run to the node of IP `pin` (`node:IP`); {} for
+    a pin by node id (that one is a label selector: `pin_labels`)."""
+    return {} if is_node_id(pin) else {f"node:{pin}": PIN_AMOUNT}
+
+
+def pin_labels(pin: str) -> dict[str, str]:
+    """The label selector that pins a run to the node of id `pin`; {} for a pin by IP."""
+    return {NODE_ID_LABEL: pin} if is_node_id(pin) else {}
+
+
+def _rows(answer: object) -> list[dict[str, object]]:
+    try:
+        rows = answer["data"]["result"]["result"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return []
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _actor_gpus(asked: object) -> float:
+    """An actor's GPUs: `GPU`, or in a placement group's bundle `GPU_group_I_PGID` /
+    `GPU_group_PGID` (Ray renames a bundle's resources), counted once."""
+    if not isinstance(asked, dict):
+        return 0.0
+    figures = [asked.get(GPU)] + [v for k, v in asked.items() if _PG_GPU_RE.fullmatch(str(k))]
+    return next((float(v) for v in figures if isinstance(v, int | float)), 0.0)
+
+
+def gpus_in_use(answer: object) -> dict[str, float]:
+    """Node id -> GPUs held by the live actors of a state API actor list (ACTORS_ENDPOINT)."""
+    out: dict[str, float] = {}
+    for row in _rows(answer):
+        node = row.get("node_id")
+        if row.get("state") == "ALIVE" and isinstance(node, str):
+            out[node] = out.get(node, 0.0) + _actor_gpus(row.get("required_resources"))
+    return out
+
+
+def _model(totals: Mapping[str, float], labels: object) -> str:
+    for key in totals:
+        if key.startswith(ACCELERATOR_PREFIX):
+            return key[len(ACCELERATOR_PREFIX) :]
+    said = labels.get(ACCELERATOR_LABEL) if isinstance(labels, dict) else None
+    return said if isinstance(said, str) else ""
+
+
+def engine_nodes(answer: object, used: Mapping[str, float]) -> tuple[EngineNode, ...]:
+    """The GPU nodes of a `GET /api/v0/nodes` answer, `used` from `gpus_in_use`.
+
+    ALIVE -> UP, DEAD -> DOWN; a DEAD node of an IP with a live node is an earlier life of
+    it, left out. The pin is the node's IP, or its id where several live nodes share that
+    IP (several raylets on one host: `node:IP` would not tell them apart). The name is
+    Ray's node name (its IP unless named), with the id's head added where names repeat."""
+    rows = _rows(answer)
+    live = [r.get("node_ip") for r in rows if r.get("state") == "ALIVE"]
+    rows = [r for r in rows if r.get("state") == "ALIVE" or r.get("node_ip") not in live]
+    names = [str(r.get("node_name") or r.get("node_ip") or "?") for r in rows]
+    nodes: list[EngineNode] = []
+    for row, name in zip(rows, names, strict=True):
+        raw = row.get("resources_total")
+        totals = {k: float(v) for k, v in (raw if isinstance(raw, dict) else {}).items()
+                  if isinstance(v, int | float)}  # fmt: skip
+        gpus = int(totals.get(GPU, 0.0))
+        if gpus == 0:
+            continue
+        node_id, ip = str(row.get("node_id") or ""), str(row.get("node_ip") or "")
+        alive = row.get("state") == "ALIVE"
+        nodes.append(
+            EngineNode(
+                name=f"{name}:{node_id[:8]}" if names.count(name) > 1 else name,
+                gpus=gpus,
+                gpus_used=min(math.ceil(used.get(node_id, 0.0) - 1e-9), gpus) if alive else 0,
+                gpu_model=_model(totals, row.get("labels")),
+                cpus=int(totals.get(CPU, 0.0)),
+                memory_bytes=int(totals.get(MEMORY, 0.0)),
+                state=EngineNodeState.UP if alive else EngineNodeState.DOWN,
+                detail="" if alive else str(row.get("state_message") or row.get("state")),
+                pin=node_id if live.count(ip) > 1 else ip,
+            )
+        )
+    return tuple(nodes)

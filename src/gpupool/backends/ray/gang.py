@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,8 @@ GANG_ENV = "GPUPOOL_RAY_GANG"
 TIMEOUT_EXIT = 124  # as coreutils' timeout: the time limit stopped the run
 STOPPED_EXIT = 128 + signal.SIGTERM
 POLL_S = 0.5
+PIN_AMOUNT = 0.001  # of a node's `node:IP` resource, to pin a bundle there (capacity.py)
+NODE_ID_RE = re.compile(r"[0-9a-f]{56}")  # a pin by node id, not IP (capacity.py)
 
 
 class GangSpec(TypedDict):
@@ -56,6 +59,11 @@ class GangSpec(TypedDict):
     strategy: str  # STRICT_SPREAD (several nodes) or STRICT_PACK (one)
     time_limit_s: float | None
     grace_s: float
+    # The nodes the pool admitted the gang to, one per node ([] for none): bundle i asks
+    # PIN_AMOUNT of Ray's built-in resource `node:IP` of the i-th, or, for a pin that is a
+    # node id (several nodes on one IP), selects that node's `ray.io/node-id` label; the
+    # placement group can then only form on those nodes.
+    pins: list[str]
 
 
 def rank_env(
@@ -210,7 +218,17 @@ def main() -> int:
     if spec["mem_bytes_per_node"]:
         bundle["memory"] = spec["mem_bytes_per_node"]
     print(f"gpupool: reserving {spec['nodes']} x {bundle} ({spec['strategy']})", flush=True)
-    group = placement_group([dict(bundle) for _ in range(spec["nodes"])], spec["strategy"])
+    pins = spec.get("pins") or []
+    bundles = [dict(bundle) for _ in range(spec["nodes"])]
+    by_id = [NODE_ID_RE.fullmatch(pin) is not None for pin in pins]
+    for pinned, pin, is_id in zip(bundles, pins, by_id, strict=False):
+        if not is_id:
+            pinned[f"node:{pin}"] = PIN_AMOUNT
+    if any(by_id):
+        selectors = [{"ray.io/node-id": p} if i else {} for p, i in zip(pins, by_id, strict=True)]
+        group = placement_group(bundles, spec["strategy"], bundle_label_selector=selectors)
+    else:
+        group = placement_group(bundles, spec["strategy"])
     ready = group.ready()
     while not ray.wait([ready], timeout=POLL_S)[0]:
         if stop_asked.is_set():

@@ -8,9 +8,12 @@ twice (backend.py). Two shapes (docs/backends.md, "Ray"):
   shell-quoted, after `cd WORKDIR` (workdir policy `shared`) and under coreutils'
   `timeout` when the run has a time limit (SIGTERM at the limit, SIGKILL after the grace;
   exit 124). Its GPUs, CPUs and memory are the entrypoint's own resources
-  (`entrypoint_num_gpus`...): Ray sets CUDA_VISIBLE_DEVICES to the GPUs it chose.
+  (`entrypoint_num_gpus`...): Ray sets CUDA_VISIBLE_DEVICES to the GPUs it chose. A
+  pinned run (`BackendRequest.pinned`) also asks a sliver of its node's `node:IP` resource
+  (or selects the node's `ray.io/node-id` label: a pin by id, capacity.py).
 - **A gang** (several nodes, or `--distributed torchrun`): the entrypoint is gang.py's
-  driver, which reserves nothing itself and places the gang with a placement group.
+  driver, which reserves nothing itself and places the gang with a placement group (a
+  pinned gang's bundle i goes to its i-th pin, as a single process's entrypoint does).
 
 Either way the job's environment (`BackendRequest.job_env` over the settings' `env_vars`)
 is the runtime_env's `env_vars`, with Ray's stop wait set to the run's grace (`stop_wait_s`),
@@ -27,7 +30,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpupool.backends.ray.capacity import entrypoint_asks
+from gpupool.backends.ray.capacity import entrypoint_asks, pin_labels, pin_resources
 from gpupool.backends.ray.gang import GANG_ENV, POLL_S, GangSpec
 from gpupool.backends.ray.settings import RaySettings, WorkdirPolicy
 from gpupool.core.backends import run_name
@@ -66,6 +69,10 @@ class RaySubmission:
     entrypoint_num_gpus: float | None = None
     entrypoint_num_cpus: float | None = None
     entrypoint_memory: int | None = None
+    # A pinned run's node (BackendRequest.pinned): a sliver of Ray's built-in `node:IP`
+    # resource, or, for a node pinned by its id, a label selector (capacity.py).
+    entrypoint_resources: dict[str, float] | None = None
+    entrypoint_label_selector: dict[str, str] | None = None
     gang: GangSpec | None = None  # the gang's driver runs it (also in env_vars, as JSON)
 
 
@@ -109,6 +116,7 @@ def gang_spec(request: LaunchRequest, backend: BackendRequest, settings: RaySett
         strategy="STRICT_SPREAD" if backend.nodes > 1 else "STRICT_PACK",
         time_limit_s=request.time_limit_s,
         grace_s=request.grace_s,
+        pins=list(backend.pinned),
     )
 
 
@@ -143,7 +151,10 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
     gpus = float(backend.gpus_per_node) if backend.gpus_per_node else None
     cpus = float(backend.cpus_per_node) if backend.cpus_per_node else None
     memory = backend.mem_bytes_per_node or None
-    metadata[META_ASKS] = json.dumps(entrypoint_asks(gpus, cpus, memory, None), sort_keys=True)
+    resources = pin_resources(backend.pinned[0]) if backend.pinned else {}
+    labels = pin_labels(backend.pinned[0]) if backend.pinned else {}
+    asks = entrypoint_asks(gpus, cpus, memory, resources)
+    metadata[META_ASKS] = json.dumps(asks, sort_keys=True)
     return RaySubmission(
         submission_id=submission_id,
         entrypoint=single_entrypoint(request, settings),
@@ -152,4 +163,6 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
         entrypoint_num_gpus=gpus,
         entrypoint_num_cpus=cpus,
         entrypoint_memory=memory,
+        entrypoint_resources=resources or None,
+        entrypoint_label_selector=labels or None,
     )

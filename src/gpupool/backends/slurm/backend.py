@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpupool.backends.base import RemoteExecutor
+from gpupool.backends.slurm.capacity import NODE_ARGV, parse_nodes
 from gpupool.backends.slurm.render import NotSubmittable, RunFiles, render
 from gpupool.backends.slurm.runner import CommandRunner, SlurmUnreachable
 from gpupool.backends.slurm.runs import RunBook, RunRecord
@@ -49,7 +50,14 @@ from gpupool.backends.slurm.status import (
     parse_sacct,
     parse_squeue,
 )
-from gpupool.core.backends import BackendContext, BackendHealth, BackendKind, run_name
+from gpupool.core.backends import (
+    BackendContext,
+    BackendHealth,
+    BackendKind,
+    Capacity,
+    run_name,
+    summary_line,
+)
 from gpupool.core.execution import (
     Capabilities,
     ExitReason,
@@ -424,6 +432,19 @@ class SlurmBackend(RemoteExecutor):
         if not res.ok:
             return BackendHealth(False, res.stderr.strip() or f"sinfo exited {res.returncode}")
         return BackendHealth(True, summarize_nodes(res.stdout))
+
+    def capacity(self) -> Capacity:
+        """The cluster's GPU nodes (capacity.py), from one `sinfo` with the health check's
+        deadline; sinfo's own words when slurmctld cannot answer."""
+        try:
+            res = self.runner.run(list(NODE_ARGV), timeout_s=HEALTH_TIMEOUT_S)
+        except SlurmUnreachable as exc:
+            return Capacity(problem=f"slurmctld cannot be reached: {exc}")
+        if not res.ok:
+            said = summary_line(res.stderr) or f"sinfo exited {res.returncode}"
+            return Capacity(problem=said)
+        mine = {p for p in (self.settings.partition, *self.settings.partitions.values()) if p}
+        return Capacity(nodes=parse_nodes(res.stdout, mine))
 
 
 def _id_key(slurm_id: str) -> tuple[int, str]:

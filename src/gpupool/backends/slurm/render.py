@@ -96,6 +96,8 @@ def sbatch_options(
     if b is None:
         raise NotSubmittable("not a backend's run (LaunchRequest.backend is None)")
     opts = [f"--job-name={name}", f"--nodes={b.nodes}", "--ntasks-per-node=1"]
+    if b.pinned:  # the nodes the pool admitted the run to (BackendRequest.pinned)
+        opts.append(f"--nodelist={','.join(b.pinned)}")
     if b.gpus_per_node:
         opts.append(_gpu_option(settings.gpu_flag, b.gpus_per_node, b.gpu_type))
     if b.cpus_per_node:

@@ -1,10 +1,12 @@
 // The GPU page: a summary of the pool, one card per GPU (who holds it, how much of it is
-// used), grouped by node and NVLink island, and the last 24 hours of utilization.
-// Data: GET v1/gpus (each GPU's holder and latest sample, `usage`), GET v1/jobs?limit=0
+// used), grouped by node and NVLink island, then the backends' nodes (backend_nodes.js), and
+// the last 24 hours of utilization.
+// Data: GET v1/gpus (each GPU's holder and latest sample, `usage`; `backends`), GET v1/jobs?limit=0
 // (the queue's counts), GET v1/gpus/history (chart.js).
 
 import { bar, bytes, h, jobLink, link, notice, pct, utilClass } from "./dom.js";
 import { HistoryChart } from "./chart.js";
+import { backendSections } from "./backend_nodes.js";
 
 export const gpusPage = {
   name: "gpus",
@@ -13,8 +15,9 @@ export const gpusPage = {
     const stats = h("section", { class: "stats" });
     const simulated = h("div", { class: "simulated-note", hidden: true });
     const grid = h("section", { class: "nodes" });
+    const backends = h("section", { class: "nodes backends" });
     const chartBox = h("section", { class: "panel" });
-    root.append(stats, simulated, grid, chartBox);
+    root.append(stats, simulated, grid, backends, chartBox);
     const chart = new HistoryChart(chartBox);
     return {
       async refresh(tick) {
@@ -29,6 +32,8 @@ export const gpusPage = {
         );
         grid.replaceChildren(...pool.nodes.map((node) => nodeSection(node)));
         if (pool.note) grid.prepend(notice(pool.note, "info"));
+        backends.replaceChildren(...backendSections(pool.backends));
+        backends.hidden = !(pool.backends || []).length;
         await chart.refresh(tick, pool);
       },
       resized() {

@@ -16,6 +16,7 @@ const CODE_KIND = {
   JobHeldAdmin: "quota",
   QueuedInBackend: "wait",
   NoBackend: "never",
+  CapacityUnknown: "wait",
   Quota: "quota",
   Reclaim: "quota",
   Unsatisfiable: "never",
@@ -134,6 +135,12 @@ function describe(job, wait) {
       return [`in backend ${wait.backend}'s queue` + (wait.detail ? `: ${wait.detail}` : "")];
     case "no_backend":
       return [`backend ${wait.backend} is not configured in this daemon`];
+    case "behind_gang":
+      return [`behind job ${wait.jobs[0]}, a job over several nodes ahead in line`];
+    case "gang_no_fit":
+      return [`needs ${gpus(wait.requested)} GPUs free on each of ${wait.limit} nodes of backend ${wait.backend}; ${wait.free} have that now`];
+    case "capacity_unknown":
+      return [`backend ${wait.backend}'s GPUs could not be read` + (wait.detail ? `: ${wait.detail}` : "")];
     case "no_nodes":
       return ["the pool has no nodes"];
     case "bad_fraction":

