@@ -12,6 +12,7 @@ SIGKILLed mid-way takes everything back (no run twice, none lost).
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +114,33 @@ def test_a_two_node_gang_is_admitted_as_one_pinned_to_both_nodes(
     assert out.read_text().strip() in ("n[1-2]", "n1,n2")  # and Slurm ran it there
 
 
+def test_a_two_node_torchrun_gang_is_admitted_as_one_and_all_reduces(
+    pool: SlurmPool, tmp_path: Path
+) -> None:
+    script = tmp_path / "allreduce.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "import torch, torch.distributed as dist\n"
+        'dist.init_process_group("gloo")\n'
+        "t = torch.tensor([float(dist.get_rank())])\n"
+        "dist.all_reduce(t)\n"
+        'rec = {"rank": dist.get_rank(), "node": os.environ.get("SLURMD_NODENAME"), "sum": t.item()}\n'
+        'with open(os.path.join(sys.argv[1], "rank-%d.json" % rec["rank"]), "w") as f:\n'
+        "    json.dump(rec, f)\n"
+        "dist.destroy_process_group()\n"
+    )
+    job_id = pool.cli_submit(
+        "--backend", "hpc", "--nodes", "2", "--gpus", "1", "--distributed", "torchrun",
+        "--project", "b", "--", "python", str(script), str(tmp_path),
+    )  # fmt: skip
+    ended = pool.wait(job_id, timeout=300)
+    assert ended.state.value == "SUCCEEDED", pool.cli("logs", str(job_id)).stdout
+    assert ended.node in ("hpc/n1+n2", "hpc/n2+n1")
+    recs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
+    assert sorted(r["node"] for r in recs) == ["n1", "n2"]  # one rank on each admitted node
+    assert all(r["sum"] == 1.0 for r in recs)  # 0 + 1: the gang ran as one
+
+
 def test_the_daemon_killed_mid_way_takes_everything_back(
     pool: SlurmPool, cluster: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -130,3 +158,22 @@ def test_the_daemon_killed_mid_way_takes_everything_back(
     done.touch()
     assert pool.wait(first, timeout=180).state.value == "SUCCEEDED"
     assert pool.wait(second, timeout=240).state.value == "SUCCEEDED"
+
+
+def test_the_history_is_replayed_on_the_box_and_the_backend(pool: SlurmPool) -> None:
+    """After the tests above ran jobs on hpc: `gpupool sim --trace history` replays them on
+    the pool's own 2 GPUs and hpc's 4, each backend decided by a pass of its own."""
+    ran = [
+        j
+        for j in pool.client.jobs(include_finished=True)
+        if j.backend == "hpc" and j.start_time is not None and j.end_time is not None
+    ]
+    assert ran
+    out = pool.cli(
+        "sim", "--trace", "history", "--compare", "default", "--interval", "0",
+        "--estimates", "oracle", "--json", check=True, timeout=120,
+    )  # fmt: skip
+    got = json.loads(out.stdout)
+    assert got["_run"]["capacity_gpus"] == 6  # the box's 2 and hpc's 4
+    replayed = got["default"]
+    assert replayed["jobs"] == len(ran) and replayed["unfinished"] == 0

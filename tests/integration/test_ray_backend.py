@@ -317,6 +317,48 @@ def test_capacity_and_a_run_pinned_to_the_worker(
     wait_for("the worker's GPU free again", lambda: used()[worker.pin] == 0, 60)
 
 
+def test_two_halves_of_one_gpu_run_at_once_on_one_gpu(
+    ray_backend: Backend, cluster: RayCluster, tmp_path: Path
+) -> None:
+    """Two runs of `gpu_fraction` 0.5 pinned to the worker (2 GPUs) both run at once; each
+    entrypoint asks Ray for 0.5 of a GPU, so the worker counts one GPU in use for the two
+    (it would be 2 for whole GPUs), and Ray packs them onto one GPU: both see the same one."""
+    cluster.wait_workers_joined()
+    worker = min(ray_backend.capacity().nodes, key=lambda n: n.gpus)
+
+    def used() -> int:
+        now = ray_backend.capacity()
+        assert now.known, now.problem
+        return next(n.gpus_used for n in now.nodes if n.pin == worker.pin)
+
+    seen = [tmp_path / f"half{i}.json" for i in (0, 1)]
+    halves = []
+    for job_id, out in zip((50, 51), seen, strict=True):
+        dump = (  # whole or absent: written aside, then renamed
+            f'import json,os; json.dump(dict(os.environ), open("{out}.part", "w"));'
+            f' os.replace("{out}.part", "{out}")'
+        )
+        req = pinned(request(job_id, shell(f"{PY} -c '{dump}'; exec sleep 300"), tmp_path, 1),
+                     (worker.pin,))  # fmt: skip
+        assert req.backend is not None
+        req = replace(req, backend=replace(req.backend, gpu_fraction=0.5))
+        ray_backend.launch(req)
+        halves.append(req)
+    try:
+        for req in halves:
+            wait_state(ray_backend, req.handle, {RunState.RUNNING})
+        wait_for("both halves' environments", lambda: all(p.exists() for p in seen), 60)
+        devices = [json.loads(p.read_text())["CUDA_VISIBLE_DEVICES"] for p in seen]
+        assert devices[0] == devices[1] and "," not in devices[0], devices
+        wait_for("one GPU in use on the worker for the two halves", lambda: used() == 1, 60)
+        assert used() == 1
+    finally:
+        for req in halves:
+            ray_backend.signal(req.handle, StopKind.CANCEL)
+    for req in halves:
+        wait_state(ray_backend, req.handle, {RunState.EXITED})
+
+
 def test_a_gang_pinned_to_both_nodes_runs_there(
     ray_backend: Backend, cluster: RayCluster, tmp_path: Path
 ) -> None:

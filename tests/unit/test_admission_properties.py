@@ -79,7 +79,7 @@ def test_admission_fits_what_is_free_and_keeps_quotas(
     react(state, JobsStored(tuple(jobs)))
     by_id = {j.id: j for j in jobs}
     pins = {n.pin: n for n in nodes}
-    taken: dict[str, int] = {}
+    taken: dict[str, set[int]] = {}
     admitted: set[int] = set()
     for _ in range(2):  # a second pass admits nothing twice, nor past what is free
         snapshot = state.snapshot(0, Usage())
@@ -93,12 +93,13 @@ def test_admission_fits_what_is_free_and_keeps_quotas(
             seat = state.jobs[ins.job_id].admitted
             assert len(seat) == spec.nodes == len(ins.pinned)
             assert len({n for n, _ in seat}) == spec.nodes  # distinct nodes
-            assert all(k == spec.resources.gpus for _, k in seat)
+            assert all(len(g) == spec.resources.gpus for _, g in seat)
             assert [pins[p].name for p in ins.pinned] == [n for n, _ in seat]
-            for n, k in seat:
-                taken[n] = taken.get(n, 0) + k
+            for n, g in seat:
+                assert not set(g) & taken.setdefault(n, set())  # no GPU given twice
+                taken[n] |= set(g)
     for n in nodes:
-        assert taken.get(n.name, 0) <= n.gpus - n.gpus_used
+        assert len(taken.get(n.name, ())) <= n.gpus - n.gpus_used
     if not any(quotas.values()):
         return  # no project has a quota there: quotas change nothing (policy/quota.py)
     for project, quota in quotas.items():

@@ -149,6 +149,7 @@ class _Backend:
 
 
 GANG: dict[str, Backend] = {"hpc": _Backend(Capabilities(multi_node=True))}
+SHARES: dict[str, Backend] = {"ray": _Backend(Capabilities(multi_node=True, fractional_gpus=True))}
 SPEC = JobSpec(("train",), Resources(gpus=4))
 
 
@@ -189,6 +190,24 @@ SPEC = JobSpec(("train",), Resources(gpus=4))
             None,
             GANG,
             "gpus: backend hpc gives whole GPUs",
+        ),
+        (
+            replace(SPEC, backend="hpc", resources=Resources(gpus=1, gpu_memory_bytes=20 << 30)),
+            None,
+            GANG,
+            "gpu_memory: backend hpc gives whole GPUs",
+        ),
+        (  # a backend that shares GPUs by fraction (Ray) takes a fraction...
+            replace(SPEC, backend="ray", resources=Resources(gpus=1, gpu_fraction=0.5)),
+            None,
+            SHARES,
+            replace(SPEC, backend="ray", resources=Resources(gpus=1, gpu_fraction=0.5)),
+        ),
+        (  # ...but no amount of GPU memory
+            replace(SPEC, backend="ray", resources=Resources(gpus=1, gpu_memory_bytes=20 << 30)),
+            None,
+            SHARES,
+            "gpu_memory: backend ray shares a GPU by fraction only: use --gpus 0.5",
         ),
     ],
 )

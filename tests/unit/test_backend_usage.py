@@ -54,7 +54,7 @@ def _fill(store: Store) -> tuple[int, int]:
     gang = JobSpec(("train",), resources=Resources(gpus=2, gpu_type="H100"), nodes=2, backend="hpc")
     remote = store.submit(gang, "bob", T0 + 10)
     started = store.start_in_backend(
-        remote.id, T0 + H, "hpc", "slurm://c/12", node="hpc/n1+n2", gpus=4
+        remote.id, T0 + H, "hpc", "slurm://c/12", node="hpc/n1+n2", gpus=(0, 1, 0, 1)
     )
     assert started is not None and started.state is JobState.RUNNING
     store.finish(remote.id, JobState.SUCCEEDED, 0, T0 + 3 * H, "done")
@@ -76,7 +76,10 @@ def test_the_store_reads_each_jobs_backend_and_its_gpus(store: Store) -> None:
     by_id = {r.job_id: r for r in store.accounting_records(T0)}
     assert (by_id[local].backend, by_id[local].node, by_id[local].gpu_count) == (None, "a", 2.0)
     assert (by_id[remote].backend, by_id[remote].node) == ("hpc", "hpc/n1+n2")
-    assert (by_id[remote].gpus, by_id[remote].gpu_count) == ((0, 1, 2, 3), 4.0)
+    assert (by_id[remote].gpus, by_id[remote].gpu_count) == (
+        (0, 1, 0, 1),
+        4.0,
+    )  # 2 GPUs on each node, in node order
 
 
 def test_by_backend_groups_the_pools_own_jobs_as_local(store: Store) -> None:
@@ -116,7 +119,7 @@ def test_by_gpu_type_a_backends_jobs_are_under_its_name_not_an_inventory_model(
     backend's bare name, which may be an inventory node's: still the backend's."""
     _fill(store)
     same_name = store.submit(spec(gpus=1, backend="a"), "carol", T0)
-    store.start_in_backend(same_name.id, T0 + 2 * H, "a", None, node="a", gpus=1)
+    store.start_in_backend(same_name.id, T0 + 2 * H, "a", None, node="a", gpus=(0,))
     rows = {r.group: r for r in _report(store, GroupBy.GPU_TYPE).rows}
     assert set(rows) == {"H100", "[hpc]", "[a]"}
     assert rows["H100"].jobs == 1 and math.isclose(rows["H100"].allocated_gpu_h, 4.0)

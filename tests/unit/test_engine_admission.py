@@ -178,7 +178,7 @@ def test_a_started_job_stores_the_nodes_it_was_admitted_to() -> None:
     assert sorted(handed[1]) == ["c1", "c2"] and handed[2] in {("c1",), ("c2",)}
     out = react(state, Polled({1: Observation(RunState.RUNNING, ref="slurm://c/7")}, NOW))
     (start,) = [i for i in out if isinstance(i, StartInBackend)]
-    assert (start.node, start.gpus) == ("hpc/" + "+".join(handed[1]), 2)
+    assert start.node == "hpc/" + "+".join(handed[1]) and len(start.gpus) == 2
 
 
 def test_after_a_restart_a_running_job_is_seated_where_its_start_says() -> None:
@@ -190,7 +190,7 @@ def test_after_a_restart_a_running_job_is_seated_where_its_start_says() -> None:
     )
     react(state, JobsStored((running, _job(2))))
     assert _handovers(_pass(state)) == {2: ("c1",)}
-    assert state.jobs[1].admitted == (("c2", 2),)
+    assert state.jobs[1].admitted == (("c2", (0, 1)),)
 
 
 def test_a_gang_the_pass_put_on_one_node_takes_one_per_node_and_goes_first() -> None:
@@ -223,3 +223,46 @@ def test_a_one_node_job_wider_than_every_node_is_never_spread() -> None:
     waits = state.decision.pending[1]
     assert waits.code is Code.UNSATISFIABLE
     assert "hpc/c" in status_text(waits) and "4" in status_text(waits)
+
+
+def _half(job_id: int) -> Job:
+    return _job(job_id, resources=Resources(gpus=1, gpu_fraction=0.5))
+
+
+def test_two_halves_share_one_gpu_of_a_node_whose_engine_gives_no_gpu_memory() -> None:
+    from gpupool.core.execution import Observation, RunState
+    from gpupool.engine.events import Polled
+
+    state = _state()
+    react(state, CapacityRead("hpc", Capacity((EngineNode("c1", 1, pin="10.0.0.1"),))))
+    react(state, JobsStored((_half(1), _half(2), _half(3))))
+    assert _handovers(_pass(state)) == {1: ("10.0.0.1",), 2: ("10.0.0.1",)}
+    assert state.jobs[1].admitted == state.jobs[2].admitted == (("c1", (0,)),)
+    assert state.decision.pending[3].code is Code.RESOURCES
+    # Both seated on the one GPU in the next passes, waiting in the engine and running (the
+    # engine counts the two halves as its one GPU in use: Ray's 1.0, rounded up).
+    assert _handovers(_pass(state)) == {}
+    react(state, Polled({1: Observation(RunState.RUNNING), 2: Observation(RunState.RUNNING)}, NOW))
+    react(state, CapacityRead("hpc", Capacity((EngineNode("c1", 1, 1, pin="10.0.0.1"),))))
+    assert _handovers(_pass(state)) == {}
+    assert state.decision.pending[3].code is Code.RESOURCES
+
+
+def test_a_third_half_takes_another_gpu_and_a_whole_gpu_job_waits_for_a_free_one() -> None:
+    state = _state()
+    react(state, CapacityRead("hpc", Capacity((EngineNode("c1", 2, pin="c1"),))))
+    whole = _job(4, gpus=1)
+    react(state, JobsStored((_half(1), _half(2), _half(3), whole)))
+    handed = _handovers(_pass(state))
+    assert sorted(handed) == [1, 2, 3]
+    gpus = sorted(state.jobs[i].admitted[0][1] for i in (1, 2, 3))
+    assert gpus in ([(0,), (0,), (1,)], [(0,), (1,), (1,)])
+    assert state.decision.pending[4].code is Code.RESOURCES
+
+
+def test_a_gpu_partly_used_by_another_tenant_is_not_free_for_a_whole_gpu_job() -> None:
+    state = _state()  # Ray's 0.5 GPU of another tenant on c1: 1 GPU in use, rounded up
+    react(state, CapacityRead("hpc", Capacity((EngineNode("c1", 1, 1, pin="c1"),))))
+    react(state, JobsStored((_job(1, gpus=1),)))
+    assert _handovers(_pass(state)) == {}
+    assert state.decision.pending[1].code is Code.RESOURCES

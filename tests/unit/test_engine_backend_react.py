@@ -138,7 +138,7 @@ def test_running_in_the_backend_starts_it_now() -> None:
     # Its engine chose where (admission = "engine"): it holds its 2 x 4 GPUs on "slurm".
     line = out[0].log_line  # type: ignore[union-attr]
     assert [i for i in out if isinstance(i, StartInBackend)] == [
-        StartInBackend(1, "slurm", NOW, "slurm://c/7", line, "slurm", 8)
+        StartInBackend(1, "slurm", NOW, "slurm://c/7", line, "slurm", tuple(range(8)))
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -133,6 +134,22 @@ def test_a_time_limit_wraps_the_command_in_timeout_and_is_in_the_metadata() -> N
 def test_no_gpus_asks_for_none() -> None:
     sub = render(launch(gpus=0), settings(), "p1")
     assert sub.entrypoint_num_gpus is None
+
+
+def _fraction(request: LaunchRequest, fraction: float) -> LaunchRequest:
+    assert request.backend is not None
+    return replace(request, backend=replace(request.backend, gpu_fraction=fraction))
+
+
+def test_a_share_of_one_gpu_asks_ray_for_that_fraction() -> None:
+    sub = render(_fraction(launch(gpus=1), 0.5), settings(), "p1")
+    assert sub.entrypoint_num_gpus == 0.5
+    assert json.loads(sub.metadata["gpupool_entrypoint_asks"])["GPU"] == 0.5
+
+
+def test_a_share_of_one_gpu_is_never_a_gang() -> None:
+    with pytest.raises(ValueError, match="not as a gang"):
+        render(_fraction(launch(gpus=1, nodes=2), 0.5), settings(), "p1")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from gpupool.client.views import JobView
 from gpupool.core.hardware import Gpu, Node
 from gpupool.core.project import Project
 from gpupool.sim.history import EndedJob, history_cluster, history_trace
-from gpupool.sim.model import SimCluster, Trace
+from gpupool.sim.model import SimBackend, SimCluster, Trace
 
 PAGE = 1000  # jobs per request
 _ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -20,14 +20,33 @@ _ENDED = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT")
 
 def pool_history(client: Client) -> tuple[Trace, SimCluster]:
     """The pool's ended jobs as a trace and its GPUs and projects as the cluster."""
-    nodes = _nodes(client.gpus())
+    pool = client.gpus()
+    nodes = _nodes(pool)
     projects = {
         p.name: Project(name=p.name, quota=p.quota, limit=p.limit, weight=p.weight)
         for p in client.projects().projects
     }
     jobs = [_ended(j) for j in _ended_jobs(client)]
-    cluster = history_cluster(f"the pool at {client.where()}", nodes, projects)
+    cluster = history_cluster(f"the pool at {client.where()}", nodes, projects, _backends(pool))
     return history_trace(jobs, nodes), cluster
+
+
+def _backends(pool: GpusView) -> dict[str, SimBackend]:
+    """Each backend whose nodes its engine reported, as the replay's: its nodes that take
+    work (all their GPUs: other tenants are not replayed) and the projects' quotas there."""
+    out: dict[str, SimBackend] = {}
+    for b in pool.backends:
+        nodes = tuple(
+            Node(
+                name=n.name,
+                gpus=tuple(Gpu(i, n.gpu_model or "GPU", n.gpu_memory_bytes) for i in range(n.gpus)),
+            )
+            for n in b.nodes
+            if n.state == "up" and n.gpus > 0
+        )
+        if nodes:
+            out[b.name] = SimBackend(nodes, dict(b.quotas))
+    return out
 
 
 def _ended_jobs(client: Client) -> list[JobView]:
@@ -56,6 +75,8 @@ def _ended(j: JobView) -> EndedJob:
         time_limit_s=j.time_limit_s,
         gpu_memory_bytes=res.gpu_memory_bytes,
         gpu_fraction=res.gpu_fraction,
+        backend=j.backend,
+        nodes=j.nodes,
     )
 
 

@@ -94,7 +94,8 @@ class EngineNode:
     """One node of a backend as its engine reports it (`Backend.capacity`).
 
     `gpus_used` is what the engine counts allocated there, by anyone (the pool's runs and
-    other tenants' alike): the pool subtracts its own to find what others hold. `pin` is
+    other tenants' alike), in whole GPUs: a GPU partly held (Ray's fractional num_gpus)
+    counts as used, rounded up. The pool subtracts its own to find what others hold. `pin` is
     what a launch names to run on this node (`BackendRequest.pinned`): Slurm's NodeName,
     Ray's node IP (its `node:IP` resource), or its node id where live nodes share an IP,
     Kubernetes' hostname label."""

@@ -200,6 +200,9 @@ class BackendRequest:
     # --nodelist, Ray a node's own resource, Kubernetes the node's hostname). Empty: the
     # engine chooses (a backend with `admission = "engine"`).
     pinned: tuple[str, ...] = ()
+    # A share of one GPU (`--gpus 0.5`; then `gpus_per_node` is 1 and `nodes` 1), for a
+    # backend whose capabilities say `fractional_gpus`. None: GPUs held whole.
+    gpu_fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,9 @@ class Capabilities:
     preemption_signal: bool = False  # tells a job it is preempted apart from a cancel
     arrays: bool = False  # job arrays as one submission
     adopts_after_restart: bool = False  # runs outlive the daemon and are found again
+    # A job may hold a fraction of one GPU (`--gpus 0.5`), the GPU shared with others (Ray's
+    # fractional num_gpus); by fraction only: no backend shares a GPU by an amount of memory.
+    fractional_gpus: bool = False
 
 
 class Executor(Protocol):

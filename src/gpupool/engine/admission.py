@@ -35,24 +35,17 @@ from dataclasses import dataclass, field, replace
 from gpupool.core.backends import (
     BackendAdmission,
     BackendNodes,
-    EngineNode,
     EngineNodeState,
-    node_name,
 )
-from gpupool.core.hardware import Gpu, Node
-from gpupool.core.job import JobState, Resources
+from gpupool.core.job import JobState
+from gpupool.engine.backend_seats import seat_all, stored_seat
 from gpupool.engine.policy_inputs import pending_of
-from gpupool.engine.state import EngineState, Tracked
+from gpupool.engine.state import EngineState, Seat, Tracked
 from gpupool.policy import Code, Decision, PendingJob, RunningJob, Snapshot, Status, decide
 from gpupool.policy.feasibility import check_satisfiable
 from gpupool.policy.inputs import running_pieces
 from gpupool.policy.reasons import Dimension, Insufficient
 from gpupool.policy.status import Rule
-
-Seat = tuple[tuple[str, int], ...]  # (engine node, GPUs) per node
-# The project of the GPUs other tenants hold on a backend's node: no project of the pool's,
-# so no quota counts them and no rule may preempt them.
-OTHERS = "(others)"
 
 
 @dataclass
@@ -88,7 +81,7 @@ def admit(
         if t.job.spec.backend == backend
         and (t.job.state is JobState.RUNNING or (t.handed_over and t.job.state is JobState.PENDING))
     ]
-    nodes, places, others = _seat(backend, engine_nodes, occupants, now)
+    nodes, places, others = seat_all(backend, engine_nodes, occupants, now)
     running = [r for t in occupants if t.job.id in places for r in _running(state, t, places, now)]
     running += others
     # What no node of the backend could ever run (its nodes as they are) is said here: the
@@ -114,30 +107,33 @@ def admit(
     decision = decide(snapshot, now)
     pins = {n.name: n.pin or n.name for n in engine_nodes}
     by_id = {t.job.id: t for t in waiting}
-    free = _free_before_starts(snapshot)
+    free, shared = _free_before_starts(snapshot), _shared_before_starts(snapshot)
     handovers: list[tuple[Tracked, tuple[str, ...]]] = []
     statuses: dict[int, Status] = {}
     gangs: list[int] = []  # reshaped gangs so far, in the pass's order
     for start in decision.starts:  # in the order the pass started them
         tracked = by_id[start.job_id]
-        chosen = ((start.node, len(start.gpus)), *((n, len(g)) for n, g in start.more))
-        seat: Seat | None = tuple((_engine_name(backend, n), k) for n, k in chosen)
+        chosen = ((start.node, start.gpus), *start.more)
+        seat: Seat | None = tuple((_engine_name(backend, n), g) for n, g in chosen)
         spec = tracked.job.spec
-        shaped = len(seat or ()) == spec.nodes and all(
-            k == spec.resources.gpus for _, k in seat or ()
-        )
-        if seat is not None and not shaped:  # a gang: K GPUs on each of N nodes
-            seat = _gang_seat(seat, spec.resources.gpus, spec.nodes, free)
-            if seat is None:
-                statuses[start.job_id] = _gang_waits(backend, spec.resources.gpus, spec.nodes, free)
+        per_node = spec.resources.gpus
+        if len(chosen) != spec.nodes or any(len(g) != per_node for _, g in chosen):
+            seat = _gang_seat([n for n, _ in seat or ()], per_node, spec.nodes, free)
+            if seat is None:  # a gang: K GPUs on each of N nodes, or it waits
+                statuses[start.job_id] = _gang_waits(backend, per_node, spec.nodes, free)
                 continue
             gangs.append(start.job_id)
-        elif seat is not None and all(free[n] >= k for n, k in seat):
-            for n, k in seat:
-                free[n] -= k
+        elif spec.resources.fractional and all(s <= free[n] | shared[n] for n, s in _sets(seat)):
+            for n, s in _sets(seat):  # a fraction shares its GPU with fractions, never a gang
+                free[n] -= s
+                shared[n] |= s
+        elif all(set(g) <= free[n] for n, g in seat or ()):
+            for n, g in seat or ():
+                free[n] -= set(g)
         else:  # a gang ahead took some of its GPUs
             statuses[start.job_id] = Status(Code.PRIORITY, Rule.BEHIND_GANG, jobs=(gangs[-1],))
             continue
+        assert seat is not None
         tracked.admitted = seat
         handovers.append((tracked, tuple(pins[n] for n, _ in seat)))
     for job_id, status in decision.pending.items():  # a gang's words are per node
@@ -148,29 +144,46 @@ def admit(
     return Admitted(replace(decision, starts=(), pending=waits), handovers)
 
 
-def _free_before_starts(snapshot: Snapshot) -> dict[str, int]:
+def _free_before_starts(snapshot: Snapshot) -> dict[str, set[int]]:
     """Each engine node's GPUs that neither the pool's jobs nor others hold (by engine name)."""
-    free = {n.name: len(n.gpus) for n in snapshot.nodes}
+    free = {n.name: set(n.gpu_indices) for n in snapshot.nodes}
     for r in snapshot.running:
-        free[r.node] -= len(r.gpus)
-    return {name.split("/", 1)[1]: k for name, k in free.items()}
+        free[r.node] -= set(r.gpus)
+    return {name.split("/", 1)[1]: g for name, g in free.items()}
 
 
-def _gang_seat(seat: Seat, per_node: int, spans: int, free: dict[str, int]) -> Seat | None:
-    """`spans` nodes with `per_node` GPUs free each, booked in `free`, for a gang the pass
-    gave `seat` (the nodes it chose first, then the freest); None when fewer have that."""
-    chosen_first = [n for n, _ in seat]
-    rest = sorted((n for n in free if n not in chosen_first), key=lambda n: -free[n])
-    chosen = [n for n in chosen_first + rest if free[n] >= per_node][:spans]
+def _shared_before_starts(snapshot: Snapshot) -> dict[str, set[int]]:
+    """Each engine node's GPUs that fractions of the pool's running jobs share (by engine
+    name): a fraction the pass starts there shares them too (the pass checked the sum)."""
+    shared: dict[str, set[int]] = {n.name.split("/", 1)[1]: set() for n in snapshot.nodes}
+    for r in snapshot.running:
+        if r.resources.fractional:
+            shared[r.node.split("/", 1)[1]] |= set(r.gpus)
+    return shared
+
+
+def _sets(seat: Seat | None) -> list[tuple[str, set[int]]]:
+    return [(n, set(g)) for n, g in seat or ()]
+
+
+def _gang_seat(
+    first: list[str], per_node: int, spans: int, free: dict[str, set[int]]
+) -> Seat | None:
+    """`spans` nodes with `per_node` GPUs free each (the lowest), booked in `free`, for a
+    gang the pass put on the nodes `first` (those first, then the freest); None when fewer
+    nodes have that room."""
+    rest = sorted((n for n in free if n not in first), key=lambda n: (-len(free[n]), n))
+    chosen = [n for n in first + rest if len(free[n]) >= per_node][:spans]
     if len(chosen) < spans:
         return None
-    for n in chosen:
-        free[n] -= per_node
-    return tuple((n, per_node) for n in chosen)
+    seat = tuple((n, tuple(sorted(free[n])[:per_node])) for n in chosen)
+    for n, g in seat:
+        free[n] -= set(g)
+    return seat
 
 
-def _gang_waits(backend: str, per_node: int, spans: int, free: dict[str, int]) -> Status:
-    roomy = sum(1 for k in free.values() if k >= per_node)
+def _gang_waits(backend: str, per_node: int, spans: int, free: dict[str, set[int]]) -> Status:
+    roomy = sum(1 for g in free.values() if len(g) >= per_node)
     short = Insufficient(None, Dimension.GPU_COUNT, per_node, roomy, spans)
     return Status(Code.RESOURCES, Rule.GANG_NO_FIT, short=short, limit=spans, backend=backend)
 
@@ -204,107 +217,6 @@ def _running(
     return (replace(p, preemptible=False) for p in pieces)  # module docstring
 
 
-def _seat(
-    backend: str, engine_nodes: Sequence[EngineNode], occupants: Sequence[Tracked], now: float
-) -> tuple[list[Node], dict[int, list[tuple[str, tuple[int, ...]]]], list[RunningJob]]:
-    """The backend's nodes as a pass reads them, the GPUs of each occupant on them, and what
-    other tenants hold there as running jobs of no project that are never preempted
-    (module docstring: seating again by count after a restart)."""
-    size = {n.name: n.gpus for n in engine_nodes}
-    seats: dict[int, Seat] = {}
-    for t in occupants:
-        if not t.admitted:
-            t.admitted = _stored_seat(backend, t)
-        if t.admitted and all(n in size for n, _ in t.admitted):
-            seats[t.job.id] = t.admitted
-    ours: dict[str, int] = {}
-    unexplained = {n.name: n.gpus_used for n in engine_nodes}  # in use, not by a seated job
-    for t in occupants:
-        for n, k in seats.get(t.job.id, ()):
-            ours[n] = ours.get(n, 0) + k
-            if t.job.state is JobState.RUNNING:
-                unexplained[n] = max(0, unexplained[n] - k)
-    # Seated again: a running job where the engine counts GPUs in use that no seated job
-    # explains; a job waiting in the engine where GPUs are free.
-    for running in (True, False):
-        for t in occupants:
-            if t.job.id in seats or (t.job.state is JobState.RUNNING) is not running:
-                continue
-            seat = _first_fit(t, engine_nodes, unexplained, ours, running)
-            if seat is None:
-                continue  # counted by the engine's use (`unexplained`) until it ends
-            t.admitted = seats[t.job.id] = seat
-            for n, k in seat:
-                ours[n] = ours.get(n, 0) + k
-                if running:
-                    unexplained[n] -= k
-    nodes: list[Node] = []
-    nxt: dict[str, int] = {}
-    others: list[RunningJob] = []
-    for en in engine_nodes:
-        count = max(en.gpus, ours.get(en.name, 0) + unexplained[en.name])
-        model = en.gpu_model or "GPU"
-        gpus = tuple(Gpu(i, model, en.gpu_memory_bytes) for i in range(count))
-        full = node_name(backend, en.name)
-        nodes.append(Node(full, gpus, cpus=en.cpus, memory_bytes=en.memory_bytes))
-        held = unexplained[en.name]
-        if held:
-            first = count - held
-            others.append(
-                RunningJob(
-                    id=-len(nodes),
-                    node=full,
-                    gpus=tuple(range(first, count)),
-                    resources=Resources(gpus=held),
-                    start_time=now,
-                    project=OTHERS,
-                    preemptible=False,
-                )
-            )
-        nxt[en.name] = 0
-    places: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
-    for t in occupants:
-        for n, k in seats.get(t.job.id, ()):
-            first = nxt[n]
-            nxt[n] = first + k
-            full = node_name(backend, n)
-            places.setdefault(t.job.id, []).append((full, tuple(range(first, first + k))))
-    return nodes, places, others
-
-
-def _stored_seat(backend: str, tracked: Tracked) -> Seat:
-    """Where a running job was admitted, as its start stored it (`hpc/c1+c2` and its GPUs
-    in all: backend_react.where_it_runs); () for one that stored no admitted nodes."""
-    job = tracked.job
-    prefix = f"{backend}/"
-    if job.state is not JobState.RUNNING or not job.node or not job.node.startswith(prefix):
-        return ()
-    names = job.node[len(prefix) :].split("+")
-    per_node = len(job.gpus) // len(names)
-    return tuple((n, per_node) for n in names)
-
-
-def _first_fit(
-    tracked: Tracked,
-    engine_nodes: Sequence[EngineNode],
-    unexplained: dict[str, int],
-    ours: dict[str, int],
-    running: bool,
-) -> Seat | None:
-    spec = tracked.job.spec
-    per_node, spans = max(spec.resources.gpus, 0), spec.nodes
-    chosen: list[tuple[str, int]] = []
-    for n in engine_nodes:
-        room = (
-            unexplained[n.name] if running else n.gpus - unexplained[n.name] - ours.get(n.name, 0)
-        )
-        if room >= per_node:
-            chosen.append((n.name, per_node))
-            if len(chosen) == spans:
-                return tuple(chosen)
-    return None
-
-
 def backend_nodes(state: EngineState) -> tuple[BackendNodes, ...]:
     """Every backend of `state`, by name: made in the engine's thread (after each pass and
     each capacity read) and kept whole in `state.backend_view` for other threads."""
@@ -313,8 +225,8 @@ def backend_nodes(state: EngineState) -> tuple[BackendNodes, ...]:
     for t in state.in_backends():
         backend = t.job.spec.backend or ""
         # A job that started is tracked afresh: its nodes are its stored start's.
-        for n, k in t.admitted or _stored_seat(backend, t):
-            seated.setdefault(backend, {}).setdefault(n, []).append((t.job.id, k))
+        for n, gpus in t.admitted or stored_seat(backend, t):
+            seated.setdefault(backend, {}).setdefault(n, []).append((t.job.id, len(gpus)))
     for name in sorted(state.backends):
         jobs = {n: tuple(v) for n, v in seated.get(name, {}).items()}
         out.append(BackendNodes(name, state.admission[name], state.capacity.get(name), jobs))

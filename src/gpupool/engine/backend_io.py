@@ -50,6 +50,7 @@ def launch_request(job: Job, time_limit_s: float, pinned: tuple[str, ...] = ()) 
         preemptible=spec.is_preemptible,
         job_env=backend_job_environment(job),
         pinned=pinned,
+        gpu_fraction=res.gpu_fraction,
     )
     container = None
     if spec.image is not None:  # the backend runs it with its own engine

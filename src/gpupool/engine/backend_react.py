@@ -137,7 +137,9 @@ def hand_over(
     assert backend is not None
     tracked.handed_over = True
     if tracked.admitted:
-        where = ", ".join(f"{n} ({k} GPU{'s' if k != 1 else ''})" for n, k in tracked.admitted)
+        where = ", ".join(
+            f"{n} ({len(g)} GPU{'s' if len(g) != 1 else ''})" for n, g in tracked.admitted
+        )
         text = f"admitted to backend {backend} on {where}"
     else:
         text = f"handed over to backend {backend}"
@@ -272,12 +274,13 @@ def _pins(state: EngineState, tracked: Tracked) -> tuple[str, ...]:
     return tuple(pins[n] for n, _ in tracked.admitted)
 
 
-def where_it_runs(tracked: Tracked) -> tuple[str, int]:
-    """Where a backend's job that starts runs, as the pool names it, and its GPUs in all:
-    the nodes it was admitted to (`hpc/c1+c2`), else the backend alone (its engine chose)."""
+def where_it_runs(tracked: Tracked) -> tuple[str, tuple[int, ...]]:
+    """Where a backend's job that starts runs, as the pool names it, and its GPUs: the
+    nodes it was admitted to (`hpc/c1+c2`) and the GPUs the pass gave it there, in node
+    order; else the backend alone and its GPU count as indices (its engine chose)."""
     job = tracked.job
     backend = job.spec.backend or ""
     if tracked.admitted:
         names = "+".join(n for n, _ in tracked.admitted)
-        return f"{backend}/{names}", sum(k for _, k in tracked.admitted)
-    return backend, job.spec.resources.gpus * job.spec.nodes
+        return f"{backend}/{names}", tuple(g for _, gpus in tracked.admitted for g in gpus)
+    return backend, tuple(range(job.spec.resources.gpus * job.spec.nodes))

@@ -101,7 +101,7 @@ class EngineStore(Protocol):
         backend: str,
         ref: str | None,
         node: str | None = None,
-        gpus: int = 0,
+        gpus: Sequence[int] = (),
     ) -> Job | None: ...
 
     def set_backend_ref(self, job_id: int, ref: str) -> Job | None: ...

@@ -240,7 +240,7 @@ class StartInBackend:
     ref: str | None
     log_line: LogLine | None = None
     node: str | None = None  # where, as the pool names it (Store.start_in_backend)
-    gpus: int = 0  # how many it holds there in all
+    gpus: tuple[int, ...] = ()  # the GPUs it holds there, in node order
 
 
 @dataclass(frozen=True)

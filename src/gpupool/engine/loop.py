@@ -65,7 +65,7 @@ from gpupool.engine.events import (
     StartsCommitted,
     Tick,
 )
-from gpupool.engine.gating import Gating
+from gpupool.engine.gating_store import gating_read
 from gpupool.engine.idle_waiting import IdleWaitingMeter
 from gpupool.engine.launching import launch_request
 from gpupool.engine.observer import NoObserver, first_starts
@@ -451,7 +451,7 @@ class Engine:
             case RunPass(now):
                 self.passes += 1
                 began = time.perf_counter()
-                gating = self._gating()
+                gating = gating_read(self.state, store)
                 snapshot = self.state.snapshot(store.allocation_version(), self.usage(), gating)
                 decision = decide(snapshot, now)
                 self.idle_waiting.passed(snapshot, decision, now)
@@ -534,30 +534,6 @@ class Engine:
             case Log():
                 return [], True
         raise TypeError(f"not an engine instruction: {ins!r}")
-
-    def _gating(self) -> Gating:
-        """The pass's gating (engine/gating.py), once the final states of dependencies
-        that ended out of the engine's sight (before a restart) are read from the store: a
-        dependency the store does not have counts as ended FAILED (never met by `:ok`); an
-        array's id, the outcome of every task once all have ended."""
-        gating = self.state.gating()
-        if not gating.unknown:
-            return gating
-        from gpupool.store import UnknownJob
-
-        for job_id in sorted(gating.unknown):
-            try:
-                job = self.store.get(job_id)
-            except UnknownJob:
-                self.state.ended.record(job_id, JobState.FAILED)
-                continue
-            if job.array_id == job_id:  # an array's id: every task of it (engine/gating.py)
-                tasks = self.store.list_jobs(include_finished=True, array_id=job_id)
-                if all(task.state.terminal for task in tasks):
-                    self.state.ended.record_array(job_id, tasks)
-            elif job.state.terminal:
-                self.state.ended.record(job_id, job.state)
-        return self.state.gating()
 
     def _tell_observer(
         self, pass_took: float | None = None, started: Iterable[Job] = (), deferred: bool = False

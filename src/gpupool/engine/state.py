@@ -44,6 +44,9 @@ from gpupool.policy.snapshot import PolicyConfig, Usage
 _TOMBSTONES = 4096
 
 
+Seat = tuple[tuple[str, tuple[int, ...]], ...]  # (engine node, GPU indices) per node
+
+
 @dataclass
 class Tracked:
     """An active job and what the engine has done about it (in place of the sets and dicts
@@ -64,9 +67,10 @@ class Tracked:
     handed_over: bool = False
     backend_detail: str = ""
     unreachable_told: bool = False
-    # Admitted by the pool's policy (engine/admission.py): (engine node, GPUs) per node it
-    # was admitted to; () when not admitted, or not seated again yet after a restart.
-    admitted: tuple[tuple[str, int], ...] = ()
+    # Admitted by the pool's policy (engine/admission.py): the engine nodes and the GPUs
+    # (the pool's indices) on each it was admitted to; () when not admitted, or not seated
+    # again yet after a restart (engine/backend_seats.py).
+    admitted: Seat = ()
 
 
 def handle_of(job: Job) -> Handle:

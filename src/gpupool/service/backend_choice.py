@@ -4,7 +4,9 @@ spec with its `backend` settled (None: the local pool) or a refusal naming the f
 
 A backend's job is not checked against the local inventory or quotas: its backend's
 scheduler decides what can run there. What is refused at submit is what the backend
-declares it cannot do (`Capabilities`), and what the local pool can never do.
+declares it cannot do (`Capabilities`), and what the local pool can never do. A share of
+one GPU goes to a backend that shares GPUs by fraction (Ray), as a fraction (`--gpus 0.5`)
+only: an amount of GPU memory (`--gpu-memory`) runs only on the local pool.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpupool.core.backends import LOCAL_BACKEND, Backend
-from gpupool.core.job import JobSpec
+from gpupool.core.execution import Capabilities
+from gpupool.core.job import JobSpec, Resources
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,9 @@ def settle_backend(
     caps = backend.capabilities
     res = spec.resources
     if res.fractional:
-        return Refusal(
-            "backend_cannot",
-            f"gpus: backend {chosen} gives whole GPUs; a share of one GPU runs only on the "
-            "local pool (--backend local)",
-        )
+        refusal = _share_refusal(chosen, caps, res)
+        if refusal is not None:
+            return refusal
     if spec.nodes > 1 and not caps.multi_node:
         return Refusal(
             "backend_cannot", f"nodes: backend {chosen} runs a job on one node, not {spec.nodes}"
@@ -62,3 +63,24 @@ def settle_backend(
     if spec.backend != chosen:
         return dataclasses.replace(spec, backend=chosen)
     return spec
+
+
+def _share_refusal(chosen: str, caps: Capabilities, res: Resources) -> Refusal | None:
+    """A share of one GPU on backend `chosen`: a fraction where it shares GPUs by fraction
+    (`Capabilities.fractional_gpus`: Ray), never an amount of GPU memory (no backend's
+    engine holds a GPU's memory apart: Ray counts a GPU's share, not its bytes); None when
+    it may run there. The field named is the one the user gave (`--gpus`, `--gpu-memory`)."""
+    field = "gpus" if res.gpu_memory_bytes is None else "gpu_memory"
+    if not caps.fractional_gpus:
+        return Refusal(
+            "backend_cannot",
+            f"{field}: backend {chosen} gives whole GPUs; a share of one GPU runs only on the "
+            "local pool (--backend local)",
+        )
+    if res.gpu_memory_bytes is not None:
+        return Refusal(
+            "backend_cannot",
+            f"gpu_memory: backend {chosen} shares a GPU by fraction only: use --gpus 0.5 "
+            "(a fraction of one GPU) instead of --gpu-memory",
+        )
+    return None

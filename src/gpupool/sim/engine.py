@@ -53,6 +53,7 @@ from gpupool.policy.snapshot import (
     Start,
     Usage,
 )
+from gpupool.sim.domains import backend_passes, runs_there
 from gpupool.sim.idle_meter import IdleMeter
 from gpupool.sim.load import replayed_load
 from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
@@ -153,6 +154,12 @@ class Replay:
                     tj.project if config.lend_idle else booked_project(tj.project, self.projects)
                 )
                 spec = specs[asked] = trace_spec(tj, booked)
+            if tj.backend is not None:  # decided by its backend's pass (sim/domains.py)
+                if runs_there(tj, cluster):
+                    self.jobs[tj.id] = _Job(tj, spec, noise)
+                else:
+                    self.refused.append(tj)
+                continue
             key = (tj.gpus, tj.gpu_memory_bytes)
             if key not in verdicts:
                 res = spec.resources
@@ -187,7 +194,9 @@ class Replay:
         self.may_preempt_anyway = (config.preempt_lower_classes and len(classes) > 1) or (
             config.preempt_where_it_pays and options.checkpointing
         )
-        self.busy = 0.0
+        self.busy = 0.0  # on the pool's own machine
+        self.busy_backends = 0.0
+        self.with_backends = bool(cluster.backends)
         self.by_project: dict[str, float] = {}
         self.samples: list[Sample] = []
         self.decide_calls = 0
@@ -265,8 +274,8 @@ class Replay:
             policy=self.name,
             records=[j.record for j in self.jobs.values()],
             samples=self.samples,
-            capacity_gpus=self.cluster.gpus,
-            load=replayed_load(Trace(tuple(j.trace for j in arrivals)), self.cluster.gpus),
+            capacity_gpus=self.cluster.all_gpus,
+            load=replayed_load(Trace(tuple(j.trace for j in arrivals)), self.cluster.all_gpus),
             quotas={name: p.quota for name, p in self.projects.items()},
             wall_s=time.perf_counter() - began,
             decide_calls=self.decide_calls,
@@ -301,31 +310,55 @@ class Replay:
         for _ in range(_MAX_PASSES_PER_EVENT):
             if not self.pending:
                 return
-            if self.options.skip_idle_passes and self._nothing_can_start():
+            if (
+                self.options.skip_idle_passes
+                and not self.with_backends
+                and self._nothing_can_start()
+            ):
                 self.skipped_passes += 1
                 return
+            usage = _NO_USAGE if self.usage is None else self.usage.usage(now)
+            pending = tuple(self.pending.values())
+            if self.with_backends:
+                pending = tuple(p for p in pending if self.jobs[p.id].trace.backend is None)
             snapshot = Snapshot(
                 self.cluster.nodes,
-                tuple(self.pending.values()),
+                pending,
                 self.view.running(),
                 config=self.config,
-                usage=_NO_USAGE if self.usage is None else self.usage.usage(now),
+                usage=usage,
                 projects=self.projects,
                 running_view=self.view,
             )
-            decision = decide(snapshot, now)
+            decisions = [decide(snapshot, now)]
             if self.options.check_running_view:
-                self._check_view(snapshot, decision, now)
+                self._check_view(snapshot, decisions[0], now)
             self.decide_calls += 1
-            self.idle.passed(decision.pending)
-            for p in decision.preemptions:
-                victim = self.jobs.get(p.job_id)
-                if victim is not None and p.job_id in self.running:
-                    self._preempt(victim, now)
-            for start in decision.starts:
-                self._start(self.jobs[start.job_id], start, now)
-            if not decision.preemptions:
+            self.idle.passed(decisions[0].pending)
+            if self.with_backends:
+                decisions += self._backend_passes(usage, now)
+            for decision in decisions:
+                for p in decision.preemptions:
+                    victim = self.jobs.get(p.job_id)
+                    if victim is not None and p.job_id in self.running:
+                        self._preempt(victim, now)
+                for start in decision.starts:
+                    self._start(self.jobs[start.job_id], start, now)
+            if not any(d.preemptions for d in decisions):
                 return
+
+    def _backend_passes(self, usage: Usage, now: float) -> list[Decision]:
+        where = {i: job.trace.backend for i, job in self.jobs.items()}
+        running = sorted(
+            (piece for job in self.running.values() if job.trace.backend for piece in job.pieces),
+            key=lambda r: r.id,
+        )
+        made = backend_passes(
+            self.cluster, self.projects, self.config, self.pending.values(), running, where,
+            usage, now,
+        )  # fmt: skip
+        self.decide_calls += len(made)
+        return made
 
     def _check_view(self, snapshot: Snapshot, decision: Decision, now: float) -> None:
         """The running view agrees with a fresh count, the pass left it as it was, and a
@@ -371,7 +404,8 @@ class Replay:
         res = job.spec.resources
         whole = not res.fractional
         ask = float(res.gpus) if whole else gpu_count(res, gpu_memory_bytes=self.largest_gpu_memory)
-        self.idle.waiting(tj.id, ask, whole)
+        if tj.backend is None:  # the pool's own GPUs are what the meter counts idle
+            self.idle.waiting(tj.id, ask, whole)
 
     def _count_pending(self, job: _Job, sign: int) -> None:
         if job.spec.resources.fractional:
@@ -390,10 +424,11 @@ class Replay:
         # what it waited as is what it runs as.
         waiting = self.pending.pop(tj.id)
         self._count_pending(job, -1)
-        self.idle.left(tj.id)
+        if tj.backend is None:
+            self.idle.left(tj.id)
         pieces = running_pieces(waiting, now, placed(start), start.gpu_memory_bytes)
         job.pieces = pieces
-        for piece in pieces:
+        for piece in pieces if tj.backend is None else ():  # the pool's own machine's
             self.free_on[piece.node] -= len(piece.gpus)
             self.view.add(piece)
         job.started = now
@@ -408,7 +443,10 @@ class Replay:
     def _hold(self, job: _Job, now: float, sign: int) -> None:
         tj = job.trace
         gpus = _gpu_count(job)
-        self.busy += sign * gpus
+        if tj.backend is None:
+            self.busy += sign * gpus
+        else:
+            self.busy_backends += sign * gpus
         self.by_project[tj.project] = self.by_project.get(tj.project, 0.0) + sign * gpus
         if self.usage is not None:
             if sign > 0:
@@ -420,7 +458,7 @@ class Replay:
         """Take a running job off its GPUs; the seconds this attempt ran."""
         del self.running[job.trace.id]
         self._hold(job, now, -1)
-        for piece in job.pieces:
+        for piece in job.pieces if job.trace.backend is None else ():
             self.free_on[piece.node] += len(piece.gpus)
             self.view.remove(piece)
         job.pieces = ()
@@ -454,7 +492,8 @@ class Replay:
         self._queue(job, now)
 
     def _sample(self, at: float) -> None:
-        self.samples.append(Sample(at, len(self.pending), self.busy, dict(self.by_project)))
+        busy = self.busy + self.busy_backends
+        self.samples.append(Sample(at, len(self.pending), busy, dict(self.by_project)))
 
 
 def trace_spec(tj: TraceJob, project: str | None = None) -> JobSpec:

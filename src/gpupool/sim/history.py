@@ -9,8 +9,10 @@ A job of the history is replayed as it last ran: submitted when it was, asking w
 (whole GPUs, or a shared GPU's memory: a `gpu_fraction` becomes that fraction of the largest
 GPU's memory), in its project, as its user, with its own --time, and running as long as its
 last run took (end - start; a requeued job's earlier runs are not replayed, the work they
-lost being the pool's history, not the job's need). Jobs that never ran (cancelled while
-waiting), have not ended, or held no GPU are left out, counted in `Trace.skipped`.
+lost being the pool's history, not the job's need), where it ran (the pool's own machine
+or a backend; a gang over N nodes as its GPUs in all, which the replay spreads over nodes).
+Jobs that never ran (cancelled while waiting), have not ended, or held no GPU are left out,
+counted in `Trace.skipped`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from gpupool.core.hardware import Node
 from gpupool.core.project import Project
 from gpupool.policy.node_facts import NodeFacts
-from gpupool.sim.model import SimCluster, Trace, TraceJob
+from gpupool.sim.model import SimBackend, SimCluster, Trace, TraceJob
 
 HISTORY = "history"  # the --trace value
 NEVER_RAN = "never ran"
@@ -43,6 +45,8 @@ class EndedJob:
     time_limit_s: float | None = None
     gpu_memory_bytes: int | None = None
     gpu_fraction: float | None = None
+    backend: str | None = None  # where it ran: None, the pool's own machine
+    nodes: int = 1  # a gang's nodes (GPUs per node in `gpus`)
 
 
 def history_trace(jobs: Iterable[EndedJob], nodes: tuple[Node, ...]) -> Trace:
@@ -73,18 +77,26 @@ def history_trace(jobs: Iterable[EndedJob], nodes: tuple[Node, ...]) -> Trace:
                 id=job.id,
                 submit_s=job.submit_time - origin,
                 duration_s=max(0.0, job.end_time - job.start_time),
-                gpus=max(1, job.gpus) if memory is not None else job.gpus,
+                gpus=max(1, job.gpus) if memory is not None else job.gpus * job.nodes,
                 user=job.user,
                 project=job.project,
                 time_limit_s=job.time_limit_s,
                 gpu_memory_bytes=memory,
+                backend=job.backend,
             )
         )
     return Trace(tuple(out), HISTORY, skipped)
 
 
 def history_cluster(
-    name: str, nodes: tuple[Node, ...], projects: Mapping[str, Project]
+    name: str,
+    nodes: tuple[Node, ...],
+    projects: Mapping[str, Project],
+    backends: Mapping[str, SimBackend] | None = None,
 ) -> SimCluster:
-    """The pool's own nodes and projects (quotas, limits, weights) as the replay's cluster."""
-    return SimCluster(name=name, nodes=nodes, projects=dict(projects))
+    """The pool's own nodes and projects (quotas, limits, weights) as the replay's cluster,
+    with its backends' nodes as their engines last reported them and the projects' quotas
+    there (sim/domains.py decides them as the daemon does)."""
+    return SimCluster(
+        name=name, nodes=nodes, projects=dict(projects), backends=dict(backends or {})
+    )

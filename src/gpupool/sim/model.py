@@ -24,6 +24,9 @@ class TraceJob:
     project: str = "default"
     time_limit_s: float | None = None  # as the user asked (--time); None: not given
     gpu_memory_bytes: int | None = None  # fractional: GPU memory instead of whole GPUs
+    # Where it runs: None, the pool's own machine (`SimCluster.nodes`); else the backend
+    # of `SimCluster.backends` it names (docs/backends.md, admission by the pool's policy).
+    backend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,31 @@ class Trace:
 
 
 @dataclass(frozen=True)
+class SimBackend:
+    """A backend whose jobs the pool admits (engine/admission.py): its engine's nodes, named
+    `BACKEND/node` as the daemon names them, and each project's quota there (none where not
+    named: it only borrows)."""
+
+    nodes: tuple[Node, ...]
+    quotas: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SimCluster:
     name: str
-    nodes: tuple[Node, ...]
+    nodes: tuple[Node, ...]  # the pool's own machine(s)
     projects: Mapping[str, Project] = field(default_factory=dict)  # quotas (philly-vcs)
+    # Backends beside them, by name: each decided by a pass of its own, as the daemon does.
+    backends: Mapping[str, SimBackend] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
+        """The pool's own GPUs (a backend's are `all_gpus`'s)."""
         return NodeFacts.of(self.nodes).total_gpus  # asked every pass: cached per nodes tuple
+
+    @property
+    def all_gpus(self) -> int:
+        return self.gpus + sum(NodeFacts.of(b.nodes).total_gpus for b in self.backends.values())
 
 
 @dataclass

@@ -225,7 +225,7 @@ def _resource_errors(v: Mapping[str, Any], user_form: bool) -> list[tuple[str, s
         message = "cannot be combined with distributed: each rank's log holds both streams"
         errors.append(("separate_stderr", message))
     if v["nodes"] > 1 and fractional:
-        # A share of one GPU is the pool's own placement; a backend holds GPUs whole.
+        # A share of one GPU is one process on one GPU: a gang over nodes holds GPUs whole.
         errors.append(("nodes", "cannot be combined with a share of one GPU"))
     if v["gpu_type"] is not None and gpus == 0 and not fractional:
         # A type with no count is almost always a forgotten `gpus:`: the job would run

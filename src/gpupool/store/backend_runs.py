@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
@@ -59,13 +59,13 @@ class BackendMethods:
         backend: str,
         ref: str | None,
         node: str | None = None,
-        gpus: int = 0,
+        gpus: Sequence[int] = (),
     ) -> Job | None:
         """A PENDING job the backend reports running: RUNNING since `start_time` (when the
         pool first saw it run), on no GPU of the pool's own nodes. `node`: where it runs as
         the pool names it (`hpc/c1`, `hpc/c1+c2` for a gang; engine/admission.py), and
-        `gpus`, how many it holds there in all (kept as indices 0..gpus-1 of that name, so
-        fair share and accounting count its GPU-hours as a local job's). None (nothing
+        `gpus`, the GPUs it holds there (the pool's indices, in node order: fair share and
+        accounting count its GPU-hours as a local job's, a restart seats it on them again). None (nothing
         written) when the job is no longer PENDING (cancelled meanwhile)."""
 
         def op(s: Session) -> Job | None:
@@ -76,7 +76,7 @@ class BackendMethods:
             models.transition(s, row, JobState.RUNNING, start_time, f"started in backend {where}")
             row.start_time, row.reason = start_time, ""
             if node is not None:
-                row.node, row.gpus = node, list(range(gpus))
+                row.node, row.gpus = node, list(gpus)
             if ref is not None:
                 row.backend_ref = ref
             return models.load_jobs(s, JobRow.id == job_id)[0]

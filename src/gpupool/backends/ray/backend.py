@@ -204,7 +204,7 @@ class RayBackend(RemoteExecutor):
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(multi_node=True, adopts_after_restart=True)
+        return Capabilities(multi_node=True, adopts_after_restart=True, fractional_gpus=True)
 
     def ref(self, submission_id: str) -> str:
         return f"ray://{self.settings.host_port}/{submission_id}"

@@ -115,7 +115,11 @@ def never_fits(asks: Mapping[str, float], nodes: Iterable[NodeTotals]) -> str | 
 # absent on a cluster without one (a plain `ray start`); so a node's `gpus_used` is the GPUs
 # its live actors hold: every Ray job's supervisor (its entrypoint's GPUs), every gang's
 # rank runners (gang.py), and other tenants' actors alike. GPUs held by plain tasks (not
-# actors) are not counted: listing them would be a call per poll over every task.
+# actors) are not counted: listing them would be a call per poll over every task. Ray's
+# figures may be fractional (`num_gpus=0.5`); the count is rounded UP to whole GPUs (1.5 in
+# use: 2), since a GPU partly held by another tenant is not free for a whole-GPU job, and
+# Ray packs fractions onto one GPU before the next, so the halves of the pool's own runs
+# on one GPU (engine/backend_seats.py counts each GPU once) make one GPU in use.
 ACTORS_ENDPOINT = (
     "/api/v0/actors?limit=10000&detail=true"
     "&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"

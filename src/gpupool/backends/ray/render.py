@@ -8,7 +8,9 @@ twice (backend.py). Two shapes (docs/backends.md, "Ray"):
   shell-quoted, after `cd WORKDIR` (workdir policy `shared`) and under coreutils'
   `timeout` when the run has a time limit (SIGTERM at the limit, SIGKILL after the grace;
   exit 124). Its GPUs, CPUs and memory are the entrypoint's own resources
-  (`entrypoint_num_gpus`...): Ray sets CUDA_VISIBLE_DEVICES to the GPUs it chose. A
+  (`entrypoint_num_gpus`...): Ray sets CUDA_VISIBLE_DEVICES to the GPUs it chose. A share
+  of one GPU (`BackendRequest.gpu_fraction`, `--gpus 0.5`) is Ray's fractional
+  `entrypoint_num_gpus` (0.5): Ray packs such runs onto one GPU, each seeing that GPU. A
   pinned run (`BackendRequest.pinned`) also asks a sliver of its node's `node:IP` resource
   (or selects the node's `ray.io/node-id` label: a pin by id, capacity.py).
 - **A gang** (several nodes, or `--distributed torchrun`): the entrypoint is gang.py's
@@ -137,6 +139,8 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
         metadata[META_TIME_LIMIT] = repr(float(request.time_limit_s))
     submission_id = run_name(pool_id, request.handle)
     gang = is_gang(request, backend)
+    if gang and backend.gpu_fraction is not None:  # the spec refuses it at submit
+        raise ValueError("a share of one GPU runs as one process on one node, not as a gang")
     env[STOP_WAIT_ENV] = str(stop_wait_s(request, gang))
     if gang:
         spec = gang_spec(request, backend, settings)
@@ -149,6 +153,8 @@ def render(request: LaunchRequest, settings: RaySettings, pool_id: str) -> RaySu
             gang=spec,
         )
     gpus = float(backend.gpus_per_node) if backend.gpus_per_node else None
+    if backend.gpu_fraction is not None:
+        gpus = backend.gpu_fraction
     cpus = float(backend.cpus_per_node) if backend.cpus_per_node else None
     memory = backend.mem_bytes_per_node or None
     resources = pin_resources(backend.pinned[0]) if backend.pinned else {}
