@@ -16,6 +16,13 @@ client sent before:
 - A pod list: a run's pods (`pod_list_running`) while its Job is there; the pool's failed
   pods (`pod_list_failed`) for each FAILED run. A pod's log: `hello from NAME` (what the
   contract suite's command prints first).
+- Capacity (backend.py `capacity`): the node list is `node_list.json` as recorded (a node
+  with 8 GPUs up, one with 8 cordoned, one with 4 NotReady, one without GPUs). The pod list
+  of every namespace has only the pods of the runs played here, while they run (RUNNING or
+  DELETING): one per index of the Job (`parallelism`), bound to the node its nodeSelector
+  names (`kubernetes.io/hostname`; a gang pinned by affinity: its nodes in turn), with the
+  Job's containers and so their GPU requests. No other tenant's pods: every GPU not held by
+  a played run is free.
 
 Nothing runs here: the kubelet is played from the command the Job carries, the contract
 suite's RUN script (`DIR MODE CODE`, its last three words): a listed CREATED Job is RUNNING
@@ -38,7 +45,10 @@ from gpupool.core.json_types import JsonObject, JsonValue
 
 JOBS = "/apis/batch/v1/namespaces/ml/jobs"
 PODS = "/api/v1/namespaces/ml/pods"
+NODES = "/api/v1/nodes"
+ALL_PODS = "/api/v1/pods"  # every namespace's (capacity: the GPUs in use on each node)
 RUN_LABEL = "gpupool.io/run"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 class Phase(StrEnum):
@@ -130,6 +140,10 @@ class PlayedCluster(RecordedApiServer):
             return self._list_pods(seen.query.get("labelSelector", [""])[0])
         if path.startswith(PODS + "/") and path.endswith("/log") and method == "GET":
             return self._log(path[len(PODS) + 1 : -len("/log")])
+        if path == NODES and method == "GET":
+            return Reply.fixture(200, "node_list.json")
+        if path == ALL_PODS and method == "GET":
+            return self._pods_on_nodes()
         return not_found(path)
 
     def _create(self, body: JsonValue) -> Reply:
@@ -187,6 +201,14 @@ class PlayedCluster(RecordedApiServer):
                     items += pods
         return Reply.json(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
 
+    def _pods_on_nodes(self) -> Reply:
+        """Every namespace's unfinished pods: the played runs' (module docstring)."""
+        items: list[JsonValue] = []
+        for name, run in self.runs.items():
+            if run.phase in (Phase.RUNNING, Phase.DELETING):
+                items += _bound_pods(name, run.body)
+        return Reply.json(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+
     def _log(self, pod: str) -> Reply:
         for name in self.runs:
             if pod.startswith(name + "-"):
@@ -215,6 +237,54 @@ def _played(body: JsonObject) -> PlayedRun:
         where, mode, code = (str(w).replace("$$", "$") for w in command[-3:])
         run.run_dir, run.mode, run.code = Path(where), mode, int(code)
     return run
+
+
+def _bound_pods(name: str, job: JsonObject) -> list[JsonValue]:
+    """The Job's pods as the scheduler bound them: the recorded running pod, renamed, one per
+    index, on the node its template's nodeSelector (or pinned affinity) names, with the
+    template's containers."""
+    recorded = renamed(_items("pod_list_running.json")[0], _PODS_RUN, name)
+    spec = _object(job.get("spec"))
+    pod_spec = _object(_object(spec.get("template")).get("spec"))
+    hosts = _pinned_hosts(pod_spec) or ["gpu-node-3"]  # unpinned: where it was recorded
+    count = spec.get("parallelism")
+    pods: list[JsonValue] = []
+    for index in range(count if isinstance(count, int) and count > 0 else 1):
+        pod = json.loads(json.dumps(recorded))
+        assert isinstance(pod, dict) and isinstance(pod["spec"], dict)
+        assert isinstance(pod["metadata"], dict)
+        pod["metadata"]["name"] = f"{name}-{index}-x0k7q"
+        pod["spec"]["nodeName"] = hosts[index % len(hosts)]
+        pod["spec"]["containers"] = pod_spec.get("containers", [])
+        pods.append(pod)
+    return pods
+
+
+def _pinned_hosts(pod_spec: JsonObject) -> list[str]:
+    """The nodes a pod template is pinned to: its nodeSelector's hostname, or the values of
+    its affinity's hostname term (render.py `pinned_affinity`)."""
+    host = _object(pod_spec.get("nodeSelector")).get(HOSTNAME_LABEL)
+    if isinstance(host, str):
+        return [host]
+    required = _object(
+        _object(_object(pod_spec.get("affinity")).get("nodeAffinity")).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
+    for term in _list(required.get("nodeSelectorTerms")):
+        for expression in _list(_object(term).get("matchExpressions")):
+            e = _object(expression)
+            if e.get("key") == HOSTNAME_LABEL:
+                return [v for v in _list(e.get("values")) if isinstance(v, str)]
+    return []
+
+
+def _object(value: JsonValue | None) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: JsonValue | None) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
 
 
 def _kubelet(run: PlayedRun) -> None:

@@ -339,7 +339,7 @@ class SlurmSubject(Subject):
 
 class RaySubject(Subject):
     name = "ray"
-    declared = Capabilities(multi_node=True, adopts_after_restart=True)
+    declared = Capabilities(multi_node=True, adopts_after_restart=True, fractional_gpus=True)
 
     def __init__(self, root: Path, address: str, pool_id: str) -> None:
         super().__init__(root)

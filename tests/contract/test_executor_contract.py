@@ -36,7 +36,7 @@ from gpupool.core.execution import (
     RunState,
     StopKind,
 )
-from gpupool.core.job import JobSpec
+from gpupool.core.job import JobSpec, Resources
 from gpupool.service.backend_choice import Refusal, settle_backend
 
 pytestmark = pytest.mark.integration
@@ -222,7 +222,8 @@ def test_capabilities_are_declared_and_what_is_lacked_is_refused(subject: Subjec
     """What it declares is what its documentation says; a multi-node job, or a job with an
     image, is refused at submit in words that name the field where it lacks the
     capability (service/backend_choice.py), and a launch with an image reaching one that
-    runs no containers ends SPAWN_FAILED saying so, rather than running on the host.
+    runs no containers ends SPAWN_FAILED saying so, rather than running on the host; a
+    share of one GPU is refused by field where `fractional_gpus` is lacked.
     `preemption_signal` lacked is a stop that still reads PREEMPTED (tested above);
     `arrays` is declared by none: the pool expands arrays itself."""
     ex = subject.executor
@@ -239,6 +240,13 @@ def test_capabilities_are_declared_and_what_is_lacked_is_refused(subject: Subjec
         assert isinstance(wide, JobSpec) and wide.nodes == 2
     else:
         assert isinstance(wide, Refusal) and wide.message.startswith("nodes: "), wide
+
+    half = Resources(gpus=1, gpu_fraction=0.5)
+    shared = settle_backend(dataclasses.replace(plain, resources=half), None, backends)
+    if backend is None or caps.fractional_gpus:  # the pool's own machine shares GPUs itself
+        assert isinstance(shared, JobSpec) and shared.resources == half
+    else:
+        assert isinstance(shared, Refusal) and shared.message.startswith("gpus: "), shared
 
     boxed = settle_backend(dataclasses.replace(plain, image="busybox"), None, backends)
     if caps.containers:
