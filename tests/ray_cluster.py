@@ -353,3 +353,21 @@ def start_cluster(root: Path, gpus: int = 4, cpus: int = 4) -> RayCluster:
         log = root / "head.log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
         raise RayUnavailable(f"{exc}\n{tail}") from None
+
+
+def head_and_worker(
+    root: Path, head_gpus: int, worker_gpus: int, head_cpus: int = 4, worker_cpus: int = 2
+) -> Iterator[RayCluster]:
+    """The body of a module fixture: a head and one worker node, stopped after; the test is
+    skipped when Ray cannot start here (GPUPOOL_REQUIRE_ALL=1 makes that a failure)."""
+    import pytest
+
+    try:
+        started = start_cluster(root, gpus=head_gpus, cpus=head_cpus)
+    except RayUnavailable as exc:
+        pytest.skip(f"a local Ray head cannot start here: {exc}")
+    try:
+        started.add_worker(gpus=worker_gpus, cpus=worker_cpus)
+        yield started
+    finally:
+        started.stop()

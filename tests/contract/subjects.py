@@ -419,6 +419,7 @@ class KubernetesSubject(Subject):
         self.context = BackendContext("p1", root / "state")
         self.kubeconfig = write_kubeconfig(root / "kubeconfig", api.url)
         self._backend = self._open()
+        self.pinned = admitted_to(self._backend)  # the played cluster's node list
 
     def _open(self) -> Backend:
         table = {
@@ -449,10 +450,7 @@ class KubernetesSubject(Subject):
             grace_s=grace_s,
             allocation=Allocation("k8s", ()),
             container=ContainerLaunch(image, None, {}) if image else None,
-            # Pinned as the pool admits a run; the played cluster has no nodes to read.
-            backend=BackendRequest(
-                name="", project="vision", gpus_per_node=0, pinned=("gpu-node-1",)
-            ),
+            backend=BackendRequest(name="", project="vision", gpus_per_node=0, pinned=self.pinned),
         )
 
     def reopen(self) -> Executor:

@@ -74,6 +74,18 @@ def start_pool(
         raise
 
 
+def module_pool(
+    cluster: SlurmCluster, factory: pytest.TempPathFactory, more_toml: str = ""
+) -> Iterator[SlurmPool]:
+    """A module's pool (`start_pool` with `more_toml`), cleaned up after: the body of a
+    module fixture that configures `[backends.hpc]` its own way."""
+    p = start_pool(factory.mktemp("pool"), cluster, more_toml)
+    try:
+        yield p
+    finally:
+        p.cleanup()
+
+
 @pytest.fixture(scope="module", name="pool")
 def pool_fixture(
     cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory

@@ -21,7 +21,7 @@ import pytest
 from slurm_cluster import SlurmCluster
 
 from integration.pool_harness import wait_for
-from integration.slurm_pool import SlurmPool, cluster_fixture, start_pool  # noqa: F401
+from integration.slurm_pool import SlurmPool, cluster_fixture, module_pool  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -32,11 +32,9 @@ QUOTAS = "[backends.hpc.quotas]\na = 2\nb = 2\n[projects.a]\nquota = 0\n[project
 def admitting_pool(
     cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SlurmPool]:
-    p = start_pool(tmp_path_factory.mktemp("pool"), cluster, more_toml=QUOTAS)
-    try:
-        yield p
-    finally:
-        p.cleanup()
+    checkpoints = tmp_path_factory.mktemp("checkpoints")  # both ends reach it: one machine
+    toml = f'checkpoint_dir = "{checkpoints}"\n{QUOTAS}'
+    yield from module_pool(cluster, tmp_path_factory, toml)
 
 
 def _slurm_runs(cluster: SlurmCluster, job_id: int) -> list[str]:
@@ -73,9 +71,16 @@ def test_quota_borrowing_and_reclaim_through_slurm(
     marks = tmp_path / "marks"
     marks.mkdir()
     keep = f"echo $GPUPOOL_RESTART_COUNT >> {marks}/terms"
+    # Each attempt notes itself in its checkpoint directory (the backend's checkpoint_dir):
+    # the resumed attempt finds the first one's note there.
+    note = (
+        f'echo "$GPUPOOL_CHECKPOINT_DIR" > {marks}/dir; mkdir -p "$GPUPOOL_CHECKPOINT_DIR"; '
+        'echo $GPUPOOL_RESTART_COUNT >> "$GPUPOOL_CHECKPOINT_DIR/attempts"; '
+    )
+    command = _until(done, keep)
     borrower = pool.cli_submit(
         "--backend", "hpc", "--gpus", "2", "--preemptible", "--grace", "30s",
-        "--project", "a", "--", *_until(done, keep),
+        "--project", "a", "--", command[0], command[1], note + command[2],
     )  # fmt: skip
     started = pool.wait_state(borrower, "RUNNING", timeout=120)
     assert started.node is not None and started.node.startswith("hpc/")
@@ -94,6 +99,13 @@ def test_quota_borrowing_and_reclaim_through_slurm(
     pool.cancel(b1)
     again = pool.wait_state(borrower, "RUNNING", timeout=180)
     assert again.restart_count == 1
+    attempts = Path((marks / "dir").read_text().strip()) / "attempts"
+    assert attempts.parent.name == str(borrower)  # <checkpoint_dir>/<job id>, every attempt
+    wait_for(
+        lambda: attempts.exists() and attempts.read_text().split() == ["0", "1"],
+        timeout=120,
+        what="the resumed attempt's note beside the first one's",
+    )
     done.touch()
     for job_id in (a1, a2, borrower):
         ended = pool.wait(job_id, timeout=240)
@@ -160,6 +172,30 @@ def test_the_daemon_killed_mid_way_takes_everything_back(
     assert pool.wait(second, timeout=240).state.value == "SUCCEEDED"
 
 
+def test_backend_any_starts_on_the_box_when_it_can_else_where_it_starts_first(
+    pool: SlurmPool, tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    here = pool.cli_submit("--backend", "any", "--gpus", "2", "--", *_until(done))
+    on_box = pool.wait_state(here, "RUNNING", timeout=120)
+    assert on_box.backend is None  # the pool's machine had room: it started there
+    # Project b has a quota on hpc and no backend of its own: its jobs go where they start
+    # first (`any`) without saying so.
+    away = pool.cli_submit("--gpus", "1", "--project", "b", "--", *_until(done))
+    routed = pool.wait_state(away, "RUNNING", timeout=180)
+    assert routed.backend == "hpc" and routed.node is not None and routed.node.startswith("hpc/")
+    story = pool.cli("show", str(away), check=True).stdout
+    assert "routed to backend hpc: it starts there first" in story, story
+    done.touch()
+    for job_id in (here, away):
+        assert pool.wait(job_id, timeout=180).state.value == "SUCCEEDED"
+    usage = json.loads(pool.cli("usage", "--by", "backend", "--json", check=True).stdout)
+    groups = {g["group"]: g for g in usage["rows"]}
+    assert groups["hpc"]["jobs"] >= 1 and groups["local"]["jobs"] >= 1
+    hpc = groups["hpc"]  # its GPU-hours are all on the backend
+    assert hpc["backend_gpu_hours"] == hpc["allocated_gpu_hours"]
+
+
 def test_the_history_is_replayed_on_the_box_and_the_backend(pool: SlurmPool) -> None:
     """After the tests above ran jobs on hpc: `gpupool sim --trace history` replays them on
     the pool's own 2 GPUs and hpc's 4, each backend decided by a pass of its own."""
@@ -176,4 +212,9 @@ def test_the_history_is_replayed_on_the_box_and_the_backend(pool: SlurmPool) -> 
     got = json.loads(out.stdout)
     assert got["_run"]["capacity_gpus"] == 6  # the box's 2 and hpc's 4
     replayed = got["default"]
-    assert replayed["jobs"] == len(ran) and replayed["unfinished"] == 0
+    on_box = [
+        j
+        for j in pool.client.jobs(include_finished=True)
+        if j.backend is None and j.start_time is not None and j.end_time is not None
+    ]
+    assert replayed["jobs"] == len(ran) + len(on_box) and replayed["unfinished"] == 0

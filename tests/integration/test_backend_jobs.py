@@ -22,7 +22,7 @@ from slurm_cluster import CLUSTER_NAME, SlurmCluster
 
 from gpupool.client import ApiError
 from integration.pool_harness import wait_for
-from integration.slurm_pool import SlurmPool, cluster_fixture, start_pool  # noqa: F401
+from integration.slurm_pool import SlurmPool, cluster_fixture, module_pool  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -33,11 +33,7 @@ def engine_admits_pool(
 ) -> Iterator[SlurmPool]:
     """`[backends.hpc]` with `admission = "engine"`: jobs are handed over at once and Slurm
     decides (the pool's own admission is test_backend_admission.py's)."""
-    p = start_pool(tmp_path_factory.mktemp("pool"), cluster, 'admission = "engine"\n')
-    try:
-        yield p
-    finally:
-        p.cleanup()
+    yield from module_pool(cluster, tmp_path_factory, 'admission = "engine"\n')
 
 
 def _hold_every_gpu(cluster: SlurmCluster) -> str:

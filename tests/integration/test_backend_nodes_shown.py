@@ -18,7 +18,7 @@ import pytest
 from slurm_cluster import SlurmCluster
 
 from integration.pool_harness import wait_for
-from integration.slurm_pool import SlurmPool, cluster_fixture, start_pool  # noqa: F401
+from integration.slurm_pool import SlurmPool, cluster_fixture, module_pool  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +29,7 @@ QUOTAS = "[backends.hpc.quotas]\na = 2\n[projects.a]\nquota = 0\n"
 def admitting_pool(
     cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SlurmPool]:
-    p = start_pool(tmp_path_factory.mktemp("pool"), cluster, more_toml=QUOTAS)
-    try:
-        yield p
-    finally:
-        p.cleanup()
+    yield from module_pool(cluster, tmp_path_factory, QUOTAS)
 
 
 def _backends(pool: SlurmPool) -> list[dict[str, Any]]:

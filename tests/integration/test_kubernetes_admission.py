@@ -15,7 +15,9 @@ still created suspended with the Kueue queue label of its project (the decision:
 gates what the pool admitted, so a cluster whose Kueue disagrees, or has other tenants the
 pool does not see, holds the Job rather than overcommit its nodes; the played cluster runs it
 as Kueue would once admitted); a non-preemptible job over a's quota waits in the pool with
-`Quota` and no Job is created for it until a's first job ends; both end SUCCEEDED.
+`Quota` and no Job is created for it until a's first job ends, also once the engine counts
+the first job's pod on its node (the pool's own job, not another tenant's); both end
+SUCCEEDED.
 """
 
 from __future__ import annotations
@@ -120,6 +122,15 @@ def test_admitted_within_quota_and_quota_waits(
 
     over = pool.cli_submit(*fixed, "--", *played(tmp_path / "over", "exit"))
     assert pool.wait_reason(over, "Quota", timeout=JOB_DEADLINE_S).state.value == "PENDING"
+    assert jobs_created(cluster, over) == []
+
+    def counted() -> bool:  # the first job's pod, bound to its node in the all-pods list
+        out = pool.cli("gpus", check=True).stdout
+        return any(line.split()[:1] == [f"k8s/{GPU_NODE}"] and " 2/8 " in line
+                   for line in out.splitlines())  # fmt: skip
+
+    wait_for(counted, timeout=JOB_DEADLINE_S, what="the played pod's GPUs in use on its node")
+    assert pool.client.job(over).reason == "Quota"  # its own job's pod is not another tenant's
     assert jobs_created(cluster, over) == []
 
     first_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_cluster import RayCluster, RayUnavailable, start_cluster
+from ray_cluster import RayCluster, head_and_worker
 
 from integration.pool_harness import Pool, until_file, wait_for
 
@@ -27,15 +27,7 @@ JOB_DEADLINE_S = 300  # a Ray worker's start on a slow, busy 2-core machine: up 
 @pytest.fixture(scope="module")
 def ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     root = tmp_path_factory.mktemp("ray")
-    try:
-        started = start_cluster(root, gpus=2, cpus=4)
-    except RayUnavailable as exc:
-        pytest.skip(f"a local Ray head cannot start here: {exc}")
-    try:
-        started.add_worker(gpus=2, cpus=4)
-        yield started
-    finally:
-        started.stop()
+    yield from head_and_worker(root, head_gpus=2, worker_gpus=2, worker_cpus=4)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ray_cluster import RayCluster, RayUnavailable, start_cluster, wait_for
+from ray_cluster import RayCluster, head_and_worker, wait_for
 
 from gpupool.backends.ray import open_backend
 from gpupool.backends.ray.backend import HEAD_LOST, STOPPED_WAITING, RayBackend
@@ -42,16 +42,7 @@ PY = sys.executable
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    root = tmp_path_factory.mktemp("ray")
-    try:
-        started = start_cluster(root, gpus=4, cpus=4)
-    except RayUnavailable as exc:
-        pytest.skip(f"a local Ray head cannot start here: {exc}")
-    try:
-        started.add_worker(gpus=2, cpus=2)
-        yield started
-    finally:
-        started.stop()
+    yield from head_and_worker(tmp_path_factory.mktemp("ray"), head_gpus=4, worker_gpus=2)
 
 
 def make_backend(address: str, state_dir: Path, timeout_s: float = 10.0) -> Backend:

@@ -41,10 +41,11 @@ def test_backend_tables_and_a_projects_default() -> None:
 def test_admission_and_quotas_are_the_pools_not_the_backends_settings() -> None:
     config = parse_config(
         '[backends.hpc]\nkind = "slurm"\npartition = "gpu"\n[backends.hpc.quotas]\nvision = 16\n'
-        '[backends.ray1]\nkind = "ray"\nadmission = "engine"\n'
+        '[backends.ray1]\nkind = "ray"\nadmission = "engine"\ncheckpoint_dir = "/shared/ckpt"\n'
     )
     hpc, ray1 = config.backends
     assert hpc.settings == {"partition": "gpu"}  # what the backend checks: not the pool's keys
+    assert ray1.settings == {} and ray1.admission.checkpoint_dir == "/shared/ckpt"
     assert (hpc.admission.mode, dict(hpc.admission.quotas)) == (Admission.POOL, {"vision": 16.0})
     assert (ray1.admission.mode, dict(ray1.admission.quotas)) == (Admission.ENGINE, {})
 
@@ -59,6 +60,7 @@ def test_admission_and_quotas_are_the_pools_not_the_backends_settings() -> None:
         ("[backends.hpc]\n", "backends.hpc.kind: must be one of slurm, ray, kubernetes, got None"),
         ('[backends.local]\nkind = "ray"\n', "backends.local: a backend's name is"),
         ('[backends.Big]\nkind = "ray"\n', "backends.Big: a backend's name is"),
+        ('[backends.any]\nkind = "ray"\n', "backends.any: a backend's name is"),
         (
             '[backends.hpc]\nkind = "ray"\nadmission = "kueue"\n',
             "backends.hpc.admission: must be one of pool, engine, got 'kueue'",
@@ -66,6 +68,11 @@ def test_admission_and_quotas_are_the_pools_not_the_backends_settings() -> None:
         (
             '[backends.hpc]\nkind = "ray"\n[backends.hpc.quotas]\nvision = -1\n',
             "backends.hpc.quotas.vision: must be a number of GPUs >= 0, got -1",
+        ),
+        (
+            '[backends.hpc]\nkind = "ray"\ncheckpoint_dir = "ckpt"\n',
+            "backends.hpc.checkpoint_dir: must be an absolute path both the pool and the "
+            "engine's nodes reach, got 'ckpt'",
         ),
         (
             '[backends.hpc]\nkind = "ray"\nquotas = 4\n',
@@ -77,7 +84,7 @@ def test_admission_and_quotas_are_the_pools_not_the_backends_settings() -> None:
         ),
         (
             '[projects.vision]\nbackend = "hpc"\n',
-            "projects.vision.backend: must be local or a [backends.NAME] table's name "
+            "projects.vision.backend: must be local, any or a [backends.NAME] table's name "
             "(configured: none), got 'hpc'",
         ),
     ],
@@ -209,6 +216,24 @@ SPEC = JobSpec(("train",), Resources(gpus=4))
             SHARES,
             "gpu_memory: backend ray shares a GPU by fraction only: use --gpus 0.5",
         ),
+        # --backend any: the pool's machine, routable to every backend that can run it...
+        (replace(SPEC, backend="any"), None, GANG, replace(SPEC, route_to=("hpc",))),
+        (SPEC, "any", {**GANG, **SHARES}, replace(SPEC, route_to=("hpc", "ray"))),
+        # ...a gang: the first backend that runs gangs, routable to none of the others...
+        (replace(SPEC, backend="any", nodes=2), None, GANG, replace(SPEC, backend="hpc", nodes=2)),
+        # ...a share of one GPU: where GPUs are shared (the box, Ray), not Slurm's whole GPUs.
+        (
+            replace(SPEC, backend="any", resources=Resources(gpus=1, gpu_fraction=0.5)),
+            None,
+            {**GANG, **SHARES},
+            replace(SPEC, resources=Resources(gpus=1, gpu_fraction=0.5), route_to=("ray",)),
+        ),
+        (
+            replace(SPEC, backend="any", nodes=2),
+            None,
+            {"hpc": _Backend(Capabilities())},
+            "backend: no place can run it: nodes: the local pool is one machine",
+        ),
     ],
 )
 def test_where_a_submission_runs(
@@ -265,3 +290,16 @@ def test_a_multi_line_summary_is_one_line_of_the_table() -> None:
     }
     _, rows = backends_table(read_backends({"backends": [row]}))
     assert rows[0][-1] == "sinfo: error: cannot stat file; sinfo: fatal: Unable to process"
+
+
+def test_a_project_with_a_quota_on_a_backend_goes_anywhere_by_default() -> None:
+    from gpupool.spec.pool_config import where_projects_go
+
+    config = parse_config(
+        '[backends.hpc]\nkind = "slurm"\n[backends.hpc.quotas]\nvision = 8\nnlp = 0\n'
+        '[backends.ray1]\nkind = "ray"\nadmission = "engine"\n'
+        '[projects.vision]\nquota = 2\n[projects.speech]\nbackend = "ray1"\n'
+        "[projects.nlp]\nquota = 1\n"
+    )
+    # vision: a quota on hpc, no backend of its own; speech: its own; nlp: no GPUs on hpc.
+    assert where_projects_go(config) == {"vision": "any", "speech": "ray1"}

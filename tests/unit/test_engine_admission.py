@@ -23,7 +23,7 @@ from gpupool.engine.events import (
 from gpupool.engine.gating import Gating
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
-from gpupool.policy import Code, Decision
+from gpupool.policy import Code, Decision, Status
 from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PolicyConfig, Usage
 from gpupool.policy.status import Rule
@@ -266,3 +266,63 @@ def test_a_gpu_partly_used_by_another_tenant_is_not_free_for_a_whole_gpu_job() -
     react(state, JobsStored((_job(1, gpus=1),)))
     assert _handovers(_pass(state)) == {}
     assert state.decision.pending[1].code is Code.RESOURCES
+
+
+def _anywhere(job_id: int) -> Job:
+    """A `--backend any` job as the store keeps it: on the pool's machine, routable to hpc."""
+    spec = JobSpec(("train",), Resources(gpus=1), project="a", route_to=("hpc",))
+    return Job(job_id, spec, "alice", JobState.PENDING, NOW - 50, version=1)
+
+
+def test_a_job_of_backend_any_goes_where_it_starts_first() -> None:
+    from gpupool.engine.events import Route
+
+    state = _state()
+    react(state, CapacityRead("hpc", TWO_NODES))
+    react(state, JobsStored((_anywhere(7),)))
+    here = Status(Code.PRIORITY, Rule.BEHIND_HEAD, jobs=(1,))  # the box's pass: it waits
+    snapshot = state.snapshot(0, Usage())
+    out = react(state, PassDecided(Decision(pending={7: here}), snapshot, NOW, Gating()))
+    routes = [i for i in out if isinstance(i, Route)]
+    assert [(r.job_id, r.backend) for r in routes] == [(7, "hpc")]
+    assert "it starts there first" in routes[0].cause and "waiting behind job 1" in routes[0].cause
+    kinds = [type(i).__name__ for i in out if isinstance(i, Route | HandOver)]
+    assert kinds == ["Route", "HandOver"]  # its spec names hpc before it is launched there
+    assert _handovers(out) == {7: ("c1",)}
+
+
+def test_a_job_of_backend_any_the_box_starts_is_not_routed() -> None:
+    from gpupool.engine.events import Route
+    from gpupool.policy.snapshot import Start
+
+    state = _state()
+    react(state, CapacityRead("hpc", TWO_NODES))
+    react(state, JobsStored((_anywhere(7),)))
+    decision = Decision(starts=(Start(7, "box", (0,)),))
+    out = react(state, PassDecided(decision, state.snapshot(0, Usage()), NOW, Gating()))
+    assert not any(isinstance(i, Route | HandOver) for i in out)
+
+
+def test_a_job_of_backend_any_no_backend_starts_keeps_the_boxs_reason() -> None:
+    state = _state(quotas={"b": 4})
+    full = Capacity((EngineNode("c1", 2, gpus_used=2),))
+    react(state, CapacityRead("hpc", full))
+    react(state, JobsStored((_anywhere(7),)))
+    here = Status(Code.PRIORITY, Rule.BEHIND_HEAD, jobs=(1,))
+    out = react(
+        state, PassDecided(Decision(pending={7: here}), state.snapshot(0, Usage()), NOW, Gating())
+    )
+    assert _handovers(out) == {}
+    assert state.decision.pending[7] == here
+
+
+def test_a_backends_checkpoint_dir_is_each_jobs_checkpoint_dir_there() -> None:
+    from gpupool.engine.backend_io import launch_request
+
+    job = replace(_job(42), spec=replace(_job(42).spec, base_env=(("HOME", "/home/alice"),)))
+    request = launch_request(job, 3600.0, ("c1",), "/shared/ckpt/")
+    assert request.env["GPUPOOL_CHECKPOINT_DIR"] == "/shared/ckpt/42"
+    assert request.backend is not None
+    assert request.backend.job_env["GPUPOOL_CHECKPOINT_DIR"] == "/shared/ckpt/42"
+    plain = launch_request(job, 3600.0)
+    assert "GPUPOOL_CHECKPOINT_DIR" not in plain.env  # no checkpoint_dir: none given

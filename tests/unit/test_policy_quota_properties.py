@@ -181,7 +181,8 @@ def test_no_preemption_takes_another_projects_job_within_its_quota(snap: Snapsho
     """Issue 33: a job of a higher class, a short job where it pays, and defragmentation stop
     jobs of the waiting job's own project, or of borrowers: every project whose jobs a job of
     another project stops (reclaim's victims counted too: they are stopped in the same pass)
-    stays above its quota until its last victim, counting what it starts in this pass."""
+    stays above its quota until its last victim, counting what it starts in this pass and
+    the jobs this pass preempts for."""
     d = decide(snap, NOW)
     jobs = {j.id: j for j in snap.pending}
     running = {r.id: r for r in snap.running}
@@ -195,6 +196,12 @@ def test_no_preemption_takes_another_projects_job_within_its_quota(snap: Snapsho
     use = in_use(snap)
     for s in d.starts:
         use[jobs[s.job_id].project] += len(s.gpus)
+    # A job the pass preempts for starts on what its victims free: its GPUs count for its
+    # project too, as the pass books them (a project may lose a job to another's higher
+    # class while its own higher-class job takes as much elsewhere: its share is kept).
+    for claim_id in {p.for_job_id for p in d.preemptions}:
+        claim = jobs[claim_id]
+        use[claim.project] += claim.resources.gpus
     assert victims_leave_lenders_borrowing_until_the_last(snap, foreign, use), d.preemptions
 
 

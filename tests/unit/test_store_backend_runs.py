@@ -70,3 +70,19 @@ def test_a_backend_jobs_pending_cancel_is_asked_not_done(store: Store) -> None:
     local = store.submit(spec(), "alice", 1.0)
     done = store.cancel_pending(local.id, 2.0, "cancelled by alice")
     assert done is not None and done.state is JobState.CANCELLED
+
+
+def test_a_job_of_backend_any_is_routed_once_and_says_why(store: Store) -> None:
+    job_id = store.submit(replace(spec(gpus=1), route_to=("hpc", "ray")), "alice", 1.0).id
+    kept = store.get(job_id)
+    assert (kept.spec.backend, kept.spec.route_to) == (None, ("hpc", "ray"))  # stored, read back
+    assert store.route_to_backend(job_id, "lsf", 2.0, "routed") is None  # not one of its routes
+    routed = store.route_to_backend(job_id, "ray", 2.0, "routed to backend ray: it starts there")
+    assert routed is not None
+    assert (routed.spec.backend, routed.spec.route_to, routed.state) == (
+        "ray",
+        (),
+        JobState.PENDING,
+    )
+    assert routed.events[-1].cause == "routed to backend ray: it starts there"
+    assert store.route_to_backend(job_id, "hpc", 3.0, "again") is None  # routed once

@@ -243,6 +243,7 @@ specs = st.builds(
     container_engine=st.none() | st.sampled_from(list(ContainerEngine)),
     separate_stderr=st.booleans(),
     backend=st.none() | st.sampled_from(["slurm", "ray", "k8s"]),
+    route_to=st.lists(st.sampled_from(["slurm", "ray", "k8s"]), unique=True).map(tuple),
     nodes=st.integers(1, 64),
     warning_signal=st.none()
     | st.builds(WarningSignal, st.integers(0, 64), st.floats(min_value=0.001, max_value=1e7)),
@@ -277,7 +278,7 @@ def test_codec_covers_every_field() -> None:
     # set; `array` never.
     only_when_set = {"retries", "retry_on_exit", "after", "array_task", "array", "hold"}
     only_when_set |= {"image", "container_engine", "separate_stderr", "backend", "nodes"}
-    only_when_set |= {"warning_signal"}
+    only_when_set |= {"warning_signal", "route_to"}
     assert set(encoded) - {"format"} == {f.name for f in fields(JobSpec)} - only_when_set
     assert set(encoded["resources"]) == {f.name for f in fields(Resources)}
 

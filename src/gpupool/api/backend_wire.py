@@ -4,7 +4,7 @@ read (core/wire_shapes.py's BackendCapacityWire). /metrics reads the same rows
 (`backend_node_rows`), so the two never count a node differently.
 
 A node is named as the pool names it everywhere a user sees it, `BACKEND/node`
-(engine/admission.py's `node_name`). A node the pool's jobs are admitted to but that the
+(core/backends.py's `node_name`). A node the pool's jobs are admitted to but that the
 engine's last report does not list (the report failed, or the node left) is still shown,
 with state "unknown" and no GPUs: the pool's jobs there are not hidden by a failed read.
 """

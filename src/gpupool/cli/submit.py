@@ -175,9 +175,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
         metavar="NAME",
-        help="hand it to this backend of the pool (Slurm, Ray, Kubernetes: `gpupool "
-        "backends` lists them), or `local` for the pool's own machine (default: its "
-        "project's backend, else local; docs/backends.md)",
+        help="run it on this backend of the pool (Slurm, Ray, Kubernetes: `gpupool "
+        "backends` lists them), `local` for the pool's own machine, or `any`: wherever "
+        "the pool would start it first (default: its project's backend, else local; "
+        "docs/backends.md)",
     )
     p.add_argument(
         "--nodes",

@@ -35,6 +35,9 @@ from typing import Protocol
 from gpupool.core.execution import Executor, Handle
 
 LOCAL_BACKEND = "local"  # the pool's own executor on this machine; not a backend table's name
+# `--backend any`: wherever the pool would start the job first, the pool's machine or a
+# backend that admits by the pool's policy (JobSpec.route_to); not a backend table's name
+ANY_BACKEND = "any"
 BACKEND_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a [backends.NAME] table's name
 
 
@@ -144,6 +147,11 @@ class BackendAdmission:
 
     mode: Admission = Admission.POOL
     quotas: Mapping[str, float] = field(default_factory=dict)
+    # Where its jobs keep checkpoints (`checkpoint_dir`): storage both the pool and the
+    # engine's nodes reach; a job's GPUPOOL_CHECKPOINT_DIR is `<it>/<job id>`, the same for
+    # every attempt, made by the job (the pool may not reach it as the job's user). None:
+    # its jobs get no GPUPOOL_CHECKPOINT_DIR.
+    checkpoint_dir: str | None = None
 
 
 def node_name(backend: str, engine_node: str) -> str:

@@ -175,6 +175,10 @@ class JobSpec:
     # submission's None means its project's default backend, if it has one: the daemon
     # settles it at submit, so a stored job's None is always the local pool.
     backend: str | None = None
+    # Where else it may go (`--backend any`; docs/backends.md "Where a job goes"): backends
+    # the pool may route it to when it would start there first, while it waits; it runs
+    # where `backend` says until then. Empty: it stays where `backend` says.
+    route_to: tuple[str, ...] = ()
     # Nodes it spans (`--nodes`, a backend's job only: the local pool is one machine); its
     # `resources` are per node.
     nodes: int = 1

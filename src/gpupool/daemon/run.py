@@ -421,7 +421,7 @@ def _serve(
     from gpupool.engine.log_lines import jobs_left_running
     from gpupool.service import PoolService
     from gpupool.service.group_commit import GroupCommit
-    from gpupool.spec.pool_config import quota_warnings
+    from gpupool.spec.pool_config import quota_warnings, where_projects_go
     from gpupool.store.submissions import NewJob
 
     state = config.state_dir
@@ -475,7 +475,7 @@ def _serve(
         engine,
         config.inventory,
         backends=backends,
-        project_backends=dict(projects_config.project_backends) if projects_config else None,
+        project_backends=where_projects_go(projects_config) if projects_config else None,
         submissions=submissions,
         per_gpu_defaults=config.per_gpu_defaults,
     )

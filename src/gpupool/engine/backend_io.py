@@ -26,18 +26,29 @@ from gpupool.core.job import Job, JobState
 from gpupool.core.warning_signal import run_warning
 from gpupool.engine.environment import backend_full_environment, backend_job_environment
 from gpupool.engine.state import Tracked, handle_of
+from gpupool.executor.checkpoints import CHECKPOINT_ENV
 
 log = logging.getLogger("gpupool.engine")
 
 
-def launch_request(job: Job, time_limit_s: float, pinned: tuple[str, ...] = ()) -> LaunchRequest:
+def launch_request(
+    job: Job,
+    time_limit_s: float,
+    pinned: tuple[str, ...] = (),
+    checkpoints: str | None = None,
+) -> LaunchRequest:
     """What a backend is given for `job`'s current run: its resources per node and node
     count (`BackendRequest`), the engine nodes the pool admitted it to (`pinned`), its
     whole request as for a local run, and for a distributed job the whole gang
-    (`RankLayout(nproc_per_node=gpus, nnodes=nodes)`)."""
+    (`RankLayout(nproc_per_node=gpus, nnodes=nodes)`). `checkpoints`: the backend's
+    `checkpoint_dir`, under which the job's GPUPOOL_CHECKPOINT_DIR is (core.backends)."""
     spec = job.spec
     assert spec.backend is not None
     res = spec.resources
+    job_env = backend_job_environment(job)
+    env = backend_full_environment(job)
+    if checkpoints is not None:
+        job_env[CHECKPOINT_ENV] = env[CHECKPOINT_ENV] = f"{checkpoints.rstrip('/')}/{job.id}"
     request = BackendRequest(
         name=spec.name,
         project=spec.project,
@@ -48,7 +59,7 @@ def launch_request(job: Job, time_limit_s: float, pinned: tuple[str, ...] = ()) 
         gpu_type=res.gpu_type,
         priority=spec.priority,
         preemptible=spec.is_preemptible,
-        job_env=backend_job_environment(job),
+        job_env=job_env,
         pinned=pinned,
         gpu_fraction=res.gpu_fraction,
     )
@@ -61,7 +72,7 @@ def launch_request(job: Job, time_limit_s: float, pinned: tuple[str, ...] = ()) 
     return LaunchRequest(
         handle=handle_of(job),
         command=spec.command,
-        env=backend_full_environment(job),
+        env=env,
         workdir=spec.workdir,
         time_limit_s=time_limit_s,
         grace_s=spec.grace_s,

@@ -40,6 +40,7 @@ from gpupool.engine.events import (
     Log,
     LogLine,
     Note,
+    Route,
     SetReasons,
     Signal,
     StartInBackend,
@@ -47,6 +48,7 @@ from gpupool.engine.events import (
 from gpupool.engine.gating import Gating
 from gpupool.engine.state import EngineState, Tracked, handle_of
 from gpupool.policy import Code, Decision, Snapshot, Status
+from gpupool.policy.render import status_text
 from gpupool.policy.status import Rule
 
 _WARN = logging.WARNING
@@ -89,12 +91,23 @@ def after_pass(
         else:
             out += hand_over(state, tracked, now)
             statuses[job.id] = queued_status(backend)
+    routes = _routes(state, decision, gating, now)
     passes: list[Decision] = []
-    for backend, waiting in to_admit.items():
+    routed: set[int] = set()
+    for backend in sorted(to_admit.keys() | routes.keys()):
+        candidates = [t for t in routes.get(backend, ()) if t.job.id not in routed]
+        waiting = to_admit.get(backend, []) + candidates
+        if not waiting:
+            continue
         admitted = admit(state, backend, state.admission[backend], waiting, decided, now)
-        passes.append(admitted.decision)
+        mine = {t.job.id for t in candidates}
+        taken = {t.job.id for t, _ in admitted.handovers}
+        passes.append(_without(admitted.decision, mine - taken))
         for tracked, pinned in admitted.handovers:
-            out += hand_over(state, tracked, now, pinned)
+            if tracked.job.id in mine:  # `--backend any`: it starts here first
+                routed.add(tracked.job.id)
+                out.append(_route(tracked, backend, decision.pending.get(tracked.job.id), now))
+            out += hand_over(state, tracked, now, pinned, backend)
             statuses[tracked.job.id] = queued_status(backend)
     if state.backends:
         state.backend_view = backend_nodes(state)
@@ -129,11 +142,16 @@ def _merged(decision: Decision, passes: list[Decision], statuses: dict[int, Stat
 
 
 def hand_over(
-    state: EngineState, tracked: Tracked, now: float, pinned: tuple[str, ...] = ()
+    state: EngineState,
+    tracked: Tracked,
+    now: float,
+    pinned: tuple[str, ...] = (),
+    backend: str | None = None,
 ) -> list[Instruction]:
-    """Launch `tracked` in its backend; `pinned`: the engine nodes the pool admitted it to."""
+    """Launch `tracked` in its backend (`backend`: the one a `--backend any` job is routed
+    to, before its spec says so); `pinned`: the engine nodes the pool admitted it to."""
     job = tracked.job
-    backend = job.spec.backend
+    backend = backend or job.spec.backend
     assert backend is not None
     tracked.handed_over = True
     if tracked.admitted:
@@ -284,3 +302,46 @@ def where_it_runs(tracked: Tracked) -> tuple[str, tuple[int, ...]]:
         names = "+".join(n for n, _ in tracked.admitted)
         return f"{backend}/{names}", tuple(g for _, gpus in tracked.admitted for g in gpus)
     return backend, tuple(range(job.spec.resources.gpus * job.spec.nodes))
+
+
+def _routes(
+    state: EngineState, decision: Decision, gating: Gating, now: float
+) -> dict[str, list[Tracked]]:
+    """The pool's own waiting jobs of `--backend any` its pass did not start, as candidates
+    of each admitting backend they may go to (docs/backends.md "Where a job goes")."""
+    started = {s.job_id for s in decision.starts}
+    out: dict[str, list[Tracked]] = {}
+    for tracked in state.routable():
+        job = tracked.job
+        if job.id in started or job.id in gating.left_out or job.cancel_requested:
+            continue
+        if job.spec.begin_time is not None and job.spec.begin_time > now:
+            continue
+        for backend in job.spec.route_to:
+            admission = state.admission.get(backend)
+            if admission is not None and admission.mode is Admission.POOL:
+                out.setdefault(backend, []).append(tracked)
+    return out
+
+
+def _without(decision: Decision, job_ids: set[int]) -> Decision:
+    """A backend's pass less what it said of candidates it did not admit: they wait on the
+    pool's machine with its status, and no job is preempted for them there (a job goes
+    where it starts first, not where it could be made to start)."""
+    if not job_ids:
+        return decision
+    return replace(
+        decision,
+        pending={k: v for k, v in decision.pending.items() if k not in job_ids},
+        estimated_start={k: v for k, v in decision.estimated_start.items() if k not in job_ids},
+        priorities={k: v for k, v in decision.priorities.items() if k not in job_ids},
+        preemptions=tuple(p for p in decision.preemptions if p.for_job_id not in job_ids),
+        reservations=tuple(r for r in decision.reservations if r.job_id not in job_ids),
+    )
+
+
+def _route(tracked: Tracked, backend: str, here: Status | None, now: float) -> Route:
+    job = tracked.job
+    why = "" if here is None else f" (on the pool's machine: {status_text(here)})"
+    cause = f"routed to backend {backend}: it starts there first{why}"
+    return Route(job.id, backend, now, cause, LogLine(f"job {job.id} {cause}"))

@@ -230,6 +230,18 @@ class HandOver:
 
 
 @dataclass(frozen=True)
+class Route:
+    """A `--backend any` job goes to `backend`, which admits it (Store.route_to_backend);
+    `cause` is its history's line. The HandOver that follows launches it there."""
+
+    job_id: int
+    backend: str
+    now: float
+    cause: str
+    log_line: LogLine | None = None
+
+
+@dataclass(frozen=True)
 class StartInBackend:
     """A backend's PENDING job its backend reports started: RUNNING since `start_time`, on
     no GPU of the pool's own nodes (Store.start_in_backend)."""
@@ -332,6 +344,7 @@ Instruction = (
     | SetReasons
     | Log
     | HandOver
+    | Route
     | StartInBackend
     | KeepRef
 )

@@ -56,6 +56,7 @@ from gpupool.engine.events import (
     RequeueRefused,
     Resync,
     Resynced,
+    Route,
     RunPass,
     SetReasons,
     SettleLost,
@@ -510,9 +511,13 @@ class Engine:
                 job = store.get(job_id)  # with its environment
                 if job.state is not JobState.PENDING or job.cancel_requested:
                     return [], False
-                request = backend_io.launch_request(job, time_limit_s, pinned)
+                checkpoints = self.state.admission[name].checkpoint_dir
+                request = backend_io.launch_request(job, time_limit_s, pinned, checkpoints)
                 self.backends[name].launch(request)
                 return [], True
+            case Route(job_id, name, now, cause):
+                routed = store.route_to_backend(job_id, name, now, cause)
+                return ([JobsStored((routed,))] if routed else []), routed is not None
             case StartInBackend(job_id, name, start_time, ref, _, node, gpus):
                 begun = store.start_in_backend(job_id, start_time, name, ref, node, gpus)
                 return ([JobsStored((begun,))] if begun else []), begun is not None
@@ -560,7 +565,16 @@ class Engine:
 
 def _log_line_of(ins: Instruction) -> LogLine | None:
     match ins:
-        case Launch() | Finish() | Requeue() | Signal() | Note() | HandOver() | StartInBackend():
+        case (
+            Launch()
+            | Finish()
+            | Requeue()
+            | Signal()
+            | Note()
+            | HandOver()
+            | StartInBackend()
+            | Route()
+        ):
             return ins.log_line
         case Log(log_line):
             return log_line

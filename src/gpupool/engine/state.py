@@ -176,6 +176,7 @@ class EngineState:
         self._reason_bumps: dict[int, int] = {}  # job -> versions `set_reason` counted
         self._running_ids: set[int] = set()  # of `jobs`, those RUNNING (local ones)
         self._backend_ids: set[int] = set()  # of `jobs`, backends' jobs (never a pass's)
+        self._routable_ids: set[int] = set()  # of `jobs`, the pool's that may go elsewhere
         self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
         self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
         self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
@@ -243,6 +244,7 @@ class EngineState:
         self._reason_bumps = {}
         self._running_ids = set()
         self._backend_ids = set()
+        self._routable_ids = set()
         self._controlled = set()
         self._array_tasks = {}
         for job in jobs:
@@ -286,6 +288,7 @@ class EngineState:
         del self.public[job_id]
         self._running_ids.discard(job_id)
         self._backend_ids.discard(job_id)
+        self._routable_ids.discard(job_id)
         self._controlled.discard(job_id)
         self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
@@ -298,6 +301,15 @@ class EngineState:
             self._running_ids.add(job.id)
         else:
             self._running_ids.discard(job.id)
+        if job.spec.route_to and job.spec.backend is None and job.state is JobState.PENDING:
+            self._routable_ids.add(job.id)
+        else:
+            self._routable_ids.discard(job.id)
+
+    def routable(self) -> Iterator[Tracked]:
+        """The pool's own waiting jobs that may be routed to a backend (`--backend any`),
+        in id order."""
+        return (self.jobs[i] for i in sorted(self._routable_ids))
 
     def _track_controlled(self, job: Job) -> None:
         if job.state is JobState.PENDING and controls(job):

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpupool.core.backends import LOCAL_BACKEND, Backend
+from gpupool.core.backends import ANY_BACKEND, LOCAL_BACKEND, Backend
 from gpupool.core.execution import Capabilities
 from gpupool.core.job import JobSpec, Resources
 
@@ -33,6 +33,8 @@ def settle_backend(
     the local pool (stored as None); a Refusal when it cannot run there."""
     chosen = spec.backend if spec.backend is not None else project_default
     configured = ", ".join(sorted(backends)) or "none"
+    if chosen == ANY_BACKEND:
+        return _anywhere(spec, backends)
     if chosen is None or chosen == LOCAL_BACKEND:
         if spec.nodes > 1:
             return Refusal(
@@ -84,3 +86,24 @@ def _share_refusal(chosen: str, caps: Capabilities, res: Resources) -> Refusal |
             "(a fraction of one GPU) instead of --gpu-memory",
         )
     return None
+
+
+def _anywhere(spec: JobSpec, backends: Mapping[str, Backend]) -> JobSpec | Refusal:
+    """`--backend any` (docs/backends.md "Where a job goes"): the job waits on the pool's
+    machine and may be routed to any backend that can run it (`route_to`, by name), when
+    that backend's admission would start it first; a job the pool's machine cannot run (a
+    gang) goes to the first backend that can, the others its routes. Refused, with each
+    place's reason, when none can run it."""
+    places: list[str] = []
+    reasons: list[str] = []
+    for name in (LOCAL_BACKEND, *sorted(backends)):
+        settled = settle_backend(dataclasses.replace(spec, backend=name), None, backends)
+        if isinstance(settled, Refusal):
+            reasons.append(settled.message)
+        else:
+            places.append(name)
+    if not places:
+        return Refusal("backend_cannot", "backend: no place can run it: " + "; ".join(reasons))
+    first, *rest = places
+    backend = None if first == LOCAL_BACKEND else first
+    return dataclasses.replace(spec, backend=backend, route_to=tuple(rest))

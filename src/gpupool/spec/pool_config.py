@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpupool.core.backends import (
+    ANY_BACKEND,
     BACKEND_NAME_RE,
     LOCAL_BACKEND,
     Admission,
@@ -108,6 +109,20 @@ class Config:
     @property
     def empty(self) -> bool:
         return not (self.departments or self.projects or self.user_defaults)
+
+
+def where_projects_go(config: Config) -> dict[str, str]:
+    """Each project's default place (`projects.NAME.backend`), and for a project that names
+    none but has a quota on a backend that admits by the pool's policy, `any`: its jobs
+    start wherever the pool would start them first (docs/backends.md "Where a job goes")."""
+    out = dict(config.project_backends)
+    for table in config.backends:
+        if table.admission.mode is not Admission.POOL:
+            continue
+        for project, gpus in table.admission.quotas.items():
+            if gpus > 0:
+                out.setdefault(project, ANY_BACKEND)
+    return out
 
 
 def key_path(*parts: str) -> str:
@@ -301,12 +316,14 @@ def _parse(text: str, source: str) -> _Parsed:
             project_admins.append((name, _user_list(body, (*path, "admins"), problems)))
         if "backend" in body:
             chosen = body["backend"]
-            if chosen == LOCAL_BACKEND or (isinstance(chosen, str) and chosen in known_backends):
+            if chosen in (LOCAL_BACKEND, ANY_BACKEND) or (
+                isinstance(chosen, str) and chosen in known_backends
+            ):
                 project_backends.append((name, chosen))
             else:
                 named = ", ".join(sorted(known_backends)) or "none"
                 problems.append(
-                    f"{key_path(*path, 'backend')}: must be {LOCAL_BACKEND} or a "
+                    f"{key_path(*path, 'backend')}: must be {LOCAL_BACKEND}, {ANY_BACKEND} or a "
                     f"[backends.NAME] table's name (configured: {named}), got {_got(chosen)}"
                 )
         try:
@@ -377,10 +394,10 @@ def _backend_tables(tables: dict[str, dict[str, Any]], problems: list[str]) -> l
     for name, body in tables.items():
         path = ("backends", name)
         good = True
-        if name == LOCAL_BACKEND or not BACKEND_NAME_RE.fullmatch(name):
+        if name in (LOCAL_BACKEND, ANY_BACKEND) or not BACKEND_NAME_RE.fullmatch(name):
             problems.append(
                 f"{key_path(*path)}: a backend's name is a lower-case letter, then letters, "
-                f"digits, _ or -, at most 32 characters, and not {LOCAL_BACKEND}"
+                f"digits, _ or -, at most 32 characters, and not {LOCAL_BACKEND} or {ANY_BACKEND}"
             )
             good = False
         kind = body.get("kind")
@@ -394,14 +411,16 @@ def _backend_tables(tables: dict[str, dict[str, Any]], problems: list[str]) -> l
     return out
 
 
-_POOL_KEYS = ("kind", "admission", "quotas")  # a backend table's keys the pool reads itself
+# A backend table's keys the pool reads itself (the others are the backend's settings).
+_POOL_KEYS = ("kind", "admission", "quotas", "checkpoint_dir")
 
 
 def _admission(
     body: dict[str, Any], path: tuple[str, ...], problems: list[str]
 ) -> BackendAdmission:
-    """A backend table's `admission` ("pool", the default, or "engine") and `quotas` (a
-    table of project name -> guaranteed GPUs on that backend, a number >= 0)."""
+    """A backend table's `admission` ("pool", the default, or "engine"), `quotas` (a table
+    of project name -> guaranteed GPUs on that backend, a number >= 0) and `checkpoint_dir`
+    (an absolute path: core.backends.BackendAdmission)."""
     mode_text = body.get("admission", Admission.POOL.value)
     modes = ", ".join(m.value for m in Admission)
     mode = Admission.POOL
@@ -427,12 +446,21 @@ def _admission(
             )
             continue
         quotas[project] = float(gpus)
+    checkpoints = body.get("checkpoint_dir")
+    if checkpoints is not None and not (
+        isinstance(checkpoints, str) and checkpoints.startswith("/")
+    ):
+        problems.append(
+            f"{key_path(*path, 'checkpoint_dir')}: must be an absolute path both the pool "
+            f"and the engine's nodes reach, got {_got(checkpoints)}"
+        )
+        checkpoints = None
     if quotas and mode is Admission.ENGINE:
         problems.append(
             f'{key_path(*path, "quotas")}: quotas need admission = "pool" (the engine '
             'decides alone with admission = "engine")'
         )
-    return BackendAdmission(mode, quotas)
+    return BackendAdmission(mode, quotas, checkpoints)
 
 
 def _user_list(body: dict[str, Any], path: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:

@@ -83,6 +83,27 @@ class BackendMethods:
 
         return self._write_retrying(op)
 
+    def route_to_backend(self, job_id: int, backend: str, now: float, cause: str) -> Job | None:
+        """A PENDING job of `--backend any` goes to `backend` (one of its `route_to`): its
+        spec names that backend from now on and routes nowhere else, and its history says
+        why (`cause`). None (nothing written) when it is no longer PENDING, or `backend` is
+        not one of its routes (a stale instruction)."""
+
+        def op(s: Session) -> Job | None:
+            row = s.get(JobRow, job_id)
+            if row is None or row.state is not JobState.PENDING:
+                return None
+            spec = dict(row.spec)
+            if backend not in (spec.get("route_to") or ()):
+                return None
+            spec["backend"] = backend
+            spec.pop("route_to", None)
+            row.spec = spec
+            models.note(s, row, now, cause)
+            return models.load_jobs(s, JobRow.id == job_id)[0]
+
+        return self._write_retrying(op)
+
     def set_backend_ref(self, job_id: int, ref: str) -> Job | None:
         """Keep the backend's name for the job's current run; None when the job is gone
         or has ended."""

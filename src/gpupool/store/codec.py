@@ -72,6 +72,8 @@ def encode_spec(spec: JobSpec) -> dict[str, object]:
         stored["separate_stderr"] = True
     if spec.backend is not None:
         stored["backend"] = spec.backend
+    if spec.route_to:
+        stored["route_to"] = list(spec.route_to)
     if spec.nodes != 1:
         stored["nodes"] = spec.nodes
     if spec.warning_signal is not None:  # --signal (its number: this machine's, as its runs')
@@ -131,6 +133,8 @@ def decode_spec(data: Mapping[str, Any]) -> JobSpec:
         kwargs["separate_stderr"] = True
     if data.get("backend") is not None:
         kwargs["backend"] = str(data["backend"])
+    if data.get("route_to"):
+        kwargs["route_to"] = tuple(str(b) for b in data["route_to"])
     if data.get("nodes") is not None:
         kwargs["nodes"] = int(data["nodes"])
     if data.get("warning_signal") is not None:
