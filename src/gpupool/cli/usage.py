@@ -42,7 +42,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p = sub.add_parser(
         "usage",
         parents=[parents.common, parents.listing],
-        help="GPU-hours allocated vs used, by user, project or GPU type",
+        help="GPU-hours allocated vs used, by user, project, GPU type or backend",
         description="Accounting over a window: GPU-hours allocated (held by jobs), used "
         "(utilization-weighted, from the GPU samples), CPU-hours (from the jobs' cgroups, "
         "charged when a run ends; '-' where none was counted), efficiency (used over the "

@@ -45,7 +45,7 @@ VERB_HELP: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("topo", (), "GPU connection matrix (NVLink, PCIe), CPU and NUMA affinity"),
     ("backends", (), "the pool's backends (Slurm, Ray, Kubernetes) and their health"),
     ("top", (), "live view of the GPUs and the queue (like nvitop)"),
-    ("usage", (), "GPU-hours allocated vs used, by user, project or GPU type"),
+    ("usage", (), "GPU-hours allocated vs used, by user, project, GPU type or backend"),
     ("project", (), "projects (teams): quotas, limits, members, your default project"),
     ("token", (), "API tokens for talking to the pool over TCP"),
     ("audit", (), "the audit log: admin actions and cancels by others (pool admins)"),
