@@ -86,3 +86,14 @@ def test_a_job_of_backend_any_is_routed_once_and_says_why(store: Store) -> None:
     )
     assert routed.events[-1].cause == "routed to backend ray: it starts there"
     assert store.route_to_backend(job_id, "hpc", 3.0, "again") is None  # routed once
+
+
+def test_a_run_never_ends_before_the_pool_saw_it_start(store: Store) -> None:
+    """An engine's end time is its own clock's, in whole seconds (Slurm's): a short run the
+    pool first saw running at 10.5 may end "at 10". Its end is kept no earlier than its
+    start, so its GPU-hours are not negative or lost (accounting, fair share)."""
+    job_id = _backend_job(store, nodes=1)
+    store.start_in_backend(job_id, 10.5, "slurm", "slurm://c/42", node="slurm/n1", gpus=(0, 1))
+    ended = store.finish(job_id, JobState.SUCCEEDED, 0, 11.0, "exited 0", end_time=10.0)
+    assert ended.start_time == 10.5 and ended.end_time == 10.5
+    assert ended.events[-1].time == 10.5

@@ -346,8 +346,11 @@ class Store(
             if to is JobState.CANCELLED and row.cancel_cause:
                 # The request left no event of its own; keep who asked in the history.
                 full_cause = f"{cause}; {row.cancel_cause}"
-            models.transition(s, row, to, ended, full_cause)
-            row.end_time, row.exit_code, row.reason = ended, exit_code, reason
+            # Never before it started: an engine's end time (Slurm's whole seconds) may
+            # read earlier than the pool's first sight of a short run.
+            end = ended if row.start_time is None else max(ended, row.start_time)
+            models.transition(s, row, to, end, full_cause)
+            row.end_time, row.exit_code, row.reason = end, exit_code, reason
             if row.start_time is not None:  # it ran: what its run used, or that none counted it
                 models.record_run_usage(row, usage)
             return models.load_jobs(s, JobRow.id == job_id)[0]
