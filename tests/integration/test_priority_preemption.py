@@ -13,11 +13,12 @@ from integration.test_reclaim import JOB, _logged
 
 GRACE_S = 2
 STUBBORN = """
-import os, signal, sys, time
+import os, signal, sys
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 with open(sys.argv[1], "a") as f:
     f.write("START " + os.environ["GPUPOOL_JOB_ID"] + " 0\\n")
-time.sleep(3600)
+while True:  # until SIGKILL: SIGTERM is ignored
+    signal.pause()
 """
 
 

@@ -114,6 +114,11 @@ class EngineNode:
     detail: str = ""  # the engine's words for a state other than UP (a drain's reason)
     pin: str = ""
 
+    @property
+    def pinned_as(self) -> str:
+        """What a launch names to run on this node: its `pin`, else the engine's name."""
+        return self.pin or self.name
+
 
 @dataclass(frozen=True)
 class Capacity:

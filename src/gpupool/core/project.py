@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeGuard
 
 from gpupool.core.units import parse_duration
 
@@ -60,7 +60,7 @@ def _got(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -239,7 +239,7 @@ def project_problems(p: Project) -> list[tuple[str, str]]:
     return problems
 
 
-def _check_min_runtime(value: Any) -> str | None:
+def _check_min_runtime(value: object) -> str | None:
     """None (the pool's default) or a finite number of seconds >= 0 (0: no minimum)."""
     if value is None or (_is_number(value) and value >= 0):
         return None

@@ -105,7 +105,7 @@ def admit(
         projects=projects,
     )
     decision = decide(snapshot, now)
-    pins = {n.name: n.pin or n.name for n in engine_nodes}
+    pins = {n.name: n.pinned_as for n in engine_nodes}
     by_id = {t.job.id: t for t in waiting}
     free, shared = _free_before_starts(snapshot), _shared_before_starts(snapshot)
     handovers: list[tuple[Tracked, tuple[str, ...]]] = []

@@ -286,7 +286,7 @@ def _pins(state: EngineState, tracked: Tracked) -> tuple[str, ...]:
     capacity = state.capacity.get(backend or "")
     if not tracked.admitted or capacity is None or len(tracked.admitted) != tracked.job.spec.nodes:
         return ()
-    pins = {n.name: n.pin or n.name for n in capacity.nodes}
+    pins = {n.name: n.pinned_as for n in capacity.nodes}
     if not all(n in pins for n, _ in tracked.admitted):
         return ()
     return tuple(pins[n] for n, _ in tracked.admitted)

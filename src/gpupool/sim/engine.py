@@ -197,6 +197,10 @@ class Replay:
         self.busy = 0.0  # on the pool's own machine
         self.busy_backends = 0.0
         self.with_backends = bool(cluster.backends)
+        # Each job's backend (None: the pool's own machine), read by every backend pass.
+        self.backend_of = (
+            {i: job.trace.backend for i, job in self.jobs.items()} if self.with_backends else {}
+        )
         self.by_project: dict[str, float] = {}
         self.samples: list[Sample] = []
         self.decide_calls = 0
@@ -348,14 +352,13 @@ class Replay:
                 return
 
     def _backend_passes(self, usage: Usage, now: float) -> list[Decision]:
-        where = {i: job.trace.backend for i, job in self.jobs.items()}
         running = sorted(
             (piece for job in self.running.values() if job.trace.backend for piece in job.pieces),
             key=lambda r: r.id,
         )
         made = backend_passes(
-            self.cluster, self.projects, self.config, self.pending.values(), running, where,
-            usage, now,
+            self.cluster, self.projects, self.config, self.pending.values(), running,
+            self.backend_of, usage, now,
         )  # fmt: skip
         self.decide_calls += len(made)
         return made
