@@ -110,6 +110,14 @@ def test_quota_borrowing_and_reclaim_through_slurm(
     for job_id in (a1, a2, borrower):
         ended = pool.wait(job_id, timeout=240)
         assert ended.state.value == "SUCCEEDED", pool.cli("show", str(job_id)).stdout
+    # `usage` counts a's GPU-hours on hpc: a1's 2 GPUs the whole test, and more.
+    first = pool.client.job(a1)
+    assert first.start_time is not None and first.end_time is not None
+    held = (first.end_time - first.start_time) * 2 / 3600
+    usage = json.loads(pool.cli("usage", "--by", "project", "--json", check=True).stdout)
+    of_a = next(g for g in usage["rows"] if g["group"] == "a")
+    assert held > 0 and of_a["allocated_gpu_hours"] > held
+    assert of_a["backend_gpu_hours"] == of_a["allocated_gpu_hours"]  # all of it on hpc
 
 
 def test_a_two_node_gang_is_admitted_as_one_pinned_to_both_nodes(
@@ -192,7 +200,11 @@ def test_backend_any_starts_on_the_box_when_it_can_else_where_it_starts_first(
     usage = json.loads(pool.cli("usage", "--by", "backend", "--json", check=True).stdout)
     groups = {g["group"]: g for g in usage["rows"]}
     assert groups["hpc"]["jobs"] >= 1 and groups["local"]["jobs"] >= 1
-    hpc = groups["hpc"]  # its GPU-hours are all on the backend
+    hpc = groups["hpc"]  # its GPU-hours are all on the backend, as Slurm timed the run
+    ran = pool.client.job(away)  # as long as the pool holds it ran (Slurm's own duration)
+    assert ran.start_time is not None and ran.end_time is not None
+    held = (ran.end_time - ran.start_time) * len(ran.gpus) / 3600
+    assert hpc["allocated_gpu_hours"] >= held - 1e-9  # and the module's other hpc jobs'
     assert hpc["backend_gpu_hours"] == hpc["allocated_gpu_hours"]
 
 

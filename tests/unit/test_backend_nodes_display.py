@@ -111,9 +111,9 @@ def test_gpupool_gpus_prints_the_backend_nodes_and_why_a_backend_is_unknown(
     view = read_gpus(answer(published()))
     rows = [backend_row(n) for b in view.backends for n in b.nodes]
     assert rows == [
-        ("hpc/c1", "up", "3/4", 2, "A100 80GiB", "41 (1 GPU), 42 (1 GPU)"),
-        ("hpc/c2", "drained (maintenance)", "0/8", 0, "-", "-"),
-        ("k8s/n1", "unknown (not in the engine's last report)", "0/0", 2, "-", "50 (2 GPUs)"),
+        ("hpc/c1", "up", "3/4", "2", "A100 80GiB", "41 (1 GPU), 42 (1 GPU)"),
+        ("hpc/c2", "drained (maintenance)", "0/8", "0", "-", "-"),
+        ("k8s/n1", "unknown (not in the engine's last report)", "0/0", "2", "-", "50 (2 GPUs)"),
     ]
     assert backend_notes(view) == [
         "Backend k8s: nodes not known: connection refused",
@@ -125,6 +125,16 @@ def test_gpupool_gpus_prints_the_backend_nodes_and_why_a_backend_is_unknown(
     assert lines[2].startswith("hpc/c1 ") and lines[2].endswith("41 (1 GPU), 42 (1 GPU)")
     assert lines[-1] == "Backend ray: nodes not known: not read yet"
     assert len(BACKEND_COLUMNS) == len(rows[0])
+
+
+def test_halves_of_a_gpu_are_shown_as_halves() -> None:
+    """Ray's `--gpus 0.5`: two halves on one GPU are 1 GPU by the pool, each half 0.5."""
+    halves = BackendNodes(
+        "ray", BackendAdmission(), Capacity((EngineNode("w1", 2, 1),)),
+        {"w1": ((7, 0.5), (8, 0.5), (9, 0.5))},
+    )  # fmt: skip
+    node = read_gpus(answer((halves,))).backends[0].nodes[0]
+    assert backend_row(node)[3:] == ("1.5", "-", "7 (0.5 GPU), 8 (0.5 GPU), 9 (0.5 GPU)")
 
 
 def test_a_node_with_many_of_the_pools_jobs_names_the_first_few() -> None:

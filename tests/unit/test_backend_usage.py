@@ -205,8 +205,8 @@ def test_the_table_shows_unmeasured_used_hours_as_a_dash_and_says_why(
     assert hpc[5] == "-"  # efficiency: nothing sampled
     assert local[1:4] == ["1", "4.00", "0.40"]
     assert total[1:4] == ["2", "12.00", "0.40"]
-    assert backend_note(8.0) in out
-    assert "(8.00 GPU-h on backends)" in out and "pool's own GPUs only" in out
+    assert backend_note(8.0, 8.0) in out
+    assert "not for 8.00 GPU-h on backends." in out and "Slurm's gres/gpuutil" in out
 
     rows = list(
         csv.DictReader(io.StringIO(_usage(serve, capsys, wire, "--by", "backend", "--csv")))
@@ -233,3 +233,41 @@ def test_a_pool_without_backend_hours_has_no_note_and_an_older_daemon_reads_as_m
     out = _usage(serve, capsys, older)
     assert "backends" not in out
     assert next(x.split() for x in out.splitlines() if x.startswith("alice"))[3] == "0.00"
+
+
+def test_a_backend_run_its_engine_measured_counts_as_used(
+    store: Store, serve: list[object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Slurm measured bob's gang 25% busy (gres/gpuutil, backends/slurm/gpu_use.py): its
+    end stores that over its 2 h on 4 GPUs as samples would (2 of 8 GPU-h used, all 8
+    sampled), so `usage` shows it used, and the note counts only what nothing measured."""
+    _fill(store)  # bob's gang ended unmeasured
+    carol = store.submit(
+        JobSpec(("train",), resources=Resources(gpus=2), nodes=2, backend="hpc"), "carol", T0
+    )
+    store.start_in_backend(carol.id, T0 + 0.5 * H, "hpc", "slurm://c/13", "hpc/n1+n2", (0, 1, 0, 1))
+    store.finish(carol.id, JobState.SUCCEEDED, 0, T0 + 2.5 * H, "done", gpu_utilization=0.25)
+    by_user = {r.group: r for r in _report(store, GroupBy.USER).rows}
+    measured, unmeasured = by_user["carol"], by_user["bob"]
+    assert measured.allocated_gpu_h == pytest.approx(8.0)
+    assert (measured.used_gpu_h, measured.sampled_gpu_h) == (pytest.approx(2.0), pytest.approx(8.0))
+    assert measured.efficiency == pytest.approx(0.25) and measured.used_measured
+    assert measured.backend_measured_gpu_h == pytest.approx(8.0)
+    assert not unmeasured.used_measured and unmeasured.backend_measured_gpu_h == 0.0
+    wire = report_to_wire(_report(store, GroupBy.USER))
+    out = _usage(serve, capsys, wire)
+    carol_row = next(line.split() for line in out.splitlines() if line.startswith("carol"))
+    assert carol_row[1:4] == ["1", "8.00", "2.00"]
+    assert "not for 8.00 of 16.00 GPU-h on backends." in out  # bob's, unmeasured
+    assert read_usage_report(wire).total.backend_measured_gpu_hours == pytest.approx(8.0)
+
+
+def test_a_preempted_backend_run_its_engine_measured_counts_too(store: Store) -> None:
+    """A run that ended by preemption: its requeue stores what the engine measured of it."""
+    job = store.submit(JobSpec(("train",), resources=Resources(gpus=1), backend="hpc"), "dan", T0)
+    store.start_in_backend(job.id, T0, "hpc", "slurm://c/14", "hpc/n1", (0,))
+    store.requeue(job.id, T0 + H, "preempted", gpu_utilization=0.5)
+    [dan] = _report(store, GroupBy.USER).rows
+    assert (dan.used_gpu_h, dan.sampled_gpu_h, dan.preempted_gpu_h) == (
+        pytest.approx(0.5), pytest.approx(1.0), pytest.approx(1.0)
+    )  # fmt: skip

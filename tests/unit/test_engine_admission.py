@@ -246,6 +246,11 @@ def test_two_halves_share_one_gpu_of_a_node_whose_engine_gives_no_gpu_memory() -
     react(state, CapacityRead("hpc", Capacity((EngineNode("c1", 1, 1, pin="10.0.0.1"),))))
     assert _handovers(_pass(state)) == {}
     assert state.decision.pending[3].code is Code.RESOURCES
+    # `gpupool gpus` shows each half as half a GPU, the two as the one GPU they hold.
+    from gpupool.engine.admission import backend_nodes
+
+    [hpc] = backend_nodes(state)
+    assert hpc.jobs == {"c1": ((1, 0.5), (2, 0.5))}
 
 
 def test_a_third_half_takes_another_gpu_and_a_whole_gpu_job_waits_for_a_free_one() -> None:

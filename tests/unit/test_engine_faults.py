@@ -73,6 +73,16 @@ def test_the_end_time_is_the_exit_records(recorded: float, expected: float) -> N
     assert end_time_of(record, _job(start=100.0), now=200.0) == expected
 
 
+def test_a_run_on_another_clock_keeps_its_duration() -> None:
+    """A backend's record is on its engine's clock, in whole seconds (Slurm's): a run the
+    engine timed 100..102 that the pool first saw running at 101.6 ended no earlier than
+    101.6 + 2 s. Its GPU-hours are what the engine timed, not zero (found in the real-Slurm
+    test of `--backend any`: a short run counted 0 GPU-hours)."""
+    record = ExitRecord(0, None, "exited", 100.0, 102.0, "exited with code 0")
+    assert end_time_of(record, _job(start=101.6), now=110.0) == pytest.approx(103.6)
+    assert end_time_of(record, _job(start=101.6), now=103.0) == 103.0  # never past now
+
+
 def test_the_story_of_a_lost_job_says_what_was_killed() -> None:
     head = "its supervisor died without recording an exit"
     assert lost_cause(Leftovers(7, killed=(7, 9, 12))) == (

@@ -595,3 +595,18 @@ def state_usage():  # type: ignore[no-untyped-def]
     from gpupool.policy.snapshot import Usage
 
     return Usage()
+
+
+def test_the_gpu_use_an_engine_measured_goes_with_the_end_or_the_requeue() -> None:
+    """A backend's exit record may carry its GPUs' utilization (Slurm's gres/gpuutil): the
+    finish stores it, and a preempted run's requeue, after its release, stores it too."""
+    measured = replace(record(0), gpu_utilization=0.6)
+    state = engine_state(running(1))
+    [finish] = react(state, Polled({1: Observation(RunState.EXITED, measured)}, NOW))
+    assert isinstance(finish, Finish) and finish.gpu_utilization == 0.6
+
+    state = engine_state(running(2))
+    preempted = replace(record(143, ExitReason.PREEMPTED), gpu_utilization=0.3)
+    react(state, Polled({2: Observation(RunState.EXITED, preempted)}, NOW))
+    [requeue] = react(state, Released(2, True, NOW))
+    assert isinstance(requeue, Requeue) and requeue.gpu_utilization == 0.3

@@ -29,7 +29,7 @@ class BackendNodeRow:
     backend: str
     node: EngineNode | None  # None: not in the engine's last report (UNKNOWN_STATE)
     engine_name: str
-    jobs: tuple[tuple[int, int], ...]
+    jobs: tuple[tuple[int, float], ...]
 
     @property
     def name(self) -> str:
@@ -40,7 +40,7 @@ class BackendNodeRow:
         return UNKNOWN_STATE if self.node is None else self.node.state.value
 
     @property
-    def gpus_pool(self) -> int:
+    def gpus_pool(self) -> float:
         return sum(gpus for _, gpus in self.jobs)
 
 

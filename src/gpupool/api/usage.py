@@ -40,8 +40,10 @@ def add_usage_routes(api: APIRouter, service: PoolService, clock: Clock) -> None
     ) -> UsageReportWire | JSONResponse:
         """Per user, project, GPU type or backend (`local`: the pool's own machine) over the
         window: jobs, GPU-hours allocated, used (utilization-weighted, measured on the pool's
-        own GPUs only: `backend_gpu_hours` of the allocated were on backends, unsampled, and
-        `used_gpu_hours_measured` is false where all were), efficiency, mean wait, lost to
+        own GPUs, and on a backend's where its engine measures them: `backend_gpu_hours` of
+        the allocated were on backends, `backend_measured_gpu_hours` of those measured by
+        their engine, and `used_gpu_hours_measured` is false where nothing was), efficiency,
+        mean wait, lost to
         preemption, idle reclaimed, and the CPU-hours the jobs' cgroups counted; for the
         pool, the GPU-hours idle while a job that could use them waited, by cause."""
         span = _span(since)
@@ -92,6 +94,7 @@ def row_to_wire(row: GroupUsage) -> GroupUsageWire:
         "energy_kwh": row.energy_kwh,
         "cpu_hours": row.cpu_h,
         "backend_gpu_hours": row.backend_gpu_h,
+        "backend_measured_gpu_hours": row.backend_measured_gpu_h,
         "used_gpu_hours_measured": row.used_measured,
     }
 

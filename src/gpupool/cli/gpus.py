@@ -81,7 +81,8 @@ def backend_row(node: BackendNodeView) -> tuple[Cell, ...]:
     if len(jobs) > _JOBS_NAMED:
         jobs = [*jobs[:_JOBS_NAMED], f"and {len(jobs) - _JOBS_NAMED} more"]
     used = f"{node.gpus_used}/{node.gpus}"
-    return (node.name, state, used, node.gpus_pool, model, ", ".join(jobs) or "-")
+    by_pool = f"{node.gpus_pool:g}"  # two halves of one GPU on Ray: 1; one half: 0.5
+    return (node.name, state, used, by_pool, model, ", ".join(jobs) or "-")
 
 
 def backend_notes(pool: GpusView) -> list[str]:

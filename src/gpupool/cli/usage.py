@@ -75,8 +75,9 @@ def cmd_usage(client: Client, args: argparse.Namespace) -> int:
     print_table((args.by.upper(), *COLUMNS), rows)
     if report.idle_waiting_gpu_hours is not None:  # None: an older daemon
         print(f"\n{idle_waiting_line(report.idle_waiting_gpu_hours)}")
-    if report.total.backend_gpu_hours > 0:
-        print(f"\n{backend_note(report.total.backend_gpu_hours)}")
+    unmeasured = report.total.backend_gpu_hours - report.total.backend_measured_gpu_hours
+    if unmeasured > 1e-9:
+        print(f"\n{backend_note(report.total.backend_gpu_hours, unmeasured)}")
     if report.simulated:
         print(
             "\nUSED, EFFICIENCY and ENERGY come from simulated samples (a declared inventory, "
@@ -93,12 +94,16 @@ def idle_waiting_line(by_cause: dict[str, float]) -> str:
     return f"GPU-hours idle while jobs waited: {sum(by_cause.values()):.2f} ({parts})"
 
 
-def backend_note(backend_gpu_hours: float) -> str:
+def backend_note(backend_gpu_hours: float, unmeasured: float) -> str:
     """Why USED GPU-H leaves backends' jobs out (or shows '-'): the pool samples its own
-    GPUs only."""
+    GPUs, and a backend's only where its engine measures them (Slurm's gres/gpuutil)."""
+    if unmeasured >= backend_gpu_hours - 1e-9:
+        said = f"{backend_gpu_hours:.2f} GPU-h on backends"
+    else:
+        said = f"{unmeasured:.2f} of {backend_gpu_hours:.2f} GPU-h on backends"
     return (
-        "Used GPU-hours (and efficiency, energy) are measured on the pool's own GPUs only; "
-        f"backend jobs' are not sampled ({backend_gpu_hours:.2f} GPU-h on backends)."
+        "Used GPU-hours (and efficiency, energy) are measured on the pool's own GPUs, and on "
+        f"a backend's where its engine measures them (Slurm's gres/gpuutil); not for {said}."
     )
 
 
@@ -139,6 +144,7 @@ def _print_csv(report: UsageReportView) -> None:
             "energy_kwh",
             "cpu_hours",  # last: added after scripts read these columns by position
             "backend_gpu_hours",  # and after it, in the order they were added
+            "backend_measured_gpu_hours",
         ]
     )
     for r in (*report.rows, report.total):
@@ -156,5 +162,6 @@ def _print_csv(report: UsageReportView) -> None:
                 r.energy_kwh,
                 "" if r.cpu_hours is None else r.cpu_hours,
                 r.backend_gpu_hours,
+                r.backend_measured_gpu_hours,
             ]
         )

@@ -128,8 +128,8 @@ class BackendNodeView:
     detail: str  # the engine's words for a state other than up
     gpus: int
     gpus_used: int  # allocated by anyone, as the engine counts them
-    gpus_pool: int  # the pool's jobs' (`jobs`)
-    jobs: tuple[tuple[int, int], ...]  # (job id, GPUs) of the pool's jobs there
+    gpus_pool: float  # the pool's jobs' (`jobs`)
+    jobs: tuple[tuple[int, float], ...]  # (job id, GPUs: a fraction when shared) there
     gpu_model: str  # "" where the engine does not say
     gpu_memory_bytes: int
     cpus: int

@@ -35,6 +35,8 @@ class GroupUsageView:
     # False: all its allocated GPU-hours were on backends, so used_gpu_hours (0) measures
     # nothing and is shown as unknown; True from an older daemon.
     used_gpu_hours_measured: bool = True
+    # Of backend_gpu_hours, those whose engine measured their use (0 from an older daemon).
+    backend_measured_gpu_hours: float = 0.0
 
     @classmethod
     def read(cls, w: GroupUsageWire) -> GroupUsageView:
@@ -52,6 +54,7 @@ class GroupUsageView:
             w.get("cpu_hours"),
             w.get("backend_gpu_hours", 0.0),
             w.get("used_gpu_hours_measured", True),
+            w.get("backend_measured_gpu_hours", 0.0),
         )
 
 

@@ -169,13 +169,14 @@ def node_name(backend: str, engine_node: str) -> str:
 class BackendNodes:
     """One backend's nodes as `gpupool gpus`, the dashboard and /metrics show them: how its
     jobs are admitted, its capacity as last read (None: not read yet), and the pool's jobs
-    on each engine node (job id, GPUs): admitted there, running or starting. Made by the
+    on each engine node (job id, GPUs: a fraction for a job sharing a GPU, core.job's
+    `gpu_count`): admitted there, running or starting. Made by the
     engine (engine/admission.py `backend_nodes`), published whole for other threads."""
 
     name: str
     admission: BackendAdmission
     capacity: Capacity | None
-    jobs: dict[str, tuple[tuple[int, int], ...]]
+    jobs: dict[str, tuple[tuple[int, float], ...]]
 
 
 class BackendConfigError(ValueError):

@@ -117,6 +117,10 @@ class ExitRecord:
     # What the run used, as its cgroup counted it (None: it had none, or a backend's run).
     usage: RunUsage | None = None
     memory_limit_bytes: int | None = None  # the limit it ran under (its --mem), when enforced
+    # The mean utilization of its GPUs (0..1) as its engine measured it: a backend's run
+    # where the engine keeps it (Slurm's gres/gpuutil: backends/slurm/gpu_use.py). None:
+    # not measured there (the pool's own runs: the pool samples their GPUs itself).
+    gpu_utilization: float | None = None
 
 
 @dataclass(frozen=True)

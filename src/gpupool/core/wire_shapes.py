@@ -351,7 +351,7 @@ class NodeWire(TypedDict):
 
 class BackendNodeJobWire(TypedDict):
     id: int
-    gpus: int
+    gpus: float  # a fraction for a job that shares a GPU (Ray's `--gpus 0.5`)
 
 
 class BackendNodeWire(TypedDict):
@@ -365,7 +365,7 @@ class BackendNodeWire(TypedDict):
     detail: str  # the engine's words for a state other than up ("" for none)
     gpus: int
     gpus_used: int  # allocated by anyone, as the engine counts them
-    gpus_pool: int  # held or admitted for the pool's jobs (`jobs`)
+    gpus_pool: float  # held or admitted for the pool's jobs (`jobs`; fractions add up)
     jobs: list[BackendNodeJobWire]  # the pool's jobs admitted or running there
     gpu_model: str  # "" where the engine does not say
     gpu_memory_bytes: int  # per GPU; 0 where the engine does not say
@@ -428,6 +428,8 @@ class GroupUsageWire(TypedDict):
     # whether used_gpu_hours measures anything (false: all its allocated hours were there).
     backend_gpu_hours: Added[float]
     used_gpu_hours_measured: Added[bool]
+    # Of backend_gpu_hours, those whose engine measured their use (Slurm's gres/gpuutil).
+    backend_measured_gpu_hours: Added[float]
 
 
 class UsageReportWire(TypedDict):

@@ -37,7 +37,7 @@ from gpupool.core.backends import (
     BackendNodes,
     EngineNodeState,
 )
-from gpupool.core.job import JobState
+from gpupool.core.job import JobState, gpu_count
 from gpupool.engine.backend_seats import seat_all, stored_seat
 from gpupool.engine.policy_inputs import pending_of
 from gpupool.engine.state import EngineState, Seat, Tracked
@@ -221,12 +221,14 @@ def backend_nodes(state: EngineState) -> tuple[BackendNodes, ...]:
     """Every backend of `state`, by name: made in the engine's thread (after each pass and
     each capacity read) and kept whole in `state.backend_view` for other threads."""
     out: list[BackendNodes] = []
-    seated: dict[str, dict[str, list[tuple[int, int]]]] = {}
+    seated: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for t in state.in_backends():
         backend = t.job.spec.backend or ""
         # A job that started is tracked afresh: its nodes are its stored start's.
         for n, gpus in t.admitted or stored_seat(backend, t):
-            seated.setdefault(backend, {}).setdefault(n, []).append((t.job.id, len(gpus)))
+            res = t.job.spec.resources  # `--gpus 0.5` counts 0.5
+            count = gpu_count(res, len(gpus)) if res.fractional else len(gpus)
+            seated.setdefault(backend, {}).setdefault(n, []).append((t.job.id, count))
     for name in sorted(state.backends):
         jobs = {n: tuple(v) for n, v in seated.get(name, {}).items()}
         out.append(BackendNodes(name, state.admission[name], state.capacity.get(name), jobs))

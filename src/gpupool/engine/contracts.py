@@ -68,6 +68,7 @@ class EngineStore(Protocol):
         *,
         end_time: float | None = None,
         usage: CgroupUsage | None = None,
+        gpu_utilization: float | None = None,
     ) -> Job: ...
 
     def requeue(
@@ -79,6 +80,7 @@ class EngineStore(Protocol):
         *,
         retry: bool = False,
         usage: CgroupUsage | None = None,
+        gpu_utilization: float | None = None,
     ) -> Job: ...
 
     def note(

@@ -274,6 +274,7 @@ class Finish:
     end_time: float | None = None  # when it really ended, if not now
     log_line: LogLine | None = None
     usage: CgroupUsage | None = None  # what its last run used (None: nothing counted it)
+    gpu_utilization: float | None = None  # its run's GPUs', as its engine measured it
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,7 @@ class Requeue:
     hold_until: float | None = None  # held (as with --begin) until then: others go first
     retry: bool = False  # its run failed and is run again (--retry): a failed attempt
     usage: CgroupUsage | None = None  # what the run that ended used (None: nothing counted it)
+    gpu_utilization: float | None = None  # that run's GPUs', as its engine measured it
 
 
 @dataclass(frozen=True)

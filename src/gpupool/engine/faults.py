@@ -20,9 +20,14 @@ FIRST_KILL_WAIT_S = 1.0
 
 def end_time_of(record: ExitRecord, job: Job, now: float) -> float:
     """When the job ended, from its exit record: not when the daemon read it (it may have
-    been down). Kept within [start, now], in case the clock stepped."""
-    start = job.start_time if job.start_time is not None else record.end_time
-    return min(max(record.end_time, start), now)
+    been down). Kept within [start, now], in case the clock stepped, and no sooner after
+    the start than the run lasted as the record times it: a backend's record is on its
+    engine's clock, in whole seconds (Slurm's), while the start is when the pool first saw
+    the run; the GPU-hours counted are the engine's duration, not what is left of it."""
+    if job.start_time is None:
+        return min(record.end_time, now)
+    lasted = max(record.end_time - record.start_time, 0.0)
+    return min(max(record.end_time, job.start_time + lasted), now)
 
 
 def _pids(pids: tuple[int, ...]) -> str:

@@ -491,11 +491,15 @@ class Engine:
                     ins.reason,
                     end_time=ins.end_time,
                     usage=ins.usage,
+                    gpu_utilization=ins.gpu_utilization,
                 )
                 return [JobsStored((job,))], True
-            case Requeue(job_id, cause, now, _, hold_until, retry, usage):
+            case Requeue(job_id, cause, now, _, hold_until, retry, usage, gpu_use):
                 try:
-                    job = store.requeue(job_id, now, cause, hold_until, retry=retry, usage=usage)
+                    job = store.requeue(
+                        job_id, now, cause, hold_until, retry=retry, usage=usage,
+                        gpu_utilization=gpu_use,
+                    )  # fmt: skip
                 except StaleState:  # cancelled meanwhile: cancel wins
                     return [RequeueRefused(job_id, now)], False
                 return [JobsStored((job,))], True

@@ -239,6 +239,7 @@ def _exited(
     finished."""
     job = tracked.job
     used = ended_run_usage(record)
+    tracked.ended_gpu_utilization = record.gpu_utilization  # stored with the requeue
     if record.reason is ExitReason.PREEMPTED:
         tracked.ended_run_usage = used  # stored with the requeue
         return [Release(handle_of(job), now)]  # then requeued (`_released`)
@@ -265,6 +266,7 @@ def _exited(
             end_time=end,
             log_line=log_line,
             usage=used,
+            gpu_utilization=record.gpu_utilization,
         )
     ]
 
@@ -334,18 +336,21 @@ def _released(state: EngineState, job_id: int, released: bool, now: float) -> li
         state.poll_soon = True
         return []
     used = tracked.ended_run_usage  # what the run that ended used, stored with the requeue
+    gpu_use = tracked.ended_gpu_utilization
     if tracked.retry_cause is not None:
         log_line = LogLine(f"job {job_id}: {tracked.retry_cause}", _WARN)
-        return [Requeue(job_id, tracked.retry_cause, now, log_line, retry=True, usage=used)]
+        cause = tracked.retry_cause
+        return [Requeue(job_id, cause, now, log_line, None, True, used, gpu_use)]
     why = tracked.stop_why or "to give its GPUs back"
     hold_s = tracked.requeue_hold_s
     if hold_s is None:
         log_line = LogLine(f"job {job_id} preempted and requeued")
-        return [Requeue(job_id, f"preempted ({why}); requeued", now, log_line, usage=used)]
+        cause = f"preempted ({why}); requeued"
+        return [Requeue(job_id, cause, now, log_line, usage=used, gpu_utilization=gpu_use)]
     held = f"requeued, held {format_duration(hold_s)} so that waiting jobs start first"
     log_line = LogLine(f"job {job_id} preempted and {held}")
     cause = f"preempted ({why}); {held}"
-    return [Requeue(job_id, cause, now, log_line, now + hold_s, usage=used)]
+    return [Requeue(job_id, cause, now, log_line, now + hold_s, False, used, gpu_use)]
 
 
 def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Instruction]:

@@ -61,6 +61,7 @@ class Tracked:
     # What its run that ended used (its exit record's), kept from the exit to the requeue
     # (or the finish) that stores it: a release comes between.
     ended_run_usage: CgroupUsage | None = None
+    ended_gpu_utilization: float | None = None  # and its GPUs', as its engine measured it
     # A backend's job (docs/backends.md): handed over to its backend (a PENDING job's run
     # launched there, or found there after a restart), why its backend says it waits, and
     # whether its history says the backend could not be reached (once).

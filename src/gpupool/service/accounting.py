@@ -10,8 +10,10 @@ For the window [since, now], per group:
 - sampled GPU-hours: the allocated GPU-hours that samples covered; efficiency is used over
   sampled (not over allocated: time the daemon did not sample is unknown, not idle);
 - backend GPU-hours: the allocated GPU-hours of jobs a backend ran (Slurm, Ray, Kubernetes:
-  their GPUs are the backend's, which the pool does not sample), so a report can tell "not
-  measured" from "measured idle": a group all of whose allocated GPU-hours are a backend's
+  their GPUs are the backend's, which the pool does not sample), and of those, the ones
+  whose engine measured their use (Slurm's gres/gpuutil, stored as samples are when the run
+  ends: store/samples.py `add_engine_gpu_use`), so a report can tell "not measured" from
+  "measured idle": a group all of whose allocated GPU-hours are a backend's and unmeasured
   has no used figure (`used_measured` False), not 0;
 - mean wait: submit to first start, over the jobs that first started in the window;
 - lost to preemption: the GPU-hours of runs that ended by preemption or requeue (work
@@ -74,7 +76,8 @@ class GroupUsage:
     energy_kwh: float = 0.0
     preempted_gpu_h: float = 0.0
     idle_reclaimed_gpu_h: float = 0.0
-    backend_gpu_h: float = 0.0  # of allocated_gpu_h, on backends' GPUs (never sampled)
+    backend_gpu_h: float = 0.0  # of allocated_gpu_h, on backends' GPUs (the pool's samples miss)
+    backend_measured_gpu_h: float = 0.0  # of backend_gpu_h, measured by their engine
     cpu_h: float | None = None  # None: none of its jobs' CPU time was counted
     waits_s: list[float] = field(default_factory=list)
 
@@ -85,8 +88,11 @@ class GroupUsage:
     @property
     def used_measured(self) -> bool:
         """Whether used_gpu_h measures anything: False when all its allocated GPU-hours were
-        on backends (the pool samples only its own GPUs), where 0 would read as idle."""
-        return self.allocated_gpu_h <= 0 or self.backend_gpu_h < self.allocated_gpu_h
+        on backends (the pool samples only its own GPUs) and no engine measured them, where
+        0 would read as idle."""
+        if self.allocated_gpu_h <= 0 or self.backend_measured_gpu_h > 0:
+            return True
+        return self.backend_gpu_h < self.allocated_gpu_h
 
     @property
     def mean_wait_s(self) -> float | None:
@@ -128,10 +134,13 @@ def usage_report(
     total = GroupUsage("total")
     key_of: dict[int, str] = {}
     gpus_of: dict[int, float] = {}
+    on_backends: set[int] = set()
     for rec in records:
         key = _key(rec, by, gpu_type_of)
         key_of[rec.job_id] = key
         gpus_of[rec.job_id] = rec.gpu_count
+        if rec.backend is not None:
+            on_backends.add(rec.job_id)
         row = groups.setdefault(key, GroupUsage(key))
         for target in (row, total):
             _add_record(target, rec, since, until)
@@ -142,6 +151,8 @@ def usage_report(
         for target in (groups[hour_key], total):
             target.used_gpu_h += h.used_gpu_s / HOUR_S
             target.sampled_gpu_h += h.sampled_gpu_s / HOUR_S
+            if h.job_id in on_backends:
+                target.backend_measured_gpu_h += h.sampled_gpu_s / HOUR_S
             target.energy_kwh += h.energy_j / 3.6e6
     for stop in idle_stops:
         stop_key = key_of.get(stop.job_id)

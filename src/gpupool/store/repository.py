@@ -35,7 +35,7 @@ from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
-from gpupool.store.samples import SampleMethods
+from gpupool.store.samples import SampleMethods, add_engine_gpu_use
 from gpupool.store.stale import StaleState
 from gpupool.store.steering import SteerMethods
 from gpupool.store.submissions import SubmitMethods
@@ -325,13 +325,16 @@ class Store(
         *,
         end_time: float | None = None,
         usage: CgroupUsage | None = None,
+        gpu_utilization: float | None = None,
     ) -> Job:
         """Move a job to the terminal state `to` and free its GPUs; a repeat is a no-op.
 
         `end_time` is when the job really ended, if that is known and not `now` (its exit
         record, read after the daemon was down): the job's end, its history and the usage
         charged to its project take it. The GPUs are freed now either way. `usage`: what its
-        last run used, as its cgroup counted it (`models.record_run_usage`).
+        last run used, as its cgroup counted it (`models.record_run_usage`);
+        `gpu_utilization`: its GPUs', as its engine measured it (store/samples.py
+        `add_engine_gpu_use`).
         """
         to = JobState(to)
         if not to.terminal:
@@ -353,6 +356,8 @@ class Store(
             row.end_time, row.exit_code, row.reason = end, exit_code, reason
             if row.start_time is not None:  # it ran: what its run used, or that none counted it
                 models.record_run_usage(row, usage)
+                if gpu_utilization is not None:
+                    add_engine_gpu_use(s, row, end, gpu_utilization)
             return models.load_jobs(s, JobRow.id == job_id)[0]
 
         return self._write_retrying(op)
@@ -366,11 +371,13 @@ class Store(
         *,
         retry: bool = False,
         usage: CgroupUsage | None = None,
+        gpu_utilization: float | None = None,
     ) -> Job:
         """Put a RUNNING (or PREEMPTED) job back to PENDING and free its GPUs; `hold_until`:
         it may not start before then (its spec's begin time, as `--begin` sets it);
         `retry`: its run failed and is retried (counted in `failed_attempts`); `usage`: what
-        the run that ended used (`models.record_run_usage`)."""
+        the run that ended used (`models.record_run_usage`), and its GPUs' as its engine
+        measured it (`gpu_utilization`: as `finish`)."""
 
         def op(s: Session) -> Job:
             row = _row(s, job_id)
@@ -384,6 +391,8 @@ class Store(
                 row.failed_attempts += 1
             if row.start_time is not None:  # it ran: what its run used, or that none counted it
                 models.record_run_usage(row, usage)
+                if gpu_utilization is not None:
+                    add_engine_gpu_use(s, row, now, gpu_utilization)
             row.node, row.gpus, row.start_time, row.reason = None, [], None, ""
             row.gpu_memory_bytes = row.backend_ref = None
             return models.load_jobs(s, JobRow.id == job_id)[0]

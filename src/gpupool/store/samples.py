@@ -35,15 +35,17 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from gpupool.core.gpu_usage import (
+    HOUR_S,
     UTIL_BINS,
     JobUsage,
     JobUsageDelta,
     JobUsageSummary,
     RolledSample,
+    hour_of,
     roll_up,
 )
 from gpupool.core.monitoring import GpuSample
-from gpupool.store.models import Base
+from gpupool.store.models import Base, JobRow
 from gpupool.store.sessions import SessionMethods
 
 DAY_S = 86400.0
@@ -365,3 +367,24 @@ def _add_usage(s: Session, deltas: Sequence[JobUsageDelta]) -> None:
         hour_row.used_gpu_s += d.used_gpu_s
         hour_row.sampled_gpu_s += d.sampled_gpu_s
         hour_row.energy_j += d.energy_j
+
+
+def add_engine_gpu_use(s: Session, row: JobRow, end: float, utilization: float) -> None:
+    """A backend's run that ended [row.start_time, end) on `row.gpus`, whose GPUs its engine
+    measured `utilization` (0..1) busy on average (core/execution.py ExitRecord): added to
+    the job's usage and its job-hour rows as the pool's samples are, one piece per hour it
+    touched, so `gpupool usage` reads it as it reads the pool's own GPUs' use."""
+    start = row.start_time
+    gpus = len(row.gpus or ())
+    if start is None or end <= start or gpus == 0:
+        return
+    pieces: list[JobUsageDelta] = []
+    at = start
+    while at < end:
+        until = min(hour_of(at) + HOUR_S, end)
+        held = (until - at) * gpus
+        pieces.append(
+            JobUsageDelta(row.id, at, utilization * 100, utilization * held, held, 0.0, None, False)
+        )
+        at = until
+    _add_usage(s, pieces)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from gpupool.backends.base import RemoteExecutor
 from gpupool.backends.slurm.capacity import NODE_ARGV, parse_nodes
+from gpupool.backends.slurm.gpu_use import measures_gpu_use, with_gpu_use
 from gpupool.backends.slurm.render import NotSubmittable, RunFiles, render
 from gpupool.backends.slurm.runner import CommandRunner, SlurmUnreachable
 from gpupool.backends.slurm.runs import RunBook, RunRecord
@@ -83,6 +84,7 @@ class ClusterFacts:
     cluster: str
     jobcomp_file: Path | None
     accounting: bool  # sacct works (accounting storage is configured)
+    gpu_use: bool = False  # accounting keeps the GPUs' utilization (gpu_use.py)
 
 
 def parse_config(text: str) -> ClusterFacts:
@@ -98,6 +100,7 @@ def parse_config(text: str) -> ClusterFacts:
         jobcomp_file=Path(comp) if filetxt else None,
         accounting=conf.get("AccountingStorageType", "accounting_storage/none")
         != "accounting_storage/none",
+        gpu_use=measures_gpu_use(conf),
     )
 
 
@@ -156,7 +159,8 @@ class SlurmBackend(RemoteExecutor):
         known = self.book.get(h)
         if known is not None and (known.slurm_id or known.refused):
             return
-        self.book.set_grace(h, request.grace_s)
+        gpus = request.backend.gpus_per_node if request.backend is not None else 0
+        self.book.set_shape(h, request.grace_s, gpus)
         name = run_name(self.pool_id, h)
         files = self.files(h)
         launcher = self.output_dir / ".gpupool" / LAUNCHER.name
@@ -252,6 +256,9 @@ class SlurmBackend(RemoteExecutor):
                 out[h] = Observation(RunState.UNLAUNCHED)
         if forgotten:
             out.update(self._ended(forgotten, now))
+        facts = self._facts
+        if facts is not None and facts.gpu_use:
+            out = with_gpu_use(self.runner, self.book, out)
         return out
 
     def _pick(self, h: Handle, seen: JobRow | None, row: JobRow) -> JobRow:

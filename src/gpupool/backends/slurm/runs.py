@@ -24,6 +24,9 @@ class RunRecord:
     grace_s: float = 0.0  # the run's (LaunchRequest.grace_s): SIGTERM, this long, scancel
     term_at: float | None = None  # when SIGTERM was sent for the stop (epoch s)
     ended_at: float | None = None  # when the final scancel was sent
+    # The GPUs each of its tasks holds (one task per node: the run's GPUs per node), by
+    # which Slurm's GPU utilization of it is read (gpu_use.py); 0: not known.
+    gpus_per_task: int = 0
 
 
 class RunBook:
@@ -50,6 +53,7 @@ class RunBook:
             float(raw.get("grace_s") or 0.0),  # a record of an older version has none
             raw.get("term_at"),
             raw.get("ended_at"),
+            int(raw.get("gpus_per_task") or 0),
         )
         self._cache[handle] = record
         return record
@@ -67,10 +71,11 @@ class RunBook:
     def set_slurm_id(self, handle: Handle, slurm_id: str) -> None:
         self.put(handle, replace(self._current(handle), slurm_id=slurm_id))
 
-    def set_grace(self, handle: Handle, grace_s: float) -> None:
+    def set_shape(self, handle: Handle, grace_s: float, gpus_per_task: int) -> None:
+        """What the run is launched with that its end is read by: its grace, its GPUs."""
         current = self._current(handle)
-        if current.grace_s != grace_s:
-            self.put(handle, replace(current, grace_s=grace_s))
+        if (current.grace_s, current.gpus_per_task) != (grace_s, gpus_per_task):
+            self.put(handle, replace(current, grace_s=grace_s, gpus_per_task=gpus_per_task))
 
     def set_term_at(self, handle: Handle, when: float) -> None:
         self.put(handle, replace(self._current(handle), term_at=when))

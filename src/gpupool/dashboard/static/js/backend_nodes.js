@@ -73,7 +73,7 @@ function nodeRow(node) {
       "td",
       { class: "backend-jobs" },
       node.jobs.length
-        ? node.jobs.flatMap((job, i) => [i ? ", " : null, jobLink(job.id), h("span", { class: "muted" }, ` ${job.gpus} GPU${job.gpus === 1 ? "" : "s"}`)])
+        ? node.jobs.flatMap((job, i) => [i ? ", " : null, jobLink(job.id), h("span", { class: "muted" }, ` ${job.gpus} GPU${job.gpus <= 1 ? "" : "s"}`)])
         : h("span", { class: "muted" }, "none"),
     ),
   );
