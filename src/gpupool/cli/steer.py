@@ -25,6 +25,15 @@ from gpupool.core.job_enums import JobState
 
 TIMED_OUT = EXIT_CODES[Ending.WAIT_RAN_OUT]  # `wait --timeout`: the job had not ended
 CANCEL_STATES = {"pending": JobState.PENDING, "running": JobState.RUNNING}
+# Slurm's short names, as scancel -t takes them (any case, as every state here).
+_STATE_ALIASES = {"pd": "pending", "r": "running"}
+
+
+def cancel_state(text: str) -> str:
+    """A state as scancel reads it: `PENDING`, `pending`, `PD` are all `pending`; anything
+    else is left for argparse's choices to refuse, naming the states it takes."""
+    low = text.strip().lower()
+    return _STATE_ALIASES.get(low, low)
 
 
 def register(sub: Subparsers, parents: Parents) -> None:
@@ -68,7 +77,10 @@ def register(sub: Subparsers, parents: Parents) -> None:
         help="send SIG (USR1, TERM, 10...) to the jobs' processes and leave them running",
     )
     p.add_argument("-n", "--name", help="only jobs of this name")
-    p.add_argument("-t", "--state", choices=sorted(CANCEL_STATES), help="only jobs in this state")
+    p.add_argument(
+        "-t", "--state", type=cancel_state, choices=sorted(CANCEL_STATES),
+        help="only jobs in this state (as scancel: PENDING or PD, RUNNING or R, any case)",
+    )  # fmt: skip
     p.add_argument(
         "-u", "--user", help="only this user's jobs; `me`: yours (the default with filters)"
     )
