@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 from executor_helpers import stop_everything
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
 
 from gpupool.core.execution import RunAs
 from gpupool.core.job import PRIORITY_CLASSES, Job, JobSpec, JobState, Resources
 from gpupool.core.job_query import JobQuery, Order
 from gpupool.engine import Engine
-from gpupool.engine.view import page, queue_ordered
+from gpupool.engine.view import JobsView, page, queue_ordered
 from gpupool.executor import LocalExecutor
 from gpupool.inventory import resolve_inventory
+from gpupool.policy import Decision
 from gpupool.service import PoolService
 from gpupool.store import Store
 
@@ -158,3 +161,58 @@ def test_a_reason_reaches_the_store_only_once_the_view_that_explains_it_is_out(
     engine.run_pass()
     assert explained_when_stored == [True]  # its reason stored, its why already out
     assert service.get(waiting.id).reason and service.explain(waiting.id).status is not None
+
+
+_ACTIVE_STATES = [s for s in JobState if not s.terminal]
+
+
+@st.composite
+def _view_and_query(draw: st.DrawFn) -> tuple[JobsView, JobQuery]:
+    n = draw(st.integers(0, 30))
+    jobs = {
+        i: Job(
+            i,
+            JobSpec(command=("true",), project=draw(st.sampled_from(["p", "q"]))),
+            draw(st.sampled_from(["ann", "bob"])),
+            draw(st.sampled_from(_ACTIVE_STATES)),
+            float(draw(st.integers(0, 5))),
+        )
+        for i in range(1, n + 1)
+    }
+    pending = [i for i, j in jobs.items() if j.state is JobState.PENDING]
+    ranked = draw(st.permutations(pending))[: draw(st.integers(0, len(pending)))]
+    view = JobsView(jobs, Decision(order=tuple(ranked)), 1)  # as a pass ranked them
+    states = draw(st.one_of(st.none(), st.sets(st.sampled_from(list(JobState)), min_size=1)))
+    query = JobQuery(
+        states=None if states is None else frozenset(states),
+        include_finished=draw(st.booleans()),
+        user=draw(st.one_of(st.none(), st.sampled_from(["ann", "bob"]))),
+        project=draw(st.one_of(st.none(), st.sampled_from(["p", "q"]))),
+        order=draw(st.sampled_from(list(Order))),
+        since=draw(st.one_of(st.none(), st.floats(0, 5))),
+        ids=draw(st.one_of(st.none(), st.frozensets(st.integers(0, n + 2)))),
+    )
+    return view, query
+
+
+@settings(max_examples=300, deadline=None)
+@given(_view_and_query())
+def test_the_kept_queue_order_selects_what_sorting_the_matches_would(
+    case: tuple[JobsView, JobQuery],
+) -> None:
+    """`select` filters the view's queue order, sorted once per view, instead of sorting
+    the matches of each query: the same jobs in the same order, whatever the query."""
+    view, query = case
+    wanted = query.wanted()
+    among = (
+        view.jobs.values()
+        if query.ids is None
+        else [view.jobs[i] for i in query.ids if i in view.jobs]
+    )
+    matches = [j for j in among if j.state in wanted and query.matches(j)]
+    if query.order is Order.ID:
+        expected = sorted(matches, key=lambda j: j.id)
+    else:
+        expected = queue_ordered(matches, view.places())
+    assert ids(view.select(query)) == ids(expected)
+    assert ids(view.select(query)) == ids(expected)  # again, from the kept order

@@ -410,13 +410,7 @@ class Engine:
     def _publish(self, taken: int) -> None:
         state = self.state
         if state.generation != self._view.generation:
-            self._view = JobsView(
-                state.public.copy(),
-                state.decision,
-                state.decided,
-                state.decided_at,
-                state.generation,
-            )
+            self._view = JobsView(state.public.copy(), state.decision, state.generation)
         with self._published:
             self._taken = taken
             self._published.notify_all()

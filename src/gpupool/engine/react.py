@@ -125,7 +125,7 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case PassDecided(decision, snapshot, now, gating):
             decision = gating.merged_into(decision)
             decision, handed = backend_react.after_pass(state, decision, gating, now, snapshot)
-            state.decision, state.decided, state.decided_at = decision, snapshot, now
+            state.decision, state.decided_at = decision, now
             state.dirty = state.pass_now = False
             state.generation += 1
             doomed = [*_never_satisfied(state, gating, now), *handed]

@@ -152,7 +152,6 @@ class EngineState:
         self.public: dict[int, Job] = {}
         self.projects: dict[str, Project] = {}
         self.decision = Decision()  # of the last pass: what `why` and `queue` tell
-        self.decided: Snapshot | None = None  # what that pass decided on
         self.decided_at = -math.inf
         self.committing: Decision | None = None  # a pass whose starts are being committed
         self.dirty = True  # something changed that a pass could decide differently on

@@ -10,60 +10,83 @@ last pass took them (the head of the queue), then a count of the rest.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from gpupool.core.job import Job, JobState
 from gpupool.core.job_query import JobPage, JobQuery, Order
-from gpupool.policy import Decision, Snapshot
-from gpupool.policy.ordering import rank
+from gpupool.policy import Decision
 
 
 class JobsView:
     """A read-only copy of the engine's active jobs and last decision."""
 
-    def __init__(
-        self,
-        jobs: Mapping[int, Job],
-        decision: Decision,
-        decided: Snapshot | None,
-        decided_at: float,
-        generation: int,
-    ) -> None:
+    def __init__(self, jobs: Mapping[int, Job], decision: Decision, generation: int) -> None:
         self.jobs = jobs
         self.decision = decision
-        self._decided = decided
-        self._decided_at = decided_at
         self.generation = generation
         self._places: dict[int, int] | None = None
+        self._in_queue_order: tuple[Job, ...] | None = None
         self._lock = threading.Lock()
 
     @classmethod
     def empty(cls) -> JobsView:
-        return cls({}, Decision(), None, 0.0, -1)
+        return cls({}, Decision(), -1)
 
     def places(self) -> dict[int, int]:
-        """Each pending job's place in the last pass's queue order (policy.ordering.rank,
-        the order `decide` took them in); worked out once per view, when first asked."""
+        """Each pending job's place in the last pass's queue order (`Decision.order`, the
+        order `decide` took them in); worked out once per view, when first asked."""
         with self._lock:
             if self._places is None:
-                places: dict[int, int] = {}
-                if self._decided is not None and self._decided.pending:
-                    ordered, _ = rank(self._decided, self._decided_at)
-                    places = {job.id: i for i, job in enumerate(ordered)}
-                self._places = places
+                self._places = {job_id: i for i, job_id in enumerate(self.decision.order)}
             return self._places
+
+    def in_queue_order(self) -> tuple[Job, ...]:
+        """Every active job in queue order (`queue_ordered`): sorted once per view, when
+        first asked, so that each `gpupool queue` of an unchanged queue only filters and
+        slices it (a view is never changed after it is published)."""
+        ordered = self._in_queue_order
+        if ordered is None:
+            ordered = tuple(queue_ordered(self.jobs.values(), self.places()))
+            with self._lock:
+                self._in_queue_order = ordered
+        return ordered
 
     def select(self, query: JobQuery) -> list[Job]:
         """The active jobs that match `query` (not paged), in its order."""
         wanted = query.wanted()
-        among: Iterable[Job] = self.jobs.values()
         if query.ids is not None:  # a few named jobs of a long queue: looked up, not scanned
             among = [self.jobs[i] for i in query.ids if i in self.jobs]
-        jobs = [j for j in among if j.state in wanted and query.matches(j)]
-        if query.order is Order.ID:
-            jobs.sort(key=_by_id)
-            return jobs
-        return queue_ordered(jobs, self.places())
+            jobs = [j for j in among if j.state in wanted and query.matches(j)]
+            if query.order is Order.ID:
+                return sorted(jobs, key=_by_id)
+            return queue_ordered(jobs, self.places())
+        if query.order is Order.QUEUE:  # the order kept: a filter of it is in order too
+            ordered = self.in_queue_order()
+            if _all_of(query, wanted):
+                return list(ordered)
+            return [j for j in ordered if j.state in wanted and query.matches(j)]
+        jobs = [j for j in self.jobs.values() if j.state in wanted and query.matches(j)]
+        jobs.sort(key=_by_id)
+        return jobs
+
+
+_ACTIVE = frozenset(s for s in JobState if not s.terminal)
+
+
+def _all_of(query: JobQuery, wanted: frozenset[JobState]) -> bool:
+    """Whether `query` keeps every active job (the default `gpupool queue`)."""
+    return (
+        wanted >= _ACTIVE
+        and query.user is None
+        and query.project is None
+        and query.since is None
+        and query.array_id is None
+    )
+
+
+_STATE = attrgetter("state")
 
 
 def _by_id(job: Job) -> int:
@@ -99,9 +122,9 @@ def page(query: JobQuery, active: list[Job], finished: list[Job]) -> JobPage:
         merged = sorted([*active, *finished], key=_by_id) if finished else active
     else:
         merged = [*active, *finished]
-    counts: dict[str, int] = {}
-    for job in merged:
-        counts[job.state.value] = counts.get(job.state.value, 0) + 1
+    # Counted in C (Counter over attrgetter): a loop reading each job's `state.value` was
+    # a third of a `queue` request's time with 10,000 pending.
+    counts = {state.value: n for state, n in Counter(map(_STATE, merged)).items()}
     start = max(query.offset, 0)
     end = None if query.limit is None else start + max(query.limit, 0)
     return JobPage(tuple(merged[start:end]), len(merged), counts)

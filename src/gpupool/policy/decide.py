@@ -84,4 +84,5 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
         estimated_start=state.estimated,
         priorities=priorities,
         preemptions=preemptions,
+        order=tuple(job.id for job in ordered),
     )

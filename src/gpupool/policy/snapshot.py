@@ -240,3 +240,6 @@ class Decision:
     estimated_start: Mapping[int, float] = field(default_factory=dict)
     priorities: Mapping[int, PriorityFactors] = field(default_factory=dict)
     preemptions: tuple[Preemption, ...] = ()
+    # The pending jobs' ids in the order the pass took them (policy.ordering.rank): the
+    # queue's order, which `gpupool queue` shows without ranking the queue again.
+    order: tuple[int, ...] = ()
