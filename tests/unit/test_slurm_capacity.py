@@ -3,14 +3,14 @@ pinned run's --nodelist (render.py). The real cluster's tests: test_slurm_backen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
+from slurm_answers import AnsweringRunner
 from test_slurm_render import argv, req
 
 from gpupool.backends.slurm.backend import SlurmBackend
 from gpupool.backends.slurm.capacity import NODE_ARGV, gres_gpus, node_state, parse_nodes
-from gpupool.backends.slurm.runner import CommandResult, CommandRunner, SlurmUnreachable
+from gpupool.backends.slurm.runner import CommandResult
 from gpupool.backends.slurm.settings import SlurmSettings
 from gpupool.core.backends import BackendContext, EngineNode, EngineNodeState
 
@@ -79,25 +79,11 @@ def test_gres_and_states() -> None:
         assert node_state(state) is want, state
 
 
-class _Runner(CommandRunner):
-    """sinfo answered as given, or not at all."""
-
-    def __init__(self, answer: CommandResult | None) -> None:
-        super().__init__(timeout_s=5.0)
-        self.answer = answer
-
-    def run(
-        self, argv: Sequence[str], env: object = None, timeout_s: float | None = None
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        if self.answer is None:
-            raise SlurmUnreachable("sinfo gave no answer in 5 s")
-        return self.answer
-
-
 def _backend(tmp_path: Path, answer: CommandResult | None, **kw: object) -> SlurmBackend:
     settings = SlurmSettings(**kw)  # type: ignore[arg-type]
-    return SlurmBackend("hpc", settings, BackendContext("p", tmp_path), runner=_Runner(answer))
+    return SlurmBackend(
+        "hpc", settings, BackendContext("p", tmp_path), runner=AnsweringRunner(answer)
+    )
 
 
 def test_capacity_is_one_sinfo_of_the_backends_partition(tmp_path: Path) -> None:

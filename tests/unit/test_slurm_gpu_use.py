@@ -11,10 +11,10 @@ test_engine_react.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from slurm_answers import AnsweringRunner
 
 from gpupool.backends.slurm.backend import parse_config
 from gpupool.backends.slurm.gpu_use import (
@@ -23,7 +23,7 @@ from gpupool.backends.slurm.gpu_use import (
     utilization,
     with_gpu_use,
 )
-from gpupool.backends.slurm.runner import CommandResult, CommandRunner, SlurmUnreachable
+from gpupool.backends.slurm.runner import CommandResult
 from gpupool.backends.slurm.runs import RunBook
 from gpupool.core.execution import ExitReason, ExitRecord, Handle, Observation, RunState
 
@@ -69,22 +69,6 @@ def test_a_run_whose_gpus_are_not_known_is_not_measured() -> None:
     assert utilization(150.0, 0) is None
 
 
-class _Sacct(CommandRunner):
-    """sacct answered as recorded, or not at all."""
-
-    def __init__(self, answer: CommandResult | None) -> None:
-        super().__init__(timeout_s=5.0)
-        self.answer = answer
-
-    def run(
-        self, argv: Sequence[str], env: object = None, timeout_s: float | None = None
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        if self.answer is None:
-            raise SlurmUnreachable("sacct gave no answer in 5 s")
-        return self.answer
-
-
 def _ended(start: float = 100.0) -> Observation:
     return Observation(RunState.EXITED, ExitRecord(0, None, ExitReason.EXITED, start, 200.0, "ok"))
 
@@ -107,7 +91,7 @@ def _book(tmp_path: Path) -> tuple[RunBook, dict[Handle, Observation]]:
 
 def test_the_runs_that_ended_are_asked_about_in_one_sacct(tmp_path: Path) -> None:
     book, out = _book(tmp_path)
-    runner = _Sacct(CommandResult(0, SACCT, ""))
+    runner = AnsweringRunner(CommandResult(0, SACCT, ""), "sacct")
     got = with_gpu_use(runner, book, out)
     [argv] = runner.calls
     assert argv[0] == "sacct" and "--jobs=41,42,43" in argv and "JobID,TRESUsageInAve" in argv
@@ -122,7 +106,7 @@ def test_a_failed_sacct_leaves_every_run_unmeasured(
     tmp_path: Path, answer: CommandResult | None
 ) -> None:
     book, out = _book(tmp_path)
-    assert with_gpu_use(_Sacct(answer), book, out) == out
+    assert with_gpu_use(AnsweringRunner(answer, "sacct"), book, out) == out
 
 
 def test_the_gpus_per_task_survive_a_restart(tmp_path: Path) -> None:
