@@ -28,16 +28,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from daemon_scale import Daemon  # noqa: E402
 from slurm_local import SlurmUnavailable, local_slurm  # noqa: E402
-from vs_slurm import GPUS, SLURM_SETTINGS, Sides, git_rev, say, wait_until  # noqa: E402
-
-import gpupool  # noqa: E402
+from vs_slurm import GPUS, SLURM_SETTINGS, Sides, run_header, say, wait_until  # noqa: E402
 
 WORKERS = 8  # sbatch processes at once
 
@@ -87,13 +84,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     os.environ.pop("GPUPOOL_URL", None)
-    result: dict[str, Any] = {
-        "benchmark": "bulk_cancel",
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "load_before": os.getloadavg(),
-        "versions": {"gpupool": f"{gpupool.__version__} ({git_rev()})"},
-        "config": {"jobs": args.jobs, "rounds": args.rounds, "slurm": SLURM_SETTINGS},
-    }
+    result = run_header(
+        "bulk_cancel", {"jobs": args.jobs, "rounds": args.rounds, "slurm": SLURM_SETTINGS}
+    )
     gp: list[float] = []
     sl: list[float] = []
     with tempfile.TemporaryDirectory(prefix="gpupool-bulk-cancel-") as tmp, ExitStack() as stack:

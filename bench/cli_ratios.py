@@ -42,9 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from daemon_scale import TEN_YEARS_S, Daemon, summary  # noqa: E402
 from slurm_local import SlurmUnavailable, local_slurm  # noqa: E402
-from vs_slurm import GPUS, SLURM_SETTINGS, git_rev, say, wait_until  # noqa: E402
-
-import gpupool  # noqa: E402
+from vs_slurm import GPUS, SLURM_SETTINGS, run_header, say, wait_until  # noqa: E402
 
 SMALL = 200
 WORKERS = 8
@@ -110,14 +108,10 @@ def main() -> None:
     p.add_argument("--no-slurm", action="store_true")
     args = p.parse_args()
     os.environ.pop("GPUPOOL_URL", None)
-    result: dict[str, Any] = {
-        "benchmark": "cli_ratios",
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "load_before": os.getloadavg(),
-        "versions": {"gpupool": f"{gpupool.__version__} ({git_rev()})"},
-        "config": {"runs": args.runs, "pending": args.pending, "small": SMALL,
-                   "slurm": SLURM_SETTINGS},
-    }  # fmt: skip
+    result = run_header(
+        "cli_ratios",
+        {"runs": args.runs, "pending": args.pending, "small": SMALL, "slurm": SLURM_SETTINGS},
+    )
     walls: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpupool-cli-ratios-") as tmp, ExitStack() as stack:
         work = Path(tmp)

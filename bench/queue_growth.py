@@ -38,9 +38,7 @@ from daemon_scale import (  # noqa: E402
     submit_to_start,
     summary,
 )
-from vs_slurm import git_rev, say  # noqa: E402
-
-import gpupool  # noqa: E402
+from vs_slurm import run_header, say  # noqa: E402
 
 
 def main() -> None:
@@ -49,13 +47,9 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=15)
     args = p.parse_args()
     os.environ.pop("GPUPOOL_URL", None)
-    result: dict[str, Any] = {
-        "benchmark": "queue_growth",
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "load_before": os.getloadavg(),
-        "versions": {"gpupool": f"{gpupool.__version__} ({git_rev()})"},
-        "config": {"pending": args.pending, "runs": args.runs, "burst": "100 clients x 5"},
-    }
+    result = run_header(
+        "queue_growth", {"pending": args.pending, "runs": args.runs, "burst": "100 clients x 5"}
+    )
     starts: dict[str, list[float]] = {"empty": [], "long": []}
     bursts: dict[str, dict[str, Any]] = {}
     memory: dict[str, dict[str, float]] = {}

@@ -584,6 +584,18 @@ def fsync_ms(directory: Path, n: int = 20) -> dict[str, float]:
     return summary(walls)
 
 
+def run_header(benchmark: str, config: dict[str, Any]) -> dict[str, Any]:
+    """What every result of the issue-35 benches starts with: its name, the machine, the
+    load before it, the version measured and its settings."""
+    return {
+        "benchmark": benchmark,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "load_before": os.getloadavg(),
+        "versions": {"gpupool": f"{gpupool.__version__} ({git_rev()})"},
+        "config": config,
+    }
+
+
 def git_rev() -> str:
     out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True)  # fmt: skip
