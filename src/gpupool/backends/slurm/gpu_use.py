@@ -1,6 +1,7 @@
 """What a Slurm run's GPUs did, as Slurm measured it: `gres/gpuutil` in the TRESUsageInAve
 of the job's steps, read with one `sacct` per poll for the runs that ended in it
-(docs/backends.md "Used GPU-hours on a backend").
+(docs/monitoring.md, "Backends' jobs: allocated always, used where the engine
+measures it").
 
 Slurm measures it only where its GPU plugin reads the GPUs (gres.conf `AutoDetect=nvml`,
 the gpu/nvml plugin) and accounting storage keeps it: slurmdbd, with `gres/gpu` (which
