@@ -32,9 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon_scale import Daemon  # noqa: E402
 from slurm_local import SlurmUnavailable, local_slurm  # noqa: E402
-from vs_slurm import GPUS, SLURM_SETTINGS, Sides, run_header, say, wait_until  # noqa: E402
+from vs_slurm import GPUS, SLURM_SETTINGS, Sides, run_header, say, started_daemon, wait_until  # noqa: E402
 
 WORKERS = 8  # sbatch processes at once
 
@@ -91,11 +90,8 @@ def main() -> None:
     sl: list[float] = []
     with tempfile.TemporaryDirectory(prefix="gpupool-bulk-cancel-") as tmp, ExitStack() as stack:
         work = Path(tmp)
-        (work / "pool").mkdir()
         say("starting the gpupool daemon and Slurm")
-        daemon = Daemon(ROOT, work / "pool")
-        stack.callback(daemon.stop)
-        daemon.start()
+        daemon = started_daemon(stack, work / "pool")
         try:
             cluster = stack.enter_context(local_slurm(work / "slurm", gpus=GPUS))
         except (SlurmUnavailable, RuntimeError, OSError, subprocess.SubprocessError) as e:

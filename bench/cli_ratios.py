@@ -40,9 +40,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon_scale import TEN_YEARS_S, Daemon, summary  # noqa: E402
+from daemon_scale import Daemon, summary  # noqa: E402
 from slurm_local import SlurmUnavailable, local_slurm  # noqa: E402
-from vs_slurm import GPUS, SLURM_SETTINGS, run_header, say, wait_until  # noqa: E402
+from vs_slurm import GPUS, SLURM_SETTINGS, run_header, say, started_daemon, wait_until  # noqa: E402
 
 SMALL = 200
 WORKERS = 8
@@ -115,17 +115,10 @@ def main() -> None:
     walls: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpupool-cli-ratios-") as tmp, ExitStack() as stack:
         work = Path(tmp)
-        begin = time.time() + TEN_YEARS_S
         daemons = {}
         for name, n in (("empty", 0), ("small", SMALL), ("large", args.pending)):
             say(f"filling and starting the {name} daemon ({n} pending)")
-            (work / name).mkdir()
-            daemon = Daemon(ROOT, work / name)
-            if n:
-                daemon.fill(n, begin)
-            stack.callback(daemon.stop)
-            daemon.start()
-            daemons[name] = daemon
+            daemons[name] = started_daemon(stack, work / name, n)
         empty, small, large = (cli_env(daemons[n]) for n in ("empty", "small", "large"))
         gp = [sys.executable, "-m", "gpupool"]
         commands: dict[str, Callable[[], float]] = {

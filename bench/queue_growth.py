@@ -23,7 +23,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from daemon_scale import (  # noqa: E402
-    TEN_YEARS_S,
     Daemon,
     concurrent_submit,
     submit_to_start,
     summary,
 )
-from vs_slurm import run_header, say  # noqa: E402
+from vs_slurm import run_header, say, started_daemon  # noqa: E402
 
 
 def main() -> None:
@@ -58,13 +56,7 @@ def main() -> None:
         daemons: dict[str, Daemon] = {}
         for name, n in (("empty", 0), ("long", args.pending)):
             say(f"starting the {name} daemon ({n} pending)")
-            (work / name).mkdir()
-            daemon = Daemon(ROOT, work / name)
-            if n:
-                daemon.fill(n, time.time() + TEN_YEARS_S)
-            stack.callback(daemon.stop)
-            daemon.start()
-            daemons[name] = daemon
+            daemon = daemons[name] = started_daemon(stack, work / name, n)
             memory[f"{name}_at_start"] = daemon.memory_mb()
 
         def markers(name: str, tag: str) -> Path:

@@ -58,7 +58,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon_scale import Daemon, summary  # noqa: E402
+from daemon_scale import TEN_YEARS_S, Daemon, summary  # noqa: E402
 from slurm_local import SlurmCluster, SlurmUnavailable, local_slurm  # noqa: E402
 
 import gpupool  # noqa: E402
@@ -584,6 +584,18 @@ def fsync_ms(directory: Path, n: int = 20) -> dict[str, float]:
     return summary(walls)
 
 
+def started_daemon(stack: ExitStack, folder: Path, pending: int = 0) -> Daemon:
+    """A daemon of this checkout in `folder` (made here), holding `pending` jobs held ten
+    years ahead (put in its database before it starts), stopped when `stack` closes."""
+    folder.mkdir()
+    daemon = Daemon(ROOT, folder)
+    if pending:
+        daemon.fill(pending, time.time() + TEN_YEARS_S)
+    stack.callback(daemon.stop)
+    daemon.start()
+    return daemon
+
+
 def run_header(benchmark: str, config: dict[str, Any]) -> dict[str, Any]:
     """What every result of the issue-35 benches starts with: its name, the machine, the
     load before it, the version measured and its settings."""
@@ -640,11 +652,8 @@ def main() -> None:
     t_begin = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpupool-vs-slurm-") as tmp, ExitStack() as stack:
         work = Path(tmp)
-        (work / "pool").mkdir()
         say("starting the gpupool daemon")
-        daemon = Daemon(ROOT, work / "pool")
-        stack.callback(daemon.stop)
-        daemon.start()
+        daemon = started_daemon(stack, work / "pool")
         cluster: SlurmCluster | None = None
         if not args.no_slurm:
             say("starting Slurm (munged, slurmctld, slurmd)")

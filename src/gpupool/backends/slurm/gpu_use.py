@@ -74,12 +74,12 @@ def with_gpu_use(
     """`out` with the runs that ended in it carrying their GPUs' utilization as Slurm
     measured it: one sacct for all of them; one that fails leaves them unmeasured (None),
     as a run Slurm has no figure for."""
-    ended: dict[str, Handle] = {}
+    ended: dict[str, tuple[Handle, int]] = {}  # Slurm job id -> the run, its GPUs per task
     for h, obs in out.items():
         record = book.get(h)
         if obs.state is RunState.EXITED and obs.exit is not None and record is not None:
             if record.slurm_id and record.gpus_per_task > 0:
-                ended[record.slurm_id] = h
+                ended[record.slurm_id] = (h, record.gpus_per_task)
     if not ended:
         return out
     argv = ["sacct", "-n", "-P", f"--jobs={','.join(ended)}", "-o", FIELDS]
@@ -91,13 +91,12 @@ def with_gpu_use(
         return out
     measured = dict(out)
     for slurm_id, pct in parse_gpu_use(res.stdout).items():
-        run = ended.get(slurm_id)
-        record = book.get(run) if run is not None else None
-        if run is None or record is None:
+        if slurm_id not in ended:
             continue
+        run, gpus_per_task = ended[slurm_id]
         obs = out[run]
         assert obs.exit is not None  # as `ended` was made
-        used = utilization(pct, record.gpus_per_task)
+        used = utilization(pct, gpus_per_task)
         measured[run] = dataclasses.replace(
             obs, exit=dataclasses.replace(obs.exit, gpu_utilization=used)
         )
