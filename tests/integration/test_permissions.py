@@ -164,6 +164,14 @@ def test_another_user_cannot_cancel_or_read_a_job_through_the_cli(team: Team) ->
         mine = json.loads(team.cli(ALICE, "show", "--json", str(job), tcp=tcp).out)
         assert mine["env"]["API_KEY"] == SECRET and not mine["hidden"]
         assert "hi" in team.cli(ALICE, "logs", str(job), tcp=tcp).out
+    # A listing's lines are kept per reader's view (api/job_lines.py): the owner's listing
+    # first, then bob's, each as its reader may see it, on both paths.
+    for tcp in (False, True):
+        for user, hidden in ((ALICE, False), (BOB, True), (ALICE, False)):
+            listing = team.cli(user, "queue", "--all", "--json", tcp=tcp)
+            assert listing.code == 0, listing
+            row = {j["id"]: j for j in json.loads(listing.out)}[job]
+            assert row["hidden"] is hidden and (SECRET in listing.out) is not hidden, row
     done = team.cli(ALICE, "cancel", str(job), tcp=True)
     assert done.code == 0, done
     team.pool.wait(job)

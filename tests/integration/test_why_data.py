@@ -52,3 +52,28 @@ def test_why_and_queue_give_the_binding_dimension_and_its_figures(pool: Pool) ->
     text = pool.cli("why", str(blocked), check=True).stdout
     assert f"binding: gpu_count on {wait['node']}: 4 requested, 1 free, 4 at most" in text
     pool.cli("cancel", "--mine", check=True)
+
+
+def test_queue_json_follows_the_job_and_says_what_the_api_says(pool: Pool) -> None:
+    """`queue --json` is the daemon's kept lines (api/job_lines.py): a job's line follows the
+    job (it ends) and the pass (unit: tests/unit/test_job_lines.py), and says what `/v1/jobs` says."""
+    holder = pool.submit("--gpus", "4", "--time", "10m", "--", "sleep", "60")
+    pool.wait_state(holder, "RUNNING")
+    waiting = pool.submit("--gpus", "1", "--time", "5m", "--", "true")
+    _waiting(pool, waiting, "no_fit")
+
+    def listed() -> dict[int, dict[str, object]]:
+        out = pool.cli("queue", "--all", "--json", check=True).stdout
+        return {j["id"]: j for j in json.loads(out)}
+
+    first = listed()[waiting]
+    assert first["wait"]["rule"] == "no_fit" and first["state"] == "PENDING"
+    assert listed()[waiting] == first  # the kept line, unchanged while nothing changed
+    answer = pool.client.request("GET", "/v1/jobs", query={"all": "true"})
+    assert isinstance(answer, dict)
+    assert {j["id"]: j for j in answer["jobs"]}[waiting] == first  # the JSON format's too
+    pool.cancel(holder)
+    pool.wait(waiting)
+    now = listed()
+    assert now[waiting]["state"] == "SUCCEEDED" and now[waiting]["wait"] is None
+    assert now[holder]["state"] == "CANCELLED"

@@ -275,7 +275,28 @@ def _starts_after_one_grace_period(snap: Snapshot) -> None:
         return
     if _a_victims_project_got_its_quota_first(snap, d, after, ahead):
         return
+    if _its_own_project_got_them_first(snap, first, after, ahead):
+        return
     assert first in {s.job_id for s in after.starts}, (first, after.pending.get(first))
+
+
+def _its_own_project_got_them_first(
+    snap: Snapshot, first: int, after: Decision, ahead: set[int]
+) -> bool:
+    """Whether a job of the claimant's own project, ahead of it in the queue, started next pass
+    within that project's quota: the guarantee is the project's, and its queue order says which
+    of its jobs has it. (Found by hypothesis: the job ahead waited with Resources in the first
+    pass; the claimant's victims and a class preemption's victim, for a job further ahead,
+    then freed the GPUs it started on.)"""
+    jobs = {j.id: j for j in snap.pending}
+    project = jobs[first].project
+    use = in_use(snap)
+    return any(
+        s.job_id in ahead
+        and jobs[s.job_id].project == project
+        and use[project] + len(s.gpus) <= quota(snap, project) + EPS
+        for s in after.starts
+    )
 
 
 def _a_victims_project_got_its_quota_first(

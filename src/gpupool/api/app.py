@@ -32,6 +32,7 @@ from gpupool.api.checks import (
 from gpupool.api.dashboard import add_dashboard
 from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
+from gpupool.api.job_lines import LINES_MEDIA_TYPE, JobLines, ListFormat, encode
 from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from gpupool.api.metrics import PoolMetrics
 from gpupool.api.openapi import WireApp, WireRoute, answered_with, refusals
@@ -206,6 +207,8 @@ def create_app(
         private = access.sees_private(caller, job)
         return job_to_wire(job, explain, log_path, service.gpu_count(job), private)
 
+    job_lines = JobLines(service.explain, service.log_location, service.gpu_count)
+
     def job_target(job: Job) -> Target:
         return Target(owner=job.user, project=job.spec.project, job_id=job.id)
 
@@ -267,7 +270,7 @@ def create_app(
     add_batch_routes(api, service, access, MAX_TOKEN)
     add_bulk_cancel_route(api, service, access)
 
-    @api.get("/v1/jobs", responses=answered_with(JobPageWire))
+    @api.get("/v1/jobs", responses=JOB_PAGE)
     def list_jobs(
         caller: CallerDep,
         all: bool = False,
@@ -280,12 +283,15 @@ def create_app(
         since: float | None = Query(None, ge=0, le=1e12, description="submitted since (epoch s)"),
         id: str | None = Query(None, description="only these jobs, comma-separated: 12,15"),
         array: int | None = Query(None, ge=1, le=MAX_INT64, description="only its tasks"),
+        format: ListFormat = ListFormat.JSON,
     ) -> Response:
         """Jobs, active ones by default (`all`: finished ones too; `state`: those states),
         a page of them with `limit` and `offset`; `order` queue: running, then pending as
         the last pass ranked them; `id`: only the jobs named (at most 1,000; squeue -j),
         ids of no job left out; `array`: only the tasks of that array (`wait`, `show`).
-        `total` and `counts` (by state) count every match."""
+        `total` and `counts` (by state) count every match. `format` lines: the same as
+        application/x-ndjson, the figures on the first line and a job on each after it
+        (`gpupool queue --json` writes them through)."""
         states = _states(state)
         if isinstance(states, JSONResponse):
             return states
@@ -301,11 +307,15 @@ def create_app(
             "offset": offset,
             "limit": limit,
         }
-        # Serialised here, a job at a time: FastAPI's encoder walks every value in Python
-        # (seconds for a queue of 10,000 jobs), and a dict per job kept for them all would
-        # cost the daemon tens of megabytes (docs/benchmarks.md).
-        jobs = ",".join(_dumps(wire(j, caller, decision)) for j in found.jobs)
-        body = f'{{"jobs":[{jobs}],{_dumps(rest)[1:]}'
+        # Each job's line is kept between requests (api/job_lines.py): FastAPI's encoder walks
+        # every value in Python (seconds for a queue of 10,000 jobs), and encoding each job
+        # again per request was ~60 us a job (docs/benchmarks.md, issue 35).
+        sees = access.private_reader(caller)
+        lines = [job_lines.line(j, sees(j), decision) for j in found.jobs]
+        if format is ListFormat.LINES:
+            body = "\n".join([encode(rest), *lines, ""])
+            return Response(body, media_type=LINES_MEDIA_TYPE)
+        body = f'{{"jobs":[{",".join(lines)}],{_dumps(rest)[1:]}'
         return Response(body, media_type="application/json")
 
     @api.get("/v1/jobs/{job_id:job}", responses=refusals(404))
@@ -389,6 +399,11 @@ def _dumps(obj: object) -> str:
 LOG_BYTES = answered_with(
     media_type="application/octet-stream", schema={"type": "string", "format": "binary"}
 )
+# A page of jobs: one JSON object, or (`format=lines`) its figures and each job on a line.
+JOB_PAGE = answered_with(JobPageWire)
+JOB_PAGE[200]["content"][LINES_MEDIA_TYPE] = {
+    "schema": {"type": "string", "description": "the page's figures, then a job's JSON per line"}
+}
 METRICS_TEXT = answered_with(media_type="text/plain", schema={"type": "string"})
 
 

@@ -24,7 +24,7 @@ import logging
 import os
 import pwd
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, Request
@@ -206,6 +206,21 @@ class Access:
         """Whether `caller` may see `job`'s environment, command, workdir and log."""
         target = Target(owner=job.user, project=job.spec.project, job_id=job.id)
         return permit(self.authority, caller, Action.READ_JOB_PRIVATE, target) is None
+
+    def private_reader(self, caller: Caller) -> Callable[[Job], bool]:
+        """`sees_private` for the many jobs of one listing: answered once per (owner,
+        project), the only figures of the job the rule reads (its id only names it in a
+        refusal's words). For one request: a role granted meanwhile shows on the next."""
+        seen: dict[tuple[str, str], bool] = {}
+
+        def sees(job: Job) -> bool:
+            key = (job.user, job.spec.project)
+            found = seen.get(key)
+            if found is None:
+                found = seen[key] = self.sees_private(caller, job)
+            return found
+
+        return sees
 
     def audit(self, caller: Caller, action: AuditAction, target: str, detail: str = "") -> None:
         entry = AuditEntry(self.clock.now(), caller.name, caller.how(), action, target, detail)

@@ -25,6 +25,7 @@ from gpupool.core.wire_shapes import (
     JobWire,
     LinkWire,
     NodeWire,
+    PassWire,
     PriorityFactorsWire,
     ReservationWire,
     WaitReservationWire,
@@ -71,7 +72,7 @@ def _reservation_to_wire(r: Reservation | None) -> ReservationWire | None:
     }
 
 
-def _factors_to_wire(f: PriorityFactors | None) -> PriorityFactorsWire | None:
+def factors_to_wire(f: PriorityFactors | None) -> PriorityFactorsWire | None:
     if f is None:
         return None
     return {
@@ -115,6 +116,29 @@ def status_to_wire(status: Status) -> tuple[str, WaitWire]:
     return words, wait
 
 
+def pass_to_wire(explain: Explanation | None) -> PassWire:
+    """What a scheduling pass said of a pending job, as the five keys of its JSON it fills
+    (`why`, `wait`, `estimated_start`, `reservation`, `priority_factors`); all empty for a
+    job it said nothing of."""
+    status = None if explain is None else explain.status
+    why, wait = ("", None) if status is None else status_to_wire(status)
+    if explain is None:
+        return {
+            "why": why,
+            "wait": wait,
+            "estimated_start": None,
+            "reservation": None,
+            "priority_factors": None,
+        }
+    return {
+        "why": why,
+        "wait": wait,
+        "estimated_start": explain.estimated_start,
+        "reservation": _reservation_to_wire(explain.reservation),
+        "priority_factors": factors_to_wire(explain.priority_factors),
+    }
+
+
 def job_to_wire(
     job: Job,
     explain: Explanation | None = None,
@@ -128,8 +152,7 @@ def job_to_wire(
     without it, the count the job's own figures give). `private` False: for a reader who may
     not see the job's spec (core/access.py), its command, environment (keys and values),
     workdir and log path are left out (empty) and `hidden` is true."""
-    status = None if explain is None else explain.status
-    why, wait = ("", None) if status is None else status_to_wire(status)
+    said = pass_to_wire(explain)
     spec = job.spec
     res = spec.resources
     out: JobWire = {
@@ -163,11 +186,11 @@ def job_to_wire(
         "end_time": job.end_time,
         "exit_code": job.exit_code,
         "reason": job.reason,
-        "why": why,
-        "wait": wait,
-        "estimated_start": None if explain is None else explain.estimated_start,
-        "reservation": None if explain is None else _reservation_to_wire(explain.reservation),
-        "priority_factors": None if explain is None else _factors_to_wire(explain.priority_factors),
+        "why": said["why"],
+        "wait": said["wait"],
+        "estimated_start": said["estimated_start"],
+        "reservation": said["reservation"],
+        "priority_factors": said["priority_factors"],
         "begin_time": spec.begin_time,
         "restart_count": job.restart_count,
         "failed_attempts": job.failed_attempts,

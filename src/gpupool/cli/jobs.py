@@ -20,6 +20,7 @@ from gpupool.cli.render import (
     reason_cell,
     shown,
     state_cell,
+    write_bytes,
 )
 from gpupool.cli.when import limit_cell
 from gpupool.client import Client, JobView
@@ -183,13 +184,12 @@ def cmd_queue(client: Client, args: argparse.Namespace) -> int:
     limit = args.limit
     if limit is None and not args.all and not args.json and not named:
         limit = QUEUE_PAGE  # the table's first page: running, then the head of the queue
-    if args.json:  # the daemon's JSON as it came: not parsed into views to be dumped again
-        print_json_list(
-            client.job_page_wire(
-                args.all or named, args.user, project=args.project, states=states,
-                limit=limit, order="queue", since=since, ids=args.jobs,
-            ).jobs
+    if args.json:  # the daemon's lines as they came: not parsed into views to be dumped again
+        found_lines = client.job_page_lines(
+            args.all or named, args.user, project=args.project, states=states,
+            limit=limit, order="queue", since=since, ids=args.jobs,
         )  # fmt: skip
+        write_bytes(found_lines.as_json_list())
         return 0
     found = client.job_page(
         include_finished=args.all or named,

@@ -32,6 +32,18 @@ def print_json_list(items: Sequence[JsonValue]) -> None:
     sys.stdout.write(f"[\n{lines}\n]\n" if items else "[]\n")
 
 
+def write_bytes(data: bytes) -> None:
+    """UTF-8 JSON as it came, to stdout: through its bytes where it has them (no decode and
+    re-encode of megabytes), as text where it is a text stream only (a test's StringIO)."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(data.decode())
+    else:
+        buffer.write(data)
+        buffer.flush()
+
+
 def print_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[Cell]],

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         Wait,
         WaitCode,
         WaitReservation,
-        WireJobPage,
     )
 
 # The names of client/views.py importable from here (module docstring).
@@ -51,7 +50,6 @@ _VIEW_NAMES = frozenset(
         "Wait",
         "WaitCode",
         "WaitReservation",
-        "WireJobPage",
     }
 )
 
@@ -79,7 +77,6 @@ __all__ = [
     "Wait",
     "WaitCode",
     "WaitReservation",
-    "WireJobPage",
     "WireShapeError",
 ]
 

@@ -47,10 +47,11 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     T = TypeVar("T")
 
     from gpupool.client.access_views import AuditLog, Identity, NewToken, TokenList, TokenView
+    from gpupool.client.job_lines import JobLinesPage
     from gpupool.client.pool_views import BackendsView, GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
     from gpupool.client.usage_views import JobUsageView, UsageReportView
-    from gpupool.client.views import JobPage, JobView, LogChunk, WireJobPage
+    from gpupool.client.views import JobPage, JobView, LogChunk
     from gpupool.core.benchmarks import SavedBenchmark
 
 
@@ -290,7 +291,7 @@ class Client:
 
         return self._read(read_job_page, self.request("GET", "/v1/jobs", query=query))
 
-    def job_page_wire(
+    def job_page_lines(
         self,
         include_finished: bool = False,
         user: str | None = None,
@@ -301,12 +302,19 @@ class Client:
         order: str = "id",
         since: float | None = None,
         ids: Sequence[int] | None = None,
-    ) -> WireJobPage:
-        """job_page's jobs as the daemon's JSON objects, unparsed (`queue --json`)."""
+    ) -> JobLinesPage:
+        """job_page's jobs as the daemon's JSON lines, unparsed (`queue --json`)."""
         query = _page_query(include_finished, user, project, states, limit, 0, order, since, ids)
-        from gpupool.client.views import read_wire_job_page
+        query["format"] = "lines"
+        from gpupool.client.job_lines import read_job_lines
 
-        return self._read(read_wire_job_page, self.request("GET", "/v1/jobs", query=query))
+        status, _, data = self.request_raw("GET", "/v1/jobs", query=query)
+        if status >= 400:
+            raise api_error(status, decode(data))
+        try:
+            return read_job_lines(data)
+        except WireShapeError as exc:
+            raise UnexpectedAnswer(self.where(), str(exc)) from None
 
     def job(self, job_id: int) -> JobView:
         from gpupool.client.views import read_job

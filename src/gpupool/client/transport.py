@@ -103,7 +103,7 @@ def read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
     chunks = []
     while True:
         try:
-            chunk = sock.recv(65536)
+            chunk = sock.recv(1 << 20)  # a listing of 10,000 jobs is ~13 MB
         except (ConnectionResetError, BrokenPipeError):
             if not quietly:
                 raise

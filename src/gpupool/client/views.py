@@ -374,26 +374,6 @@ def read_job_page(value: JsonValue) -> JobPage:
 
 
 @dataclass(frozen=True, slots=True)
-class WireJobPage:
-    """A page of jobs as the daemon's JSON objects, unparsed: for `queue --json`, which
-    prints them as they came (a view per job would only be turned back into the same
-    JSON, and cost time on a queue of 10,000). The page's figures are checked."""
-
-    jobs: list[JsonValue]
-    total: int
-
-
-_JOBS = frozenset({"jobs"})
-
-
-def read_wire_job_page(value: JsonValue) -> WireJobPage:
-    w = conform(JobPageWire, value, shallow=_JOBS)  # each job as it came: not looked into
-    jobs = json_of(w)["jobs"]
-    assert isinstance(jobs, list)
-    return WireJobPage(jobs, w["total"])
-
-
-@dataclass(frozen=True, slots=True)
 class LogChunk:
     """Output of a job from `offset` on: `data`, the offset after it, the job's state."""
 

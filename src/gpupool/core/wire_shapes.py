@@ -182,6 +182,17 @@ class CgroupUsageWire(TypedDict):
     live: bool
 
 
+class PassWire(TypedDict):
+    """What the last scheduling pass said of a job: the keys of JobWire a pass fills
+    (api/wire.py's pass_to_wire)."""
+
+    why: str  # the last pass's status in words ("" for none)
+    wait: WaitWire | None
+    estimated_start: float | None
+    reservation: ReservationWire | None
+    priority_factors: PriorityFactorsWire | None
+
+
 class JobWire(TypedDict):
     """A job (api/wire.py's job_to_wire). For a reader who may not see its spec, `hidden` is
     true and its command, env, workdir, log_path and image are empty."""
