@@ -26,6 +26,7 @@ from gpupool.core.execution import (
     RunUsage,
 )
 from gpupool.core.job import Job, JobSpec, JobState, Resources
+from gpupool.core.values import replaced
 from gpupool.engine.events import Finish, Polled, Release, Released, Requeue, RequeueRefused
 from gpupool.engine.react import react
 from gpupool.service.accounting import GroupBy, cpu_hours_in_window, usage_report
@@ -117,7 +118,7 @@ def test_usage_shows_cpu_hours_next_to_gpu_hours_and_a_dash_when_unknown() -> No
     row = GroupUsageView("alice", 2, 4.0, 3.0, 4.0, 0.75, 60.0, 0.0, 0.0, 1.0, 0.5)
     cells = _cells(row)
     assert cells[2:5] == ("4.00", "3.00", "0.50")  # ALLOC GPU-H, USED GPU-H, CPU-H
-    assert _cells(replace(row, cpu_hours=None))[4] == "-"
+    assert _cells(replaced(row, cpu_hours=None))[4] == "-"
 
 
 # -- the API's job and the client's view of it ----------------------------------------------

@@ -7,15 +7,15 @@ and only the part a scheduling pass decides is made again when a new pass has de
 - **The job's own part**: `api/wire.py`'s `job_to_wire` without the five keys a pass fills
   (`PASS_KEYS`), encoded once, keys sorted.
 - **The pass's part** (`estimated_start`, `priority_factors`, `reservation`, `wait`, `why`),
-  keys sorted, after it: a pending job's is encoded once per decision, in one call, and
-  the line is then kept whole until the job or the pass changes, so a request only looks
-  lines up. (So the keys are sorted within each part, not across the two.)
+  keys sorted, after it: a pending job's is made once per decision (`_said`), and the line
+  is then kept whole until the job or the pass changes, so a request only looks lines up.
+  (So the keys are sorted within each part, not across the two.)
 
 `gpupool queue --json` writes the lines through, with no parse and no re-encode: a JSON
 string holds no raw newline, so a line is one job.
 
-Memory: one line per job listed (~1.4 KB for a pending job); the kept lines are dropped
-together past `KEEP_BYTES` (a listing past that makes them again).
+Memory: one line per job and reader's view listed (~1.4 KB for a pending job); the kept
+lines are dropped together past `KEEP_BYTES` (a listing past that makes them again).
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ class ListFormat(StrEnum):
 
 
 LINES_MEDIA_TYPE = "application/x-ndjson"
-# A kept line's decision for a job whose line cannot be cut: no pass is ever this one.
-_NOT_MADE = Decision()
 
 
 # One encoder for all: json.dumps with any setting of its own makes a new encoder per call,
@@ -57,7 +55,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True)
 
 
 def encode(value: object) -> str:
-    """A value as the lines encode it (the CLI's `print_json_list`: keys sorted)."""
+    """A value as the lines encode it (keys sorted, as the CLI's `print_json_list`)."""
     return _ENCODER.encode(value)
 
 
@@ -65,14 +63,14 @@ def encode(value: object) -> str:
 class _Kept:
     job: Job
     private: bool
-    line: str  # its own part and the pass's, from `decision` (None: a pass said nothing)
+    line: str  # its own part and the pass's, from `decision` (None: no pass's)
     own_length: int  # the length of its own part (its object without the closing brace)
     decision: Decision | None
 
 
 class JobLines:
-    """The lines, per job and reader's view, of one daemon. `explain(job_id, decision)`: what the pass said
-    of a pending job; `log_path_of` and `gpu_count_of`: a job's log path and GPU count, each
+    """The lines, per job and reader's view, of one daemon. `explain(job_id, decision)`:
+    what the pass said of a pending job; `log_path_of` and `gpu_count_of`: a job's log path and GPU count, each
     a function of the job alone while the daemon runs (its executors and its inventory are
     set when it starts: service/pool_service.py), so a kept line is not asked them again.
     Safe across the API's worker threads: entries are immutable and replaced whole (two

@@ -3,13 +3,12 @@ client/views.py (imported by the Client methods that read them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.values import record, unlisted
 from gpupool.core.wire_shapes import AuditWire, NewTokenWire, TokenListWire, TokenWire, WhoamiWire
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Identity:
     """Who the pool takes the client to be (GET /v1/whoami)."""
 
@@ -24,7 +23,7 @@ def read_identity(value: JsonValue) -> Identity:
     return Identity(w["user"], w["via"], w["pool_admin"], w["mode"])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TokenView:
     id: int
     name: str
@@ -34,7 +33,7 @@ class TokenView:
     expires_at: float | None
     last_used_at: float | None
     revoked_at: float | None
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
     @classmethod
     def read(cls, w: TokenWire) -> TokenView:
@@ -55,7 +54,7 @@ def read_token(value: JsonValue) -> TokenView:
     return TokenView.read(conform(TokenWire, value))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NewToken:
     """A token just created: its record and its text (shown this once)."""
 
@@ -68,10 +67,10 @@ def read_new_token(value: JsonValue) -> NewToken:
     return NewToken(TokenView.read(w), w["token"])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TokenList:
     tokens: tuple[TokenView, ...]
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
 
 def read_token_list(value: JsonValue) -> TokenList:
@@ -79,7 +78,7 @@ def read_token_list(value: JsonValue) -> TokenList:
     return TokenList(tuple(TokenView.read(t) for t in w["tokens"]), json_of(w))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AuditEntryView:
     time: float
     actor: str
@@ -89,10 +88,10 @@ class AuditEntryView:
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AuditLog:
     entries: tuple[AuditEntryView, ...]
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
 
 def read_audit(value: JsonValue) -> AuditLog:

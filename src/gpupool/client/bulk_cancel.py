@@ -5,11 +5,11 @@ the daemon did (`CancelReport`), read in one place as every answer is (client/vi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 
 from gpupool.client.http import Client
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform
+from gpupool.core.values import record
 from gpupool.core.wire_shapes import BulkCancelWire
 
 
@@ -22,7 +22,7 @@ class SkipWhy(StrEnum):
     NOT_FOUND = "not_found"
 
 
-@dataclass(frozen=True)
+@record
 class CancelFilters:
     """The jobs to cancel: `ids` (an array's id, every task of it) or every active job;
     of them, those every filter given keeps. `mine`: the caller's (the server names it)."""
@@ -47,7 +47,7 @@ class CancelFilters:
         return body
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelledJob:
     id: int
     user: str
@@ -55,14 +55,14 @@ class CancelledJob:
     stopping: bool  # asked to stop: SIGTERM, its grace, then SIGKILL
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SkippedJob:
     id: int
     why: SkipWhy
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelReport:
     cancelled: tuple[CancelledJob, ...]
     skipped: tuple[SkippedJob, ...]

@@ -3,10 +3,9 @@ client/views.py (imported by Client.gpus and Client.info only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.hardware import Link, LinkKind
+from gpupool.core.values import record, unlisted
 from gpupool.core.wire_shapes import (
     BackendCapacityWire,
     BackendNodeWire,
@@ -20,7 +19,7 @@ from gpupool.core.wire_shapes import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuHolder:
     """A job on a GPU: of a shared GPU, with the memory granted to it."""
 
@@ -34,7 +33,7 @@ class GpuHolder:
         return cls(w["id"], w["name"], w["user"], w["gpu_memory_bytes"])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuUsage:
     """A GPU's latest sample; `simulated`: made up from what jobs declare (no NVML)."""
 
@@ -59,7 +58,7 @@ class GpuUsage:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuView:
     index: int
     model: str
@@ -97,7 +96,7 @@ class GpuView:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NodeView:
     name: str
     gpus: tuple[GpuView, ...]
@@ -118,7 +117,7 @@ def _link(w: LinkWire, where: str) -> Link:
     return Link(w["a"], w["b"], kind, w["nvlinks"])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BackendNodeView:
     """A backend's node as its engine last reported it, with the pool's jobs there."""
 
@@ -144,7 +143,7 @@ class BackendNodeView:
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BackendCapacityView:
     """One backend's nodes (GET /v1/gpus's `backends`): `problem` says why they are not
     known ("" when they are: then `nodes` is what the engine last reported)."""
@@ -161,14 +160,14 @@ class BackendCapacityView:
         return cls(w["name"], w["admission"], w["problem"], dict(w["quotas"]), nodes)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpusView:
     """Every GPU of the pool by node, with its holders (GET /v1/gpus)."""
 
     source: str  # "nvml", "declared" or "demo"
     note: str
     nodes: tuple[NodeView, ...]
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
     # The pool's free whole GPUs, and the largest job that could start now (the most on one
     # node): fewer than free when the free GPUs are spread over nodes.
@@ -202,7 +201,7 @@ def read_gpus(value: JsonValue) -> GpusView:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PoolInfo:
     """GET /v1/info: where the daemon runs, its GPUs, and how much it has done."""
 
@@ -236,7 +235,7 @@ def read_info(value: JsonValue) -> PoolInfo:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BackendRow:
     """One row of GET /v1/backends: the local pool (kind `local`) or a backend."""
 
@@ -248,10 +247,10 @@ class BackendRow:
     summary: str  # what its health check saw, in its words
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BackendsView:
     backends: tuple[BackendRow, ...]
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
 
 def read_backends(value: JsonValue) -> BackendsView:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.values import record, unlisted
 from gpupool.core.wire_shapes import DefaultProjectWire, ProjectListWire, ProjectWire
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QuotaWarningView:
     """What is wrong with the quotas a created or changed project is part of
     (spec/quota_warnings.py): `code`, the projects, and the daemon's words."""
@@ -18,7 +17,7 @@ class QuotaWarningView:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProjectView:
     """A project: its GPU quota, limit (None: none) and weight, members (empty: open to
     every user), and what its jobs hold and ask for now."""
@@ -77,19 +76,19 @@ def read_project(value: JsonValue) -> ProjectView:
     return ProjectView.read(conform(ProjectWire, value))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DepartmentView:
     name: str
     quota: float | None  # None: its projects' quotas are not capped together
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProjectList:
     """GET /v1/projects; `wire` as received, for `project list --json`."""
 
     projects: tuple[ProjectView, ...]
     departments: tuple[DepartmentView, ...]
-    wire: JsonObject = field(repr=False, compare=False)
+    wire: JsonObject = unlisted()
 
 
 def read_project_list(value: JsonValue) -> ProjectList:
@@ -99,7 +98,7 @@ def read_project_list(value: JsonValue) -> ProjectList:
     return ProjectList(projects, departments, json_of(w))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DefaultProject:
     """A user's chosen default project (None: none chosen), where their jobs without
     --project go now (`effective`; None: they are refused, and `problem` says why)."""

@@ -4,15 +4,14 @@ Answers are read into views in one place, as the client's are (client/views.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpupool.client.http import Client
 from gpupool.client.views import JobView, read_job
 from gpupool.client.wire_json import JsonObject, JsonValue, conform
+from gpupool.core.values import record
 from gpupool.core.wire_shapes import SteeredWire
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Steered:
     """A hold or release: the jobs it changed, and those it left as they were, with why."""
 

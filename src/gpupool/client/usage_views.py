@@ -3,9 +3,8 @@ typed: see client/views.py (imported by the Client's usage calls only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.values import record, unlisted
 from gpupool.core.wire_shapes import (
     GroupUsageWire,
     JobUsageAnswerWire,
@@ -14,7 +13,7 @@ from gpupool.core.wire_shapes import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GroupUsageView:
     """One user's, project's, GPU type's or backend's figures over the report's window."""
 
@@ -58,7 +57,7 @@ class GroupUsageView:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UsageReportView:
     by: str
     since: float
@@ -69,7 +68,7 @@ class UsageReportView:
     # The pool's GPU-hours idle while a job that could use them waited, by cause; None: an
     # older daemon that does not count them.
     idle_waiting_gpu_hours: dict[str, float] | None
-    wire: JsonObject = field(compare=False, repr=False)
+    wire: JsonObject = unlisted()
 
 
 def read_usage_report(answer: JsonValue) -> UsageReportView:
@@ -82,7 +81,7 @@ def read_usage_report(answer: JsonValue) -> UsageReportView:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobUsageView:
     """A job's GPU use so far (mean and p95 utilization, peak memory, energy)."""
 

@@ -1,6 +1,7 @@
 """What the API answers, as typed objects: parsed in one place from the daemon's JSON.
 
-Each view is a frozen dataclass whose fields are the wire's, read from an answer checked
+Each view is a frozen record (core/values.py: a frozen slotted dataclass without the
+`dataclasses` module's import cost) whose fields are the wire's, read from an answer checked
 against its shape (core/wire_shapes.py, the one definition the server answers with and the
 OpenAPI document is made from; client/wire_json.py's `conform`): a value of another shape
 raises `WireShapeError` naming it, which the client turns into `UnexpectedAnswer`. A view
@@ -8,8 +9,8 @@ reads the checked, typed dict, so mypy holds it to the shape's keys. States are 
 a pending job's wait code is `WaitCode`.
 
 The GPU and pool views are in client/pool_views.py, the project views in
-client/project_views.py: each is imported by the client methods that read it (a frozen
-dataclass costs about a millisecond to define, and `gpupool queue` reads only jobs).
+client/project_views.py: each is imported by the client methods that read it (`gpupool
+queue` reads only jobs).
 
 A view that a command prints as JSON (`show --json`, `why --json`, `gpus --json`,
 `project list --json`) keeps the object it was read from in `wire`: JSON output is a wire
@@ -20,11 +21,11 @@ know included, never a re-rendering.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.job_enums import JobState
+from gpupool.core.values import record, unlisted
 from gpupool.core.wire_shapes import (
     CgroupUsageWire,
     JobEventWire,
@@ -69,7 +70,7 @@ def _state(text: str, where: str, key: str) -> JobState:
         raise WireShapeError(at, f"not a job state: {text!r}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ResourcesView:
     """What a job asks for (`resources`)."""
 
@@ -88,7 +89,7 @@ class ResourcesView:
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reservation:
     """GPUs held back for a job from `time` on (EASY backfill's reservation)."""
 
@@ -102,7 +103,7 @@ class Reservation:
         return cls(w["node"], tuple(w["gpus"]), w["gpu_memory_bytes"], w["time"])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WaitReservation:
     """The reservation a wait names: the job's own, or the one it would delay."""
 
@@ -122,7 +123,7 @@ class WaitReservation:
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Wait:
     """Why a pending job waits, as data: its code, the rule that said it, the binding
     dimension and its figures (None when none binds), where (`node`; `project` for a quota
@@ -163,7 +164,7 @@ class Wait:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PriorityFactors:
     """A pending job's place in the queue as the last pass ranked it (policy/ordering.py)."""
 
@@ -180,7 +181,7 @@ class PriorityFactors:
         return cls(w["class"], w["fairshare"], w["age"], w["size"], w["score"], service)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobEvent:
     """One event of a job's history; `frm` is None for its submission."""
 
@@ -200,7 +201,7 @@ class JobEvent:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CgroupUsageView:
     """A job's CPU time and memory as its runs' cgroups counted them: its last ended run's,
     or (`live`) its run under way's so far; None where nothing counted a figure."""
@@ -226,7 +227,7 @@ class CgroupUsageView:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobView:
     """A job as the API gives it (api/wire.py's job_to_wire)."""
 
@@ -272,7 +273,7 @@ class JobView:
     events: tuple[JobEvent, ...]
     # True when the caller may not see the job's spec: command, env, workdir, log path empty.
     hidden: bool
-    wire: JsonObject = field(repr=False, compare=False)  # as received (module docstring)
+    wire: JsonObject = unlisted()  # as received (module docstring)
     hold: str | None = None  # "user" or "admin" while held (gpupool hold); None: not held
     separate_stderr: bool = False  # its stderr is kept apart (logs --stderr)
     backend: str | None = None  # the backend it is handed to; None: the local pool
@@ -351,7 +352,7 @@ def read_job(value: JsonValue) -> JobView:
     return JobView.read(conform(JobWire, value))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobPage:
     """A page of jobs (GET /v1/jobs): `total` and `counts` (by state) count every match."""
 
@@ -373,7 +374,7 @@ def read_job_page(value: JsonValue) -> JobPage:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LogChunk:
     """Output of a job from `offset` on: `data`, the offset after it, the job's state."""
 

@@ -1,9 +1,19 @@
 """Small read-only value classes without `dataclasses`, for modules the CLI imports on every
 `gpupool submit` or `queue`: the first frozen dataclass a process defines costs it
 `dataclasses` and the `inspect` it imports (~9 ms on the development machine), and each one
-about a millisecond more to create. A subclass lists its fields in `__slots__`, takes them in
-that order in `__init__` and sets them there with `object.__setattr__`; it then compares,
-hashes, prints, copies and pickles as a frozen dataclass of the same fields would. Standard library only, and nothing imported.
+about a millisecond more to create. Standard library only, and nothing imported. Two forms:
+
+- `FrozenValue`, for a class with an `__init__` of its own (one that checks or derives): a
+  subclass lists its fields in `__slots__`, takes them in that order in `__init__` and sets
+  them there with `object.__setattr__`; it then compares, hashes, prints, copies and pickles
+  as a frozen dataclass of the same fields would.
+- `@record`, for a plain record of annotated fields (the client's views: issue 35, goal 6):
+  it makes what `@dataclass(frozen=True, slots=True)` made, `__slots__`, an `__init__` by
+  position or name with the defaults, `__repr__`, `__eq__` and `__hash__` over the fields
+  (except those given `unlisted()`: a required field left out of all three, a view's
+  `wire`), no assignment after `__init__`, pickling; from generated source, one `exec` per
+  class, as dataclasses does without its machinery. mypy reads it as a frozen dataclass
+  (PEP 681's dataclass_transform). `replaced` is its `dataclasses.replace`.
 """
 
 from __future__ import annotations
@@ -40,3 +50,111 @@ class FrozenValue:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__name__}({fields})"
+
+
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeVar, dataclass_transform
+
+    C = TypeVar("C", bound=type)
+    R = TypeVar("R")
+else:
+
+    def dataclass_transform(**_: object) -> object:
+        return lambda f: f
+
+
+class _Unlisted:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "unlisted()"
+
+
+_UNLISTED = _Unlisted()
+
+
+def unlisted() -> Any:
+    """A required field left out of the record's repr, eq and hash."""
+    return _UNLISTED
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(unlisted,))
+def record(cls: C) -> C:
+    """`cls` as a frozen, slotted record of its annotated fields (module docstring)."""
+    names = list(cls.__dict__.get("__annotations__", {}))
+    defaults: dict[str, object] = {}
+    listed: list[str] = []
+    for name in names:
+        value = cls.__dict__.get(name, _UNLISTED)
+        required = name not in cls.__dict__ or value is _UNLISTED
+        if required and defaults:
+            raise TypeError(f"{cls.__name__}: field {name} without a default after one with")
+        if not required:
+            defaults[name] = value
+        if name not in cls.__dict__ or value is not _UNLISTED:
+            listed.append(name)
+    skip = {*names, "__dict__", "__weakref__"}
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in skip}
+    namespace["__slots__"] = tuple(names)
+    made = type(cls)(cls.__name__, cls.__bases__, namespace)
+    for name, method in _methods(cls.__qualname__, names, defaults, listed).items():
+        method.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(made, name, method)
+    return made
+
+
+def _methods(
+    qualname: str, names: list[str], defaults: dict[str, object], listed: list[str]
+) -> dict[str, Any]:
+    params = ", ".join(f"{n}=_default_{n}" if n in defaults else n for n in names)
+    sets = "".join(f"    _set(self, {n!r}, {n})\n" for n in names) or "    pass\n"
+    fields = "".join(f"self.{n}, " for n in listed)
+    others = "".join(f"other.{n}, " for n in listed)
+    shown = ", ".join(f"{n}={{self.{n}!r}}" for n in listed)
+    source = (
+        f"def __init__(self, {params}):\n{sets}"
+        f"def __repr__(self):\n    return f'{qualname}({shown})'\n"
+        "def __eq__(self, other):\n"
+        "    if other.__class__ is not self.__class__:\n"
+        "        return NotImplemented\n"
+        f"    return ({fields}) == ({others})\n"
+        f"def __hash__(self):\n    return hash(({fields}))\n"
+    )
+    scope: dict[str, object] = {f"_default_{n}": v for n, v in defaults.items()}
+    scope["_set"] = object.__setattr__
+    exec(source, scope)  # our own generated source, from the class's field names
+    out: dict[str, Any] = {k: scope[k] for k in ("__init__", "__repr__", "__eq__", "__hash__")}
+    out["__setattr__"] = _frozen_set
+    out["__delattr__"] = _frozen_delete
+    out["__getstate__"] = _state
+    out["__setstate__"] = _set_state
+    return out
+
+
+def _frozen_set(self: object, name: str, value: object) -> None:
+    raise AttributeError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delete(self: object, name: str) -> None:
+    raise AttributeError(f"cannot delete field {name!r}")
+
+
+def _state(self: object) -> list[object]:
+    return [getattr(self, n) for n in type(self).__slots__]  # type: ignore[attr-defined]
+
+
+def _set_state(self: object, state: list[object]) -> None:
+    for name, value in zip(type(self).__slots__, state, strict=True):  # type: ignore[attr-defined]
+        object.__setattr__(self, name, value)
+
+
+def replaced(obj: R, **changes: object) -> R:
+    """`obj` with the fields named changed (a record's `dataclasses.replace`); TypeError for
+    a name that is not one of its fields."""
+    names = type(obj).__slots__  # type: ignore[attr-defined]
+    unknown = changes.keys() - set(names)
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field {', '.join(sorted(unknown))}")
+    return type(obj)(**{n: changes[n] if n in changes else getattr(obj, n) for n in names})
