@@ -148,3 +148,19 @@ def test_queue_json_prints_the_lines_as_the_parsed_jobs_would_be_dumped() -> Non
 def test_a_page_not_in_lines_is_refused(body: bytes) -> None:
     with pytest.raises(WireShapeError):
         read_job_lines(body)
+
+
+def test_an_older_daemons_json_page_is_read_as_lines() -> None:
+    """A daemon without `format=lines` ignores it and answers its JSON page: the CLI still
+    prints its jobs, not an empty list."""
+    wires = [{"id": 1, "name": "a", "env": {"Z": "1", "A": "é"}}, {"id": 2}]
+    old = json.dumps({"jobs": wires, "total": 2, "counts": {"PENDING": 2}, "offset": 0,
+                      "limit": None}, separators=(",", ":")).encode()  # fmt: skip
+    page = read_job_lines(old, "application/json")
+    assert (page.total, page.counts) == (2, {"PENDING": 2})
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_json_list(wires)
+    assert page.as_json_list().decode() == out.getvalue()
+    with pytest.raises(WireShapeError):
+        read_job_lines(b'{"total": 1}', "application/json")

@@ -32,7 +32,7 @@ from gpupool.api.checks import (
 from gpupool.api.dashboard import add_dashboard
 from gpupool.api.guards import SameOriginAnswers
 from gpupool.api.identity import Access, CallerDep, Forbidden, Unauthenticated, caller_of
-from gpupool.api.job_lines import LINES_MEDIA_TYPE, JobLines, ListFormat, encode
+from gpupool.api.job_lines import JobLines, ListFormat, encode
 from gpupool.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from gpupool.api.metrics import PoolMetrics
 from gpupool.api.openapi import WireApp, WireRoute, answered_with, refusals
@@ -47,6 +47,7 @@ from gpupool.core.job_query import JobQuery, Order
 from gpupool.core.space import StorageFull
 from gpupool.core.units import format_size
 from gpupool.core.wire_shapes import (
+    JOB_LINES_MEDIA_TYPE,
     DaemonFacts,
     GpusWire,
     InfoWire,
@@ -314,7 +315,7 @@ def create_app(
         lines = [job_lines.line(j, sees(j), decision) for j in found.jobs]
         if format is ListFormat.LINES:
             body = "\n".join([encode(rest), *lines, ""])
-            return Response(body, media_type=LINES_MEDIA_TYPE)
+            return Response(body, media_type=JOB_LINES_MEDIA_TYPE)
         body = f'{{"jobs":[{",".join(lines)}],{_dumps(rest)[1:]}'
         return Response(body, media_type="application/json")
 
@@ -401,7 +402,7 @@ LOG_BYTES = answered_with(
 )
 # A page of jobs: one JSON object, or (`format=lines`) its figures and each job on a line.
 JOB_PAGE = answered_with(JobPageWire)
-JOB_PAGE[200]["content"][LINES_MEDIA_TYPE] = {
+JOB_PAGE[200]["content"][JOB_LINES_MEDIA_TYPE] = {
     "schema": {"type": "string", "description": "the page's figures, then a job's JSON per line"}
 }
 METRICS_TEXT = answered_with(media_type="text/plain", schema={"type": "string"})

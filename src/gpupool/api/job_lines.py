@@ -46,9 +46,6 @@ class ListFormat(StrEnum):
     LINES = "lines"
 
 
-LINES_MEDIA_TYPE = "application/x-ndjson"
-
-
 # One encoder for all: json.dumps with any setting of its own makes a new encoder per call,
 # which was most of the cost of encoding a pass's five small values.
 _ENCODER = json.JSONEncoder(sort_keys=True)

@@ -308,11 +308,11 @@ class Client:
         query["format"] = "lines"
         from gpupool.client.job_lines import read_job_lines
 
-        status, _, data = self.request_raw("GET", "/v1/jobs", query=query)
+        status, headers, data = self.request_raw("GET", "/v1/jobs", query=query)
         if status >= 400:
             raise api_error(status, decode(data))
         try:
-            return read_job_lines(data)
+            return read_job_lines(data, headers.get("content-type", ""))
         except WireShapeError as exc:
             raise UnexpectedAnswer(self.where(), str(exc)) from None
 

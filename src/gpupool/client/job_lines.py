@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from gpupool.client.wire_json import WireShapeError
+from gpupool.core.wire_shapes import JOB_LINES_MEDIA_TYPE
 
 
 class JobLinesPage:
@@ -31,8 +32,12 @@ class JobLinesPage:
         return b"".join((b"[\n", memoryview(jobs)[:-2], b"\n]\n"))
 
 
-def read_job_lines(body: bytes) -> JobLinesPage:
-    """The answer's figures (first line) and its job lines; WireShapeError if it is not that."""
+def read_job_lines(body: bytes, content_type: str = JOB_LINES_MEDIA_TYPE) -> JobLinesPage:
+    """The answer's figures (first line) and its job lines; WireShapeError if it is not that.
+    A daemon older than the lines answers `format=lines` with its JSON page (it ignores the
+    parameter): that page's jobs are encoded here, one a line, keys sorted."""
+    if not content_type.startswith(JOB_LINES_MEDIA_TYPE):
+        return _from_json_page(body)
     head, _, rest = body.partition(b"\n")
     try:
         figures = json.loads(head)
@@ -48,3 +53,15 @@ def read_job_lines(body: bytes) -> JobLinesPage:
     if rest and not rest.endswith(b"\n"):
         raise WireShapeError("jobs", "the last line is cut short")
     return JobLinesPage(rest, total, counts)
+
+
+def _from_json_page(body: bytes) -> JobLinesPage:
+    try:
+        page = json.loads(body)
+    except ValueError:
+        raise WireShapeError("the page", "not JSON") from None
+    if not isinstance(page, dict) or not isinstance(page.get("jobs"), list):
+        raise WireShapeError("jobs", "not a list")
+    lines = b"".join(json.dumps(j, sort_keys=True).encode() + b"\n" for j in page["jobs"])
+    figures = {"total": page.get("total"), "counts": page.get("counts")}
+    return read_job_lines(json.dumps(figures).encode() + b"\n" + lines)

@@ -258,6 +258,11 @@ class JobPageWire(TypedDict):
     limit: int | None
 
 
+# GET /v1/jobs?format=lines: the page's figures (JobPageWire without `jobs`) on the first
+# line, then one JobWire per line (api/job_lines.py writes them, client/job_lines.py reads).
+JOB_LINES_MEDIA_TYPE = "application/x-ndjson"
+
+
 class BatchIdsWire(TypedDict):
     ids: list[int]  # in the specs' order
 
