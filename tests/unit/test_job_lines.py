@@ -17,7 +17,7 @@ from gpupool.api.job_lines import PASS_KEYS, JobLines, encode
 from gpupool.api.wire import job_to_wire
 from gpupool.cli.render import print_json_list
 from gpupool.client.job_lines import read_job_lines
-from gpupool.client.wire_json import WireShapeError
+from gpupool.client.wire_json import JsonValue, WireShapeError
 from gpupool.core.job import Job, JobSpec, JobState, Resources, Transition
 from gpupool.policy import Decision
 from gpupool.policy.snapshot import PriorityFactors, Reservation
@@ -128,7 +128,7 @@ def test_a_pass_makes_only_its_own_keys_again() -> None:
 
 
 def test_queue_json_prints_the_lines_as_the_parsed_jobs_would_be_dumped() -> None:
-    wires = [{"id": 1, "name": "a\nb", "env": {"Z": "1", "A": "é"}}, {"id": 2, "why": ""}]
+    wires: list[JsonValue] = [{"id": 1, "name": "a\nb", "env": {"Z": "1", "A": "é"}}, {"id": 2}]
     body = encode({"total": 2, "counts": {"PENDING": 2}}) + "\n"
     body += "".join(encode(w) + "\n" for w in wires)
     page = read_job_lines(body.encode())
@@ -153,7 +153,7 @@ def test_a_page_not_in_lines_is_refused(body: bytes) -> None:
 def test_an_older_daemons_json_page_is_read_as_lines() -> None:
     """A daemon without `format=lines` ignores it and answers its JSON page: the CLI still
     prints its jobs, not an empty list."""
-    wires = [{"id": 1, "name": "a", "env": {"Z": "1", "A": "é"}}, {"id": 2}]
+    wires: list[JsonValue] = [{"id": 1, "name": "a", "env": {"Z": "1", "A": "é"}}, {"id": 2}]
     old = json.dumps({"jobs": wires, "total": 2, "counts": {"PENDING": 2}, "offset": 0,
                       "limit": None}, separators=(",", ":")).encode()  # fmt: skip
     page = read_job_lines(old, "application/json")
@@ -164,3 +164,24 @@ def test_an_older_daemons_json_page_is_read_as_lines() -> None:
     assert page.as_json_list().decode() == out.getvalue()
     with pytest.raises(WireShapeError):
         read_job_lines(b'{"total": 1}', "application/json")
+
+
+def test_the_kept_lines_and_ended_records_stay_under_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ended jobs are read from the store (the engine holds them no more): their records count
+    against the cap with their lines, and past it all are dropped, the lines still right."""
+    import gpupool.api.job_lines as job_lines
+
+    monkeypatch.setattr(job_lines, "KEEP_BYTES", 40_000)
+    lines = JobLines(explain, log_path_of, gpu_count_of)
+    env = tuple((f"VAR{i}", "x" * 50) for i in range(30))
+    for job_id in range(1, 200):
+        spec = JobSpec(command=("true",), resources=Resources(gpus=1), base_env=env)
+        job = Job(job_id, spec, "ann", JobState.SUCCEEDED, 1.0)
+        again = replace(job)  # read from the store again: equal, another object
+        assert lines.line(job, True, None) == expected(
+            job, True, log_path_of(job), gpu_count_of(job), None
+        )
+        assert lines.line(again, True, None) == lines.line(job, True, None)
+        assert 0 < lines.kept_bytes <= 40_000

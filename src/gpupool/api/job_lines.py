@@ -14,8 +14,9 @@ and only the part a scheduling pass decides is made again when a new pass has de
 `gpupool queue --json` writes the lines through, with no parse and no re-encode: a JSON
 string holds no raw newline, so a line is one job.
 
-Memory: one line per job and reader's view listed (~1.4 KB for a pending job); the kept
-lines are dropped together past `KEEP_BYTES` (a listing past that makes them again).
+Memory: one line per job and reader's view listed (~1.4 KB for a pending job), and for an
+ended job (read from the store, which the engine no longer holds) its record too; all are
+dropped together past `KEEP_BYTES` of them (a listing past that makes them again).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from gpupool.service.pool_service import Explanation
 # The keys of a job's JSON that a scheduling pass fills (job_to_wire's `explain`), sorted.
 PASS_KEYS = ("estimated_start", "priority_factors", "reservation", "wait", "why")
 KEEP_BYTES = 64 * 1024 * 1024
+# An ended job's record apart from its strings (objects, tuples, the spec), counted against
+# KEEP_BYTES with them: the kept lines are then what holds it.
+_RECORD_BYTES = 2048
 
 
 class ListFormat(StrEnum):
@@ -87,6 +91,11 @@ class JobLines:
         self._bytes = 0
         self._lock = threading.Lock()
 
+    @property
+    def kept_bytes(self) -> int:
+        """About what the kept entries hold (`_held`), at most KEEP_BYTES."""
+        return self._bytes
+
     def line(self, job: Job, private: bool, decision: Decision | None) -> str:
         """`job`'s line as a reader who may (`private`) or may not see its spec reads it,
         with what `decision` said of it if it is pending."""
@@ -138,15 +147,31 @@ class JobLines:
 
     def _keep(self, kept: _Kept, replaced: _Kept | None) -> None:
         key = (kept.job.id, kept.private)
-        size = len(kept.line)
+        size = _held(kept)
         with self._lock:
             if replaced is not None and self._kept.get(key) is replaced:
-                self._bytes -= len(replaced.line)
-            if self._bytes + size > KEEP_BYTES:
+                self._bytes -= _held(replaced)
+            if self._bytes + size > keep_bytes():
                 self._kept.clear()
                 self._bytes = 0
             self._kept[key] = kept
             self._bytes += size
+
+
+def keep_bytes() -> int:
+    """KEEP_BYTES, read when used (a test sets a small one)."""
+    return KEEP_BYTES
+
+
+def _held(kept: _Kept) -> int:
+    """About the bytes an entry holds: its line, and an ended job's record (an active job's
+    the engine's view holds anyway), mostly its command and environments."""
+    job = kept.job
+    if not job.state.terminal:
+        return len(kept.line)
+    spec = job.spec
+    texts = sum(len(k) + len(v) for k, v in (*spec.env, *spec.base_env))
+    return len(kept.line) + _RECORD_BYTES + 2 * texts + sum(map(len, spec.command))
 
 
 def _same(kept: Job, job: Job) -> bool:
