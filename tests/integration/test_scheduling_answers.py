@@ -170,12 +170,12 @@ def test_a_pending_job_a_quota_change_makes_impossible_is_told_and_told_again(
         assert "expected start: never" in why
         queue = pool.cli("queue", check=True).stdout
         assert "QuotaNeverFits" in queue
-        history = pool.cli("show", str(waiter), check=True).stdout.split("Story:")[1]
+        history = pool.cli("show", str(waiter), check=True).stdout.split("History:")[1]
         assert history.count("can never start while quotas stay as they are") == 1, history
 
         pool.cli("project", "set", "ml", "--quota", "2", check=True)
         eventually(lambda: _reason(pool, waiter, "Quota"), "it may start again")
-        history = pool.cli("show", str(waiter), check=True).stdout.split("Story:")[1]
+        history = pool.cli("show", str(waiter), check=True).stdout.split("History:")[1]
         assert "lets it start again" in history
 
         # gpupool.toml lowers the quota before a restart: the first pass tells it again.

@@ -349,7 +349,7 @@ def _show(client: Client, job: JobView) -> None:
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         print(f"{key:<{width}}  {shown(value)}")  # free text from the store: escaped, cut
-    print("\nStory:")
+    print("\nHistory:")  # each state change, with its cause (the dashboard's "history")
     for e in job.events:
         frm = e.frm.value if e.frm else "(new)"
         print(f"  {clock_time(e.time)}  {frm:>9} -> {e.to.value:<9}  {shown(e.cause)}")
