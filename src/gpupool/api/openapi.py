@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute
 
 from gpupool.api.guards import BODY_METHODS
 from gpupool.api.identity import caller_of
-from gpupool.core import wire_shapes
+from gpupool.core import access_shapes, wire_shapes
 from gpupool.core.wire_types import ADDED, REQUIRED, Kind, Shape, fields_of, is_shape
 
 REF = "#/components/schemas/"
@@ -55,12 +55,17 @@ def component_name(shape: Shape) -> str:
     return shape.__name__.removesuffix("Wire")
 
 
+# The modules that define the API's answers (core/wire_shapes.py says how).
+SHAPE_MODULES = (wire_shapes, access_shapes)
+
+
 def _shapes() -> dict[str, Shape]:
     found = {}
-    for name in dir(wire_shapes):
-        value = getattr(wire_shapes, name)
-        if is_shape(value) and isinstance(value, Shape):
-            found[component_name(value)] = value
+    for module in SHAPE_MODULES:
+        for name in dir(module):
+            value = getattr(module, name)
+            if is_shape(value) and isinstance(value, Shape):
+                found[component_name(value)] = value
     return found
 
 

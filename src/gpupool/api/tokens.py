@@ -18,16 +18,16 @@ from gpupool.api.identity import Access, CallerDep
 from gpupool.api.openapi import refusals
 from gpupool.core import tokens
 from gpupool.core.access import Action, Target
-from gpupool.core.audit import AuditAction, AuditEntry
-from gpupool.core.project import USER_RE
-from gpupool.core.store_errors import UnknownToken
-from gpupool.core.wire_shapes import (
+from gpupool.core.access_shapes import (
     AuditEntryWire,
     AuditWire,
     NewTokenWire,
     TokenListWire,
     TokenWire,
 )
+from gpupool.core.audit import AuditAction, AuditEntry
+from gpupool.core.project import USER_RE
+from gpupool.core.store_errors import UnknownToken
 from gpupool.service import RequestRefused
 
 DEFAULT_EXPIRES_S = 90 * 86400.0

@@ -4,8 +4,9 @@ client/views.py (imported by the Client methods that read them)."""
 from __future__ import annotations
 
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.access_shapes import AuditWire, NewTokenWire, TokenListWire, TokenWire
 from gpupool.core.values import record, unlisted
-from gpupool.core.wire_shapes import AuditWire, NewTokenWire, TokenListWire, TokenWire, WhoamiWire
+from gpupool.core.wire_shapes import WhoamiWire
 
 
 @record

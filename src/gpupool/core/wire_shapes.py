@@ -27,7 +27,8 @@ refers only to shapes defined above it (annotations are evaluated at definition)
   reads its absence (an older daemon's answer) as the field's default. The OpenAPI document
   lists it as required; the client's check lets it be absent.
 Keys a shape does not declare are allowed in an answer and ignored by the client, so a newer
-daemon may add fields.
+daemon may add fields. The shapes of API tokens and the audit log are in
+core/access_shapes.py, written the same way (api/openapi.py reads both modules: `SHAPE_MODULES`).
 """
 
 # No `from __future__ import annotations`: a shape's annotations must be objects at run time.
@@ -566,40 +567,3 @@ class DefaultProjectWire(TypedDict):
     project: str | None  # the chosen default; None: none chosen
     effective: str | None  # where jobs without --project go now; None: refused
     problem: str
-
-
-# -- tokens and the audit log ---------------------------------------------------------------
-
-
-class TokenWire(TypedDict):
-    """A token as listed: never its secret nor its hash."""
-
-    id: int
-    name: str
-    user: str
-    created_at: float
-    created_by: str
-    expires_at: float | None
-    last_used_at: float | None
-    revoked_at: float | None
-
-
-class NewTokenWire(TokenWire):
-    token: str  # its text: in this answer only
-
-
-class TokenListWire(TypedDict):
-    tokens: list[TokenWire]
-
-
-class AuditEntryWire(TypedDict):
-    time: float
-    actor: str
-    via: str
-    action: str
-    target: str
-    detail: str
-
-
-class AuditWire(TypedDict):
-    entries: list[AuditEntryWire]
