@@ -151,16 +151,11 @@ class JobLines:
         with self._lock:
             if replaced is not None and self._kept.get(key) is replaced:
                 self._bytes -= _held(replaced)
-            if self._bytes + size > keep_bytes():
+            if self._bytes + size > KEEP_BYTES:
                 self._kept.clear()
                 self._bytes = 0
             self._kept[key] = kept
             self._bytes += size
-
-
-def keep_bytes() -> int:
-    """KEEP_BYTES, read when used (a test sets a small one)."""
-    return KEEP_BYTES
 
 
 def _held(kept: _Kept) -> int:
