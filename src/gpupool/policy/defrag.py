@@ -91,15 +91,24 @@ class _Movable:
     be stopped for this job by quotas, and fits at once on the other nodes' free GPUs with the
     victims taken before it (each placed, best fit, on copies made as needed)."""
 
-    def __init__(self, others: Sequence[NodeFree], book: QuotaBook | None, project: str) -> None:
+    def __init__(
+        self,
+        others: Sequence[NodeFree],
+        book: QuotaBook | None,
+        project: str,
+        fit: Fit[RunningJob],
+    ) -> None:
         self.others = list(others)
         self.copied: set[str] = set()
         self.book, self.project = book, project
+        self.fit = fit
         self.gone: dict[str, float] = {}  # GPUs of each project's victims taken so far
         self.next: Placement | None = None  # where the candidate last allowed goes
 
     def allows(self, victim: RunningJob) -> bool:
-        if not self._quota_allows(victim):
+        # A candidate that gives the job nothing is skipped by `take_until_fit` whatever
+        # this says: asked first, it saves a placement on every other node.
+        if not self.fit.helps(victim) or not self._quota_allows(victim):
             return False
         self.next = place(self.others, victim.resources)
         return self.next is not None
@@ -187,12 +196,12 @@ def _matching_free(free: NodeFree, res: Resources) -> int:
 def _candidates(
     state: SchedulingPass, job: PendingJob, taken: set[int]
 ) -> dict[str, list[RunningJob]]:
-    """The running jobs that may be stopped for `job`, by node, least work lost first (the
+    """The running jobs that may be stopped for `job`, by node, in the snapshot's order (the
     quota rule is the guard's: it depends on the victims taken before)."""
     snapshot, now, config = state.snapshot, state.now, state.config
     if state.reclaims is not None:
         taken = taken | state.reclaims.taken
-    rows = Counter(r.id for r in snapshot.running)
+    spread = _spread(snapshot.running)
     by_node: dict[str, list[RunningJob]] = {}
     for r in snapshot.running:
         project = snapshot.projects.get(r.project)  # its own floor, read with quotas off too
@@ -200,14 +209,31 @@ def _candidates(
         if (
             r.priority <= job.priority
             and r.id not in taken
-            and rows[r.id] == 1  # not spread over nodes
+            and r.id not in spread
             and r.node in state.free.by_name
             and may_preempt(r, now, config, floor)
         ):
             by_node.setdefault(r.node, []).append(r)
-    for cands in by_node.values():
-        cands.sort(key=lambda r: (lost_gpu_s(r, now, config), len(r.gpus), -r.start_time, r.id))
     return by_node
+
+
+def _spread(running: Sequence[RunningJob]) -> set[int]:
+    """The ids of jobs spread over nodes (more than one row): none in the daemon's pool and
+    in most of a replay's passes, which a set made in C tells without counting."""
+    ids = [r.id for r in running]
+    if len(set(ids)) == len(ids):
+        return set()
+    return {i for i, rows in Counter(ids).items() if rows > 1}
+
+
+def _least_lost_first(state: SchedulingPass, cands: list[RunningJob]) -> list[RunningJob]:
+    """A node's candidates, least work lost first, then the fewest GPUs, the latest start,
+    the id: sorted only for the nodes a plan is tried on (`_NODES` of them), not for every
+    node that has candidates."""
+    now, config = state.now, state.config
+    return sorted(
+        cands, key=lambda r: (lost_gpu_s(r, now, config), len(r.gpus), -r.start_time, r.id)
+    )
 
 
 def _best_plan(
@@ -227,7 +253,7 @@ def _best_plan(
     nodes.sort(key=lambda name: (-free_of[name], name))
     best: _Plan | None = None
     for name in nodes[:_NODES]:
-        plan = _plan_on(state, job, name, by_node[name])
+        plan = _plan_on(state, job, name, _least_lost_first(state, by_node[name]))
         if plan is not None and (best is None or plan.rank < best.rank):
             best = plan
     return best
@@ -245,8 +271,8 @@ def _plan_on(
         fit = CountFit(res.gpus - len(free.gpus))
     else:
         fit = NodeFit(free, res)
-    others = [f for f in state.free.frees if f.node.name != name]
-    guard = _Movable(others, state.book, job.project)
+    others = _roomy([f for f in state.free.frees if f.node.name != name], cands)
+    guard = _Movable(others, state.book, job.project, fit)
     chosen, fits = take_until_fit(cands, fit, guard)
     if not fits:
         return None
@@ -255,6 +281,15 @@ def _plan_on(
         return None
     lost = sum(lost_gpu_s(v, state.now, state.config) for v in victims)
     return _Plan(name, victims, lost)
+
+
+def _roomy(frees: list[NodeFree], victims: Sequence[RunningJob]) -> list[NodeFree]:
+    """The nodes a victim could be placed on: those with a free GPU, when every victim
+    asks for whole GPUs (`place` skips a node with fewer free GPUs than asked, so the
+    placements are the same; a busy pool's nodes are mostly full); else every node."""
+    if all(v.resources.gpus >= 1 and not v.resources.fractional for v in victims):
+        return [f for f in frees if f.gpus]
+    return frees
 
 
 def _fits_in_any_order(requests: list[Resources], others: Sequence[NodeFree]) -> bool:

@@ -137,10 +137,13 @@ def place(frees: Sequence[NodeFree], res: Resources) -> Placement | None:
     """The best placement of `res` now (module docstring), or None: it fits on no node."""
     if res.fractional:
         return _place_shared(frees, res)
-    checks = checks_for(res)
+    checks, need = checks_for(res), res.gpus
     best: tuple[tuple[int, int, str], NodeFree] | None = None
     for free in frees:
-        if any(check(free, res) is not None for check in checks):
+        # Fewer free GPUs than asked fails the GPU count check whatever the type: said
+        # here without the `Insufficient` the check would make (a busy pool's nodes mostly
+        # fail so, and defragmentation places on every node, several times a pass).
+        if len(free.gpus) < need or any(check(free, res) is not None for check in checks):
             continue
         # Best fit: the node left with the fewest free GPUs, then the fewest free CPUs.
         key = (len(free.gpus) - res.gpus, free.cpus or 0, free.node.name)
