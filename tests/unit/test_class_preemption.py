@@ -161,9 +161,15 @@ def test_within_quota_only_a_higher_class_of_its_own_project_and_never_too_early
     d = decide(snap, NOW)
     by_id = {r.id: r for r in snap.running}
     pending = {p.id: p for p in snap.pending}
+    # A project's GPUs once the pass is done: its running jobs and the jobs it starts now.
+    # The guarantee is the project's: a job of a project that this pass's starts take past
+    # its quota may go (the project keeps its quota without it).
     in_use: dict[str, float] = {}
     for r in snap.running:
         in_use[r.project] = in_use.get(r.project, 0.0) + len(r.gpus)
+    for s in d.starts:
+        started = pending[s.job_id]
+        in_use[started.project] = in_use.get(started.project, 0.0) + len(s.gpus)
     config = snap.config
     for p in d.preemptions:
         victim, ahead = by_id[p.job_id], pending[p.for_job_id]

@@ -513,14 +513,14 @@ def test_a_refused_commit_forgets_the_pass_and_calls_for_another() -> None:
 
 
 def test_the_last_decision_is_the_last_pass_even_when_its_commit_is_refused() -> None:
-    state = engine_state(job(1), job(2, begin=NOW + 600))
+    state = engine_state(job(1), job(2))
     first = Decision(
-        starts=(Start(1, "box", (0,)),), pending={2: Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)}
+        starts=(Start(1, "box", (0,)),), pending={2: Status(Code.RESOURCES, Rule.NO_FIT)}
     )
     decided(state, first)
     assert state.decision is first  # `why` tells this pass, not the one before
     react(state, CommitRefused("stale", NOW))
-    retry = Decision(pending={2: Status(Code.BEGIN_TIME, Rule.BEGIN_TIME)})
+    retry = Decision(pending={2: Status(Code.RESOURCES, Rule.NO_FIT)})
     decided(state, retry)
     assert state.decision is retry
 

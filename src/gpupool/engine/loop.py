@@ -447,7 +447,9 @@ class Engine:
                 self.passes += 1
                 began = time.perf_counter()
                 gating = gating_read(self.state, store)
-                snapshot = self.state.snapshot(store.allocation_version(), self.usage(), gating)
+                snapshot = self.state.snapshot(
+                    store.allocation_version(), self.usage(), gating, now=now
+                )
                 decision = decide(snapshot, now)
                 self.idle_waiting.passed(snapshot, decision, now)
                 took = time.perf_counter() - began

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 
 from gpupool.core.cgroup_usage import ended_run_usage
 from gpupool.core.execution import ExitReason, ExitRecord, Observation, RunState, StopKind
@@ -69,7 +70,7 @@ from gpupool.engine.gating import Gating
 from gpupool.engine.outcome import outcome_of, output_lost_text, retry_of
 from gpupool.engine.quota_notes import quota_note
 from gpupool.engine.state import EngineState, Tracked, handle_of
-from gpupool.policy import Code, Decision
+from gpupool.policy import Code, Decision, Status
 from gpupool.policy.render import preemption_text
 
 _WARN = logging.WARNING
@@ -125,20 +126,23 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
         case PassDecided(decision, snapshot, now, gating):
             decision = gating.merged_into(decision)
             decision, handed = backend_react.after_pass(state, decision, gating, now, snapshot)
+            own = decision.pending
+            decision, fresh = state.with_begin_held(decision)
+            checks = {**fresh, **own} if fresh else own
             state.decision, state.decided_at = decision, now
             state.dirty = state.pass_now = False
             state.generation += 1
             doomed = [*_never_satisfied(state, gating, now), *handed]
             if decision.starts:
-                state.committing = decision
+                state.committing, state.committing_checks = decision, checks
                 return [*doomed, CommitStarts(decision.starts, snapshot.version, now)]
-            return [*doomed, *_after_pass(state, decision, now)]
+            return [*doomed, *_after_pass(state, decision, checks, now)]
         case StartsCommitted(jobs, now):
             return _started(state, jobs, now)
         case CommitRefused(_, now):
             # Another writer changed what the pass decided on (a cancel, a project): read
             # the store again and decide afresh; the refused pass's starts never happened.
-            state.committing = None
+            state.committing, state.committing_checks = None, {}
             state.dirty = state.pass_now = True
             return [Resync(now)]
         case Signalled(job_id, kind, delivered, why):
@@ -360,8 +364,9 @@ def _started(state: EngineState, jobs: tuple[Job, ...], now: float) -> list[Inst
         log_line = LogLine(log_lines.job_started(job))
         out.append(Launch(job.id, state.limit_of(job).seconds, log_line))
     decision, state.committing = state.committing, None
+    checks, state.committing_checks = state.committing_checks, {}
     if decision is not None:
-        out += _after_pass(state, decision, now)
+        out += _after_pass(state, decision, checks, now)
     return out
 
 
@@ -380,10 +385,13 @@ def _never_satisfied(state: EngineState, gating: Gating, now: float) -> list[Ins
     return out
 
 
-def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Instruction]:
+def _after_pass(
+    state: EngineState, decision: Decision, checks: Mapping[int, Status], now: float
+) -> list[Instruction]:
     """Once a pass's starts are committed: signal its new preemption victims, write the
     notes of jobs whose QuotaNeverFits came or went, then the reason codes that changed
-    (notes first: quota_notes.py says why)."""
+    (notes first: quota_notes.py says why), of the statuses `checks` names: every one the
+    pass gave, not those of jobs held by --begin it compared before (begin_held.py)."""
     out: list[Instruction] = []
     asked: set[int] = set()
     for p in decision.preemptions:
@@ -398,7 +406,7 @@ def _after_pass(state: EngineState, decision: Decision, now: float) -> list[Inst
         out.append(Signal(handle_of(tracked.job), StopKind.PREEMPT, why, log_line))
     changed: dict[int, str] = {}
     jobs, pending = state.jobs, JobState.PENDING
-    for job_id, status in decision.pending.items():  # every waiting job: kept lean
+    for job_id, status in checks.items():  # every waiting job a pass took: kept lean
         tracked = jobs.get(job_id)
         if tracked is None or tracked.job.state is not pending:
             continue

@@ -31,11 +31,12 @@ from gpupool.core.execution import Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
+from gpupool.engine.begin_held import BeginHeld
 from gpupool.engine.gating import EndedJobs, Gating, controls, gate
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.limits import TimeLimit, effective_time_limit
 from gpupool.engine.policy_inputs import PolicyInputs
-from gpupool.policy import Decision, Snapshot
+from gpupool.policy import Decision, PendingJob, Snapshot, Status
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 # Removed jobs remembered (by the version they left at), so that a stale copy arriving late
@@ -154,6 +155,9 @@ class EngineState:
         self.decision = Decision()  # of the last pass: what `why` and `queue` tell
         self.decided_at = -math.inf
         self.committing: Decision | None = None  # a pass whose starts are being committed
+        # Its statuses to compare with the reasons stored: all of its own, and those of the
+        # jobs held by --begin that are new (the others were compared before).
+        self.committing_checks: Mapping[int, Status] = {}
         self.dirty = True  # something changed that a pass could decide differently on
         self.pass_now = False  # a pass at once, paced or not (a refused commit, run_pass)
         # No pass before this time unless `pass_now`: under a stream of submissions passes
@@ -178,6 +182,7 @@ class EngineState:
         self._backend_ids: set[int] = set()  # of `jobs`, backends' jobs (never a pass's)
         self._routable_ids: set[int] = set()  # of `jobs`, the pool's that may go elsewhere
         self._inputs = PolicyInputs(lambda job: self.limit_of(job).seconds)
+        self._begin_held = BeginHeld()
         self._outlook: tuple[int, float, Outlook] | None = None  # (generation, at, outlook)
         self._widest = max((len(n.gpus) for n in inventory.nodes), default=0)
         self._counter = GpuCounter(inventory)
@@ -369,11 +374,20 @@ class EngineState:
             self._outlook = None
         return made
 
-    def snapshot(self, version: int, usage: Usage, gating: Gating | None = None) -> Snapshot:
-        """What a pass decides on: the view's pending and running jobs in id order (as the
-        store lists them), each with the time limit it runs under (engine/policy_inputs.py
-        keeps them), less the jobs `gating` leaves out."""
-        pending = self._inputs.pending()
+    def snapshot(
+        self,
+        version: int,
+        usage: Usage,
+        gating: Gating | None = None,
+        *,
+        now: float = -math.inf,
+    ) -> Snapshot:
+        """What a pass at `now` decides on: the view's pending and running jobs in id order
+        (as the store lists them), each with the time limit it runs under
+        (engine/policy_inputs.py keeps them), less the jobs `gating` leaves out and those
+        a --begin time after `now` holds (`with_begin_held` adds their status; without
+        `now`, those held at the last pass's)."""
+        pending = self._inputs.pending(now)
         left_out = frozenset() if gating is None else gating.left_out
         if left_out:
             pending = tuple(p for p in pending if p.id not in left_out)
@@ -386,6 +400,22 @@ class EngineState:
             usage=usage,
             projects=self.projects,
             unmanaged_memory=self.unmanaged,
+        )
+
+    def held_by_begin(self) -> Mapping[int, PendingJob]:
+        """The waiting jobs a --begin time after the last pass's `now` keeps out of it."""
+        return self._inputs.later()
+
+    def with_begin_held(self, decision: Decision) -> tuple[Decision, dict[int, Status]]:
+        """`decision` with the status of the jobs a --begin time kept out of its pass, and
+        those of their statuses that are new since the last pass (engine/begin_held.py)."""
+        inputs = self._inputs
+        return self._begin_held.merged_into(
+            decision,
+            inputs.later(),
+            inputs.later_changes(),
+            self.inventory.nodes,
+            self.config.spread_wide_jobs,
         )
 
     # -- when a pass is worth running -------------------------------------------------------
@@ -426,7 +456,9 @@ class EngineState:
             begin = t.job.spec.begin_time
             if t.job.state is JobState.PENDING and begin is not None and now < begin < next_begin:
                 next_begin = begin
-        for waiting in self._inputs.pending():
+        candidates = self._inputs.pending(now)  # first: lets in the jobs whose time came
+        next_begin = min(next_begin, self._inputs.next_begin())
+        for waiting in candidates:
             if waiting.id in left_out:
                 continue
             begin = waiting.begin_time
