@@ -158,7 +158,8 @@ def defragment(state: SchedulingPass, taken: Sequence[Preemption]) -> tuple[Pree
     if job is None:
         return ()
     by_node = _candidates(state, job, {p.job_id for p in taken})
-    plan = _best_plan(state, job, by_node, free_of)
+    budget = state.config.defrag_loss_share * res.gpus * (shadow.time - state.now)
+    plan = _best_plan(state, job, by_node, free_of, budget)
     if plan is None or not _pays(plan.lost, res.gpus * (shadow.time - state.now), state):
         return ()
     free = state.free.by_name[plan.node]
@@ -241,9 +242,14 @@ def _best_plan(
     job: PendingJob,
     by_node: dict[str, list[RunningJob]],
     free_of: dict[str, int],
+    budget: float,
 ) -> _Plan | None:
     """The best plan over the `_NODES` nodes with the most free GPUs of the job's type among
-    those where stopping every candidate would free enough (module docstring)."""
+    those where stopping every candidate would free enough (module docstring); a node none
+    of whose plans could lose at most `budget` GPU-seconds (`_least_loss`) is not tried:
+    the best plan is the one that loses least, and `defragment` takes it only if it loses at
+    most that, so the outcome is the same (the Philly replay found 1,476 plans of 1,539
+    that did not pay, each searched in full)."""
     res = job.resources
     nodes = [
         name
@@ -253,10 +259,21 @@ def _best_plan(
     nodes.sort(key=lambda name: (-free_of[name], name))
     best: _Plan | None = None
     for name in nodes[:_NODES]:
-        plan = _plan_on(state, job, name, _least_lost_first(state, by_node[name]))
+        cands = by_node[name]
+        if _least_loss(state, cands, res.gpus - free_of[name]) > budget * (1 + 1e-9):
+            continue
+        plan = _plan_on(state, job, name, _least_lost_first(state, cands))
         if plan is not None and (best is None or plan.rank < best.rank):
             best = plan
     return best
+
+
+def _least_loss(state: SchedulingPass, cands: list[RunningJob], lack: int) -> float:
+    """A floor under the work any plan on a node loses: its victims free at least `lack`
+    GPUs, each losing at least the least work lost per GPU of the node's candidates (a
+    plan's lost >= that x its victims' GPUs >= that x `lack`)."""
+    per_gpu = [lost_gpu_s(r, state.now, state.config) / len(r.gpus) for r in cands if r.gpus]
+    return min(per_gpu, default=0.0) * max(lack, 0)
 
 
 def _plan_on(
