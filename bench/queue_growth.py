@@ -10,6 +10,11 @@ quotes were taken so). On each, taking turns:
   of a submission's answer;
 - memory: each daemon's RSS once it has answered all of it (goal 8's first half: RSS with
   10,000 pending over the idle, empty daemon's).
+A second pair says what the held queue does not: the same count of jobs waiting for GPUs,
+not held (8-GPU jobs behind a 4-GPU job that runs for a day), against that 4-GPU job alone;
+on each, submit -> start of a 1-GPU job of one minute, which backfills at once. Its ratio is
+printed beside goal 1's (`submit_to_start_p50_waiting_over_empty`), not as goal 1: the issue
+measures with held jobs, and a pass still walks every job that waits for GPUs.
 Prints one JSON object: the raw figures and the ratios, with whether each goal holds
 (submit->start p50 at most 1.5x, burst p99 at most 2x, RSS at most 1.5x), and the load.
 Usage: python bench/queue_growth.py [--pending 10000] [--runs 15]
@@ -23,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -33,10 +39,54 @@ sys.path.insert(0, str(ROOT / "bench"))
 from daemon_scale import (  # noqa: E402
     Daemon,
     concurrent_submit,
+    marker_command,
     submit_to_start,
     summary,
 )
-from vs_slurm import run_header, say, started_daemon  # noqa: E402
+from vs_slurm import run_header, say, started_daemon, wait_marker  # noqa: E402
+
+# A 4-GPU job of a day on the 8-GPU pool, then `n` 8-GPU jobs that wait for it.
+FILL_WAITING = """
+import sys, time
+from gpupool.core.job import JobSpec, Resources
+from gpupool.store import Store
+store = Store.open(sys.argv[1])
+day = JobSpec(command=("sleep", "86400"), resources=Resources(gpus=4), workdir="/")
+store.submit(day, "bench", time.time())
+wide = JobSpec(command=("sleep", "1"), resources=Resources(gpus=8), workdir="/")
+for _ in range(int(sys.argv[2])):
+    store.submit(wide, "bench", time.time())
+store.close()
+"""
+
+
+def waiting_daemon(stack: ExitStack, folder: Path, waiting: int) -> Daemon:
+    """A daemon whose 8-GPU pool runs a 4-GPU job of a day, with `waiting` 8-GPU jobs
+    queued behind it (put in its database before it starts)."""
+    folder.mkdir()
+    daemon = Daemon(ROOT, folder)
+    daemon.state.mkdir(parents=True, exist_ok=True)
+    made = daemon.python("-c", FILL_WAITING, f"sqlite:///{daemon.state / 'state.db'}",
+                         str(waiting), timeout=3600)  # fmt: skip
+    if made.returncode != 0:
+        raise RuntimeError(f"fill failed: {made.stderr}")
+    stack.callback(daemon.stop)
+    daemon.start()
+    return daemon
+
+
+def backfill_to_start(daemon: Daemon, folder: Path, n: int) -> list[float]:
+    """submit -> start of `n` 1-GPU jobs of one minute, each after the previous one ended."""
+    out = []
+    for i in range(n):
+        time.sleep(0.3)  # let the previous job end: each start on the same pool
+        marker = folder / f"start-{i}"
+        t0 = time.time()
+        wire = {"command": marker_command(marker), "gpus": 1, "workdir": "/",
+                "time_limit_s": 60.0}  # fmt: skip
+        daemon.post_job(daemon.client, wire)  # type: ignore[arg-type]
+        out.append((wait_marker(marker) - t0) * 1000)
+    return out
 
 
 def main() -> None:
@@ -48,7 +98,7 @@ def main() -> None:
     result = run_header(
         "queue_growth", {"pending": args.pending, "runs": args.runs, "burst": "100 clients x 5"}
     )
-    starts: dict[str, list[float]] = {"empty": [], "long": []}
+    starts: dict[str, list[float]] = {"empty": [], "long": [], "waiting_empty": [], "waiting": []}
     bursts: dict[str, dict[str, Any]] = {}
     memory: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpupool-queue-growth-") as tmp, ExitStack() as stack:
@@ -64,11 +114,19 @@ def main() -> None:
             folder.mkdir()
             return folder
 
+        backfilled: dict[str, Daemon] = {}
+        for name, n in (("waiting_empty", 0), ("waiting", args.pending)):
+            say(f"starting the {name} daemon ({n} waiting for GPUs)")
+            backfilled[name] = waiting_daemon(stack, work / name, n)
         for name, daemon in daemons.items():
             submit_to_start(daemon, markers(name, "warm-up"), 2)
+        for name, daemon in backfilled.items():
+            backfill_to_start(daemon, markers(name, "warm-up"), 2)
         for r in range(args.runs):
             for name, daemon in daemons.items():
                 starts[name] += submit_to_start(daemon, markers(name, f"round-{r}"), 1)
+            for name, daemon in backfilled.items():
+                starts[name] += backfill_to_start(daemon, markers(name, f"round-{r}"), 1)
             if r % 5 == 4:
                 say(f"submit -> start: {r + 1} of {args.runs} rounds")
         for name, daemon in daemons.items():
@@ -81,12 +139,17 @@ def main() -> None:
     to_start = statistics.median(starts["long"]) / statistics.median(starts["empty"])
     burst = bursts["long"]["latency"]["p99_ms"] / bursts["empty"]["latency"]["p99_ms"]
     rss = memory["long_at_start"]["VmRSS"] / memory["empty_at_start"]["VmRSS"]
+    waiting = statistics.median(starts["waiting"]) / statistics.median(starts["waiting_empty"])
     result["goals"] = {
         "submit_to_start_p50_long_over_empty": {"ratio": round(to_start, 2), "at_most": 1.5,
                                                 "holds": to_start <= 1.5},
         "burst_p99_long_over_empty": {"ratio": round(burst, 2), "at_most": 2.0,
                                       "holds": burst <= 2.0},
         "rss_long_over_idle_empty": {"ratio": round(rss, 2), "at_most": 1.5, "holds": rss <= 1.5},
+    }  # fmt: skip
+    # Beside goal 1, not goal 1 (module docstring): the queue a pass still walks.
+    result["submit_to_start_p50_waiting_over_empty"] = {
+        "ratio": round(waiting, 2), "as_goal_1": 1.5, "holds": waiting <= 1.5,
     }  # fmt: skip
     result["load_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))
