@@ -250,7 +250,9 @@ class Daemon:
             size = len(out.stdout)
         return walls, size
 
-    def submit(self, command: list[str], begin: float | None = None) -> int:
+    def submit(
+        self, command: list[str], begin: float | None = None, time_limit_s: float | None = None
+    ) -> int:
         env: dict[str, JsonValue] = {f"BENCH_VAR_{i}": "x" * 40 for i in range(ENV_VARS)}
         wire: dict[str, JsonValue] = {
             "command": list[JsonValue](command),
@@ -259,6 +261,8 @@ class Daemon:
             "begin_time": begin,
             "base_env": env,
         }
+        if time_limit_s is not None:
+            wire["time_limit_s"] = time_limit_s
         return self.post_job(self.client, wire)
 
     def post_job(self, client: Client, spec: dict[str, JsonValue]) -> int:
@@ -288,13 +292,15 @@ def marker_command(path: Path) -> list[str]:
     return ["/bin/sh", "-c", f"date +%s%N > {path}.tmp && mv {path}.tmp {path}"]
 
 
-def submit_to_start(d: Daemon, tmp: Path, n: int) -> list[float]:
+def submit_to_start(d: Daemon, tmp: Path, n: int, time_limit_s: float | None = None) -> list[float]:
+    """submit -> start of `n` 1-GPU jobs (of `time_limit_s`: None, the pool's default),
+    each after the previous one ended."""
     out = []
     for i in range(n):
         time.sleep(0.3)  # let the previous job end: each start on an idle pool
         marker = tmp / f"start-{i}"
         t0 = time.time()
-        d.submit(marker_command(marker))
+        d.submit(marker_command(marker), time_limit_s=time_limit_s)
         out.append((wait_marker(marker) - t0) * 1000)
     return out
 

@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -39,11 +38,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 from daemon_scale import (  # noqa: E402
     Daemon,
     concurrent_submit,
-    marker_command,
     submit_to_start,
     summary,
 )
-from vs_slurm import run_header, say, started_daemon, wait_marker  # noqa: E402
+from vs_slurm import run_header, say, started_daemon  # noqa: E402
+
+_MINUTE = 60.0  # the backfilled jobs' time limit: they end before the wide job's reservation
 
 # A 4-GPU job of a day on the 8-GPU pool, then `n` 8-GPU jobs that wait for it.
 FILL_WAITING = """
@@ -73,20 +73,6 @@ def waiting_daemon(stack: ExitStack, folder: Path, waiting: int) -> Daemon:
     stack.callback(daemon.stop)
     daemon.start()
     return daemon
-
-
-def backfill_to_start(daemon: Daemon, folder: Path, n: int) -> list[float]:
-    """submit -> start of `n` 1-GPU jobs of one minute, each after the previous one ended."""
-    out = []
-    for i in range(n):
-        time.sleep(0.3)  # let the previous job end: each start on the same pool
-        marker = folder / f"start-{i}"
-        t0 = time.time()
-        wire = {"command": marker_command(marker), "gpus": 1, "workdir": "/",
-                "time_limit_s": 60.0}  # fmt: skip
-        daemon.post_job(daemon.client, wire)  # type: ignore[arg-type]
-        out.append((wait_marker(marker) - t0) * 1000)
-    return out
 
 
 def main() -> None:
@@ -121,12 +107,12 @@ def main() -> None:
         for name, daemon in daemons.items():
             submit_to_start(daemon, markers(name, "warm-up"), 2)
         for name, daemon in backfilled.items():
-            backfill_to_start(daemon, markers(name, "warm-up"), 2)
+            submit_to_start(daemon, markers(name, "warm-up"), 2, _MINUTE)
         for r in range(args.runs):
             for name, daemon in daemons.items():
                 starts[name] += submit_to_start(daemon, markers(name, f"round-{r}"), 1)
             for name, daemon in backfilled.items():
-                starts[name] += backfill_to_start(daemon, markers(name, f"round-{r}"), 1)
+                starts[name] += submit_to_start(daemon, markers(name, f"round-{r}"), 1, _MINUTE)
             if r % 5 == 4:
                 say(f"submit -> start: {r + 1} of {args.runs} rounds")
         for name, daemon in daemons.items():
