@@ -131,14 +131,16 @@ def rate_after_pass(snapshot: Snapshot, decision: Decision) -> dict[IdleCause, f
     largest = NodeFacts.of(snapshot.nodes).largest_gpu_memory
     asks: list[tuple[IdleCause, float]] = []
     for job in snapshot.pending:
+        res = job.resources
+        whole = res.gpu_memory_bytes is None and res.gpu_fraction is None
+        if whole and res.gpus > free:
+            continue  # it could not use them (`idle_cause`): said before its status is read
         status = decision.pending.get(job.id)
         if status is None:
             continue  # started now
         hold = hold_of(status)
         if hold is None:
             continue
-        res = job.resources
-        whole = res.gpu_memory_bytes is None and res.gpu_fraction is None
         gpus = float(res.gpus) if whole else gpu_count(res, gpu_memory_bytes=largest)
         cause = idle_cause(hold, gpus, whole, free, most)
         if cause is not None:
