@@ -147,3 +147,17 @@ def test_a_held_job_released_from_its_hold_gets_its_begin_time_reason_back() -> 
     react(state, JobsStored((released,)))
     _, out2 = passed(state, NOW + 1)
     assert reasons(out2) == {1: Code.BEGIN_TIME.value}
+
+
+def test_the_heap_of_begin_times_does_not_keep_every_cancelled_held_job() -> None:
+    later = NOW + 10 * 365 * 86400.0
+    state = engine_state(*(job(i, begin=later) for i in range(1, 1001)))
+    passed(state, NOW)
+    react(
+        state,
+        JobsStored(tuple(job(i, begin=later, cancel=True, version=5) for i in range(1, 1000))),
+    )
+    inputs = state._inputs  # noqa: SLF001 (its size is the point)
+    assert list(inputs.later()) == [1000]
+    assert len(inputs._begins) <= 2 * 1 + 64  # noqa: SLF001
+    assert inputs.next_begin() == later

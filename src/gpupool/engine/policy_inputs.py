@@ -78,7 +78,7 @@ class PolicyInputs:
             assert job is not None
             made = pending_of(job, self._limit_of(job))
         if made is not None and made.begin_time is not None and made.begin_time > self._now:
-            self._take_out(job_id)
+            self._put(job_id, None)
             if self._later.get(job_id) != made:
                 self._later[job_id] = made
                 self._later_changed.add(job_id)
@@ -86,6 +86,7 @@ class PolicyInputs:
         else:
             if self._later.pop(job_id, None) is not None:
                 self._later_changed.add(job_id)
+                self._compact()
             self._put(job_id, made)
         if job is not None and job.state is JobState.RUNNING and job.node is not None:
             self._running[job_id] = running_of(job, self._limit_of(job))
@@ -109,8 +110,13 @@ class PolicyInputs:
             self._pending[i] = made
             self._pending_tuple = None
 
-    def _take_out(self, job_id: int) -> None:
-        self._put(job_id, None)
+    def _compact(self) -> None:
+        """The heap made again from `later()` once most of its entries are stale (jobs
+        cancelled, or moved to another time, long before their time comes), so it does not
+        grow with every held job ever seen."""
+        if len(self._begins) > 2 * len(self._later) + 64:
+            self._begins = [(job.begin_time or 0.0, i) for i, job in self._later.items()]
+            heapq.heapify(self._begins)
 
     def rebuild(self, jobs: Iterable[Job]) -> None:
         """Every job afresh (the projects changed: their default limits feed every one)."""
