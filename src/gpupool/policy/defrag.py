@@ -158,9 +158,9 @@ def defragment(state: SchedulingPass, taken: Sequence[Preemption]) -> tuple[Pree
     if job is None:
         return ()
     by_node = _candidates(state, job, {p.job_id for p in taken})
-    budget = state.config.defrag_loss_share * res.gpus * (shadow.time - state.now)
+    budget = _loss_budget(res.gpus * (shadow.time - state.now), state)
     plan = _best_plan(state, job, by_node, free_of, budget)
-    if plan is None or not _pays(plan.lost, res.gpus * (shadow.time - state.now), state):
+    if plan is None or plan.lost > budget:
         return ()
     free = state.free.by_name[plan.node]
     view = free.copy()
@@ -180,11 +180,12 @@ def defragment(state: SchedulingPass, taken: Sequence[Preemption]) -> tuple[Pree
     return tuple(Preemption(v, job.id, cause) for v in ids)
 
 
-def _pays(lost_gpu_s: float, wait_gpu_s: float, state: SchedulingPass) -> bool:
-    """Whether the victims' lost work is at most `defrag_loss_share` of the GPU-time the job
-    would wait for its reservation (its GPUs x the time until it): without that bound the
-    Philly replay lost 840 GPU-hours more and its average JCT grew 2% (docs/scheduling.md)."""
-    return lost_gpu_s <= state.config.defrag_loss_share * wait_gpu_s
+def _loss_budget(wait_gpu_s: float, state: SchedulingPass) -> float:
+    """The most work a plan's victims may lose (a plan pays when it loses at most this):
+    `defrag_loss_share` of the GPU-time the job would wait for its reservation (its GPUs x
+    the time until it, `wait_gpu_s`). Without that bound the Philly replay lost 840
+    GPU-hours more and its average JCT grew 2% (docs/scheduling.md)."""
+    return state.config.defrag_loss_share * wait_gpu_s
 
 
 def _matching_free(free: NodeFree, res: Resources) -> int:
@@ -227,14 +228,15 @@ def _spread(running: Sequence[RunningJob]) -> set[int]:
     return {i for i, rows in Counter(ids).items() if rows > 1}
 
 
-def _least_lost_first(state: SchedulingPass, cands: list[RunningJob]) -> list[RunningJob]:
+def _by_loss(
+    state: SchedulingPass, cands: list[RunningJob]
+) -> tuple[list[RunningJob], dict[int, float]]:
     """A node's candidates, least work lost first, then the fewest GPUs, the latest start,
-    the id: sorted only for the nodes a plan is tried on (`_NODES` of them), not for every
-    node that has candidates."""
+    the id, and each one's work lost (`lost_gpu_s`, worked out once here): only for the
+    nodes a plan is tried on (`_NODES` of them), not for every node that has candidates."""
     now, config = state.now, state.config
-    return sorted(
-        cands, key=lambda r: (lost_gpu_s(r, now, config), len(r.gpus), -r.start_time, r.id)
-    )
+    lost = {r.id: lost_gpu_s(r, now, config) for r in cands}
+    return sorted(cands, key=lambda r: (lost[r.id], len(r.gpus), -r.start_time, r.id)), lost
 
 
 def _best_plan(
@@ -259,28 +261,33 @@ def _best_plan(
     nodes.sort(key=lambda name: (-free_of[name], name))
     best: _Plan | None = None
     for name in nodes[:_NODES]:
-        cands = by_node[name]
-        if _least_loss(state, cands, res.gpus - free_of[name]) > budget * (1 + 1e-9):
+        ordered, lost = _by_loss(state, by_node[name])
+        if _least_loss(ordered, lost, res.gpus - free_of[name]) > budget * (1 + 1e-9):
             continue
-        plan = _plan_on(state, job, name, _least_lost_first(state, cands))
+        plan = _plan_on(state, job, name, ordered, lost)
         if plan is not None and (best is None or plan.rank < best.rank):
             best = plan
     return best
 
 
-def _least_loss(state: SchedulingPass, cands: list[RunningJob], lack: int) -> float:
+def _least_loss(cands: list[RunningJob], lost: dict[int, float], lack: int) -> float:
     """A floor under the work any plan on a node loses: its victims free at least `lack`
     GPUs, each losing at least the least work lost per GPU of the node's candidates (a
     plan's lost >= that x its victims' GPUs >= that x `lack`)."""
-    per_gpu = [lost_gpu_s(r, state.now, state.config) / len(r.gpus) for r in cands if r.gpus]
+    per_gpu = [lost[r.id] / len(r.gpus) for r in cands if r.gpus]
     return min(per_gpu, default=0.0) * max(lack, 0)
 
 
 def _plan_on(
-    state: SchedulingPass, job: PendingJob, name: str, cands: list[RunningJob]
+    state: SchedulingPass,
+    job: PendingJob,
+    name: str,
+    cands: list[RunningJob],
+    lost: dict[int, float],
 ) -> _Plan | None:
-    """The victims on node `name` that let `job` fit there and fit elsewhere at once, none
-    too many; None: there are none."""
+    """The victims on node `name` (of `cands`, least work lost first; `lost`: each one's
+    work lost) that let `job` fit there and fit elsewhere at once, none too many; None:
+    there are none."""
     free = state.free.by_name[name]
     res = job.resources
     fit: Fit[RunningJob]
@@ -296,8 +303,7 @@ def _plan_on(
     victims = tuple(fill_back(chosen, fit))
     if not _fits_in_any_order([v.resources for v in victims], others):
         return None
-    lost = sum(lost_gpu_s(v, state.now, state.config) for v in victims)
-    return _Plan(name, victims, lost)
+    return _Plan(name, victims, sum(lost[v.id] for v in victims))
 
 
 def _roomy(frees: list[NodeFree], victims: Sequence[RunningJob]) -> list[NodeFree]:
