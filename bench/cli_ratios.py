@@ -12,13 +12,14 @@ Set-up, in one run:
   8 workers), for `squeue`; if Slurm cannot be had, its side is {"skipped": why}.
 Each command is a new process (as a user runs it, bytecode cached), `--runs` times, the
 commands taking turns in each round, so a busy machine slows them alike. Commands:
-`python -c pass` (the floor), `gpupool --help`, `gpupool submit --gpus 1 -- true` (on the
+`python -c pass` (the floor), `gpupool --help` (the `gpupool` command pip installs, as
+users run it; `--entry module`: `python -m gpupool`), `gpupool submit --gpus 1 -- true` (on the
 empty daemon), `gpupool queue` (on the 200-job daemon), `gpupool queue` and `queue --all
 --json` (on the 10,000-job daemon), `squeue` (Slurm's default table of its 10,000).
 Prints one JSON object: p50/p99/max per command, the ratios of the goals and whether each
 holds (queue_10k / queue_200 <= 1.2; queue_all_json_10k / squeue_10k <= 2; submit, queue
 and help over the floor <= 3), the load before and after.
-Usage: python bench/cli_ratios.py [--runs 11] [--pending 10000] [--no-slurm]
+Usage: python bench/cli_ratios.py [--runs 11] [--pending 10000] [--no-slurm] [--entry module]
 """
 
 from __future__ import annotations
@@ -79,9 +80,23 @@ def submitted(command: list[str], env: dict[str, str], cwd: Path, daemon: Daemon
     return wall
 
 
+def cli_command(entry: str) -> list[str]:
+    """How each command starts the CLI: the installed `gpupool` script (it imports the tree
+    on PYTHONPATH, cli_env's), or `python -m gpupool`."""
+    script = Path(sys.executable).parent / "gpupool"
+    if entry == "module":
+        return [sys.executable, "-m", "gpupool"]
+    if not script.is_file():
+        sys.exit(
+            f"no `gpupool` command beside {sys.executable}: pip install -e . or --entry module"
+        )
+    return [str(script)]
+
+
 def cli_env(daemon: Daemon) -> dict[str, str]:
     env = dict(daemon.env)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as users run it: with cached bytecode
+    env.pop("PYTHONUNBUFFERED", None)  # and with output buffered (a write per line else)
     return env
 
 
@@ -106,11 +121,24 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=11)
     p.add_argument("--pending", type=int, default=10_000)
     p.add_argument("--no-slurm", action="store_true")
+    p.add_argument(
+        "--entry",
+        choices=("script", "module"),
+        default="script",
+        help="run the CLI as users do, by the `gpupool` command pip installs beside this "
+        "Python (default), or as `python -m gpupool` (runpy: ~3 ms more a command)",
+    )
     args = p.parse_args()
     os.environ.pop("GPUPOOL_URL", None)
     result = run_header(
         "cli_ratios",
-        {"runs": args.runs, "pending": args.pending, "small": SMALL, "slurm": SLURM_SETTINGS},
+        {
+            "runs": args.runs,
+            "pending": args.pending,
+            "small": SMALL,
+            "entry": args.entry,
+            "slurm": SLURM_SETTINGS,
+        },
     )
     walls: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpupool-cli-ratios-") as tmp, ExitStack() as stack:
@@ -120,7 +148,7 @@ def main() -> None:
             say(f"filling and starting the {name} daemon ({n} pending)")
             daemons[name] = started_daemon(stack, work / name, n)
         empty, small, large = (cli_env(daemons[n]) for n in ("empty", "small", "large"))
-        gp = [sys.executable, "-m", "gpupool"]
+        gp = cli_command(args.entry)
         commands: dict[str, Callable[[], float]] = {
             "python_c_pass": lambda: timed([sys.executable, "-c", "pass"], small, work),
             "help": lambda: timed([*gp, "--help"], small, work),

@@ -1,5 +1,3 @@
-import sys
+from gpupool.cli.main import run
 
-from gpupool.cli.main import main
-
-sys.exit(main())
+run()

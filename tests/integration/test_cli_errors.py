@@ -196,3 +196,31 @@ def test_topology_from_inventory_file(tmp_path: Path) -> None:
         assert p.wait(job_id).gpus in ((0, 2), (1, 3))  # an NVLink pair, not 0,1
     finally:
         p.cleanup()
+
+
+def test_a_command_on_a_pool_writes_all_its_output_before_it_leaves(pool: Pool) -> None:
+    """cli/main.py's `run` leaves a command on a pool by os._exit, skipping the
+    interpreter's teardown: what the command printed (more than a pipe holds) must all be
+    out first, and its exit code kept. Buffered as a user's pipe is (no PYTHONUNBUFFERED)."""
+    env = {k: v for k, v in pool.env.items() if k != "PYTHONUNBUFFERED"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        gp = [sys.executable, "-m", "gpupool", *args]
+        return subprocess.run(gp, env=env, capture_output=True, text=True, timeout=60)
+
+    name = "held-" + "x" * 40
+    ids = [pool.submit("--begin", "now+1h", "--name", name, "--", "true") for _ in range(120)]
+    try:
+        listed = cli("queue", "--json", "-j", ",".join(map(str, ids)))
+        assert len(listed.stdout.encode()) > 65536  # more than a pipe's buffer
+        assert sorted(r["id"] for r in json.loads(listed.stdout)) == ids
+        table = cli("queue", "-j", ",".join(map(str, ids)), "--limit", "500")
+        rows = table.stdout.splitlines()[1:]
+        assert sorted(int(row.split()[0]) for row in rows) == ids, table.stdout[-400:]
+        assert (listed.returncode, table.returncode, cli("show", "999999999").returncode) == (
+            0,
+            0,
+            1,
+        )
+    finally:
+        pool.cancel(*ids)

@@ -50,18 +50,21 @@ NEVER = (
 )
 
 # What neither command imports (typing, and shutil for argparse's terminal width: ~2 ms
-# each; cli/argv.py), and what a plain `submit -- CMD` does not: the dataclasses (and
+# each, cli/argv.py; pathlib, socket and urllib.parse over the Unix socket: ~6 ms together,
+# core/state_location.py and client/http.py), and what a plain `submit -- CMD` does not: the dataclasses (and
 # inspect) that core.job and the client's views need.
-NEVER_CLI = ("typing", "shutil")
+NEVER_CLI = ("typing", "shutil", "pathlib", "socket", "urllib.parse")
 NOT_FOR_SUBMIT = ("dataclasses", "inspect", "gpupool.core.job", "gpupool.client.views")
 
-# `gpupool ARGS` run as `python -m gpupool` runs it, then the modules loaded, one a line,
-# into the file named by argv[1].
+# `gpupool ARGS` run as the `gpupool` command runs it (cli/main.py's `run`, less its exit:
+# a command on a pool leaves by os._exit, which would not write the list), then the modules
+# loaded, one a line, into the file named by argv[1].
 PROBE = """
-import runpy, sys
+import sys
+from gpupool.cli.main import main
 out, sys.argv = sys.argv[1], ["gpupool", *sys.argv[2:]]
 try:
-    runpy.run_module("gpupool", run_name="__main__", alter_sys=True)
+    main()
 except SystemExit:
     pass
 with open(out, "w") as f:

@@ -32,6 +32,11 @@ from gpupool.cli.commands import (
     noun_of,
 )
 
+# Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 def _common(default: object) -> CliParser:
     # Accepted before and after the verb; after it, SUPPRESS keeps a value given before it.
@@ -111,19 +116,59 @@ def _top_parser() -> tuple[CliParser, Subparsers]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command `argv` (default: this process's arguments) runs, and its exit code."""
+    return _guarded(argv)[0]
+
+
+def run() -> NoReturn:
+    """The `gpupool` command (and `python -m gpupool`): main, then the exit.
+
+    A command that only talked to a pool (`submit`, `queue`, ...) leaves without the
+    interpreter's teardown, once its output is flushed: unloading ~100 modules took ~4 ms of
+    a ~35 ms `gpupool queue` (issue 35, goal 6). Such a command leaves no thread, temporary
+    file or atexit work behind. Every other (`server` with its atexit writer, `sim`, `plan`)
+    exits as usual."""
+    code, on_pool = _guarded(None)
+    if not on_pool:
+        sys.exit(code)
     try:
-        return _main(argv)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader is gone, as in `_guarded`: nothing to say
+            code = 0
+        except OSError as exc:  # a full disk: what the interpreter's own flush would meet
+            print(f"gpupool: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+            code = code or 1
+        sys.stderr.flush()
+    finally:
+        os._exit(code & 0xFF)
+
+
+def _guarded(argv: list[str] | None) -> tuple[int, bool]:
+    """The exit code, and whether the command only talked to a pool (`run`)."""
+    ran = _Ran()
+    try:
+        return _main(argv, ran), ran.on_pool
     except KeyboardInterrupt:
-        return 130
+        return 130, ran.on_pool
     except BrokenPipeError:  # `gpupool queue | head`: the reader is gone, nothing to say
         # Point stdout at /dev/null so the interpreter's final flush does not fail again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return 0
+        return 0, ran.on_pool
 
 
-def _main(argv: list[str] | None) -> int:
+class _Ran:
+    """What `_main` found out about the command it ran."""
+
+    __slots__ = ("on_pool",)
+
+    def __init__(self) -> None:
+        self.on_pool = False
+
+
+def _main(argv: list[str] | None, ran: _Ran) -> int:
     words = sys.argv[1:] if argv is None else argv
     noun = noun_of(words)
     if noun is None:
@@ -140,6 +185,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         if not isinstance(command, OnPool):  # offline (plan cost --from-usage asks a pool)
             return command.run(args)
+        ran.on_pool = True
         if command.prepare is not None:
             command.prepare(args)  # may set --url / --state-dir (flags after a spec file)
         client = Client(args.state_dir, url=args.url)
@@ -164,4 +210,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

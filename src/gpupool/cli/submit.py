@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.client import Client, JsonObject
@@ -220,8 +219,7 @@ def is_spec_file(word: str) -> bool:
     """The rule for a first word without `--` before it (module docstring)."""
     if word.lower().endswith((".yaml", ".yml")):
         return True
-    path = Path(word)
-    return path.is_file() and not os.access(path, os.X_OK)
+    return os.path.isfile(word) and not os.access(word, os.X_OK)
 
 
 def take_spec_file(args: argparse.Namespace) -> None:
@@ -315,8 +313,8 @@ class BadSubmitArgs(ValueError):
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if args.spec_file and not Path(args.spec_file).is_file():
-        what = "no such file" if not Path(args.spec_file).exists() else "not a file"
+    if args.spec_file and not os.path.isfile(args.spec_file):
+        what = "no such file" if not os.path.exists(args.spec_file) else "not a file"
         raise BadSubmitArgs(
             f"{what}: {args.spec_file} (a first word ending in .yaml or .yml is a job spec "
             "file; to run a command of that name, put it after --)"

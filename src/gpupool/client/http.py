@@ -9,13 +9,11 @@ the figures a caller needs to say what happened in one line; the CLI renders the
 
 from __future__ import annotations
 
+import _socket
 import json
 import os
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from urllib.parse import quote, urlencode
 
 from gpupool.client.errors import (
     API_HEADER,
@@ -31,17 +29,21 @@ from gpupool.client.transport import (
     api_error,
     decode,
     exchange,
+    query_string,
+    quoted,
     tcp_address,
     timeout_from_env,
     tls_context,
     tls_instead,
 )
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform
-from gpupool.core.paths import socket_path, state_dir
+from gpupool.core.state_location import socket_text, state_dir_text
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # imported by the methods that read them (client/views.py says why)
+    from _socket import socket as Socket
+    from pathlib import Path
     from typing import TypeVar
 
     T = TypeVar("T")
@@ -90,8 +92,9 @@ class Client:
             if found and found[2]
             else None
         )
-        self.state_dir = state_dir(str(state) if state else None)
-        self.socket = socket_path(self.state_dir)
+        # Kept as text: pathlib costs every CLI command ~2.5 ms (core/state_location.py).
+        self._state_dir = state_dir_text(os.fspath(state) if state else None)
+        self._socket = socket_text(self._state_dir)
         self.timeout = timeout_from_env() if timeout is None else timeout
         self.token: str | None = None
         if self.address is not None:
@@ -99,14 +102,30 @@ class Client:
 
             self.token = token if token is not None else find_token()
 
-    def where(self) -> str:
-        return self.url or f"the state directory {self.state_dir}"
+    @property
+    def state_dir(self) -> Path:
+        """The pool's state directory (the one given, else found as core/paths.py finds it)."""
+        from pathlib import Path
 
-    def _connect(self) -> tuple[socket.socket, str]:
+        return Path(self._state_dir)
+
+    @property
+    def socket(self) -> Path:
+        """The daemon's Unix socket in the state directory."""
+        from pathlib import Path
+
+        return Path(self._socket)
+
+    def where(self) -> str:
+        return self.url or f"the state directory {self._state_dir}"
+
+    def _connect(self) -> tuple[Socket, str]:
         """A connected socket; DaemonNotRunning if nothing listens, PoolUnreachable if the
         address cannot be used, DaemonTimeout if the connection is not accepted in time."""
         try:
             if self.address:
+                import socket  # only over TCP: its enums and selectors cost ~2 ms
+
                 host, port = self.address
                 sock = socket.create_connection((host, port), timeout=self.timeout)
                 if self.tls is not None:
@@ -116,19 +135,19 @@ class Client:
                         sock.close()
                         raise
                 return sock, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
+            unix = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            unix.settimeout(self.timeout)
             try:
-                sock.connect(str(self.socket))
+                unix.connect(self._socket)
             except BaseException:
-                sock.close()
+                unix.close()
                 raise
-            return sock, "gpupool"
+            return unix, "gpupool"
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise DaemonNotRunning(self.where(), exc.strerror or str(exc)) from None
         except TimeoutError:
             raise DaemonTimeout(self.where(), self.timeout) from None
-        except socket.gaierror as exc:
+        except _socket.gaierror as exc:
             raise PoolUnreachable(self.where(), f"unknown host ({exc.strerror})") from None
         except OSError as exc:  # ssl.SSLError is one: a certificate that does not check out
             raise PoolUnreachable(self.where(), _os_problem(exc, self)) from None
@@ -143,7 +162,7 @@ class Client:
         if query:
             items = {k: v for k, v in query.items() if v is not None}
             if items:
-                path = f"{path}?{urlencode(items)}"
+                path = f"{path}?{query_string(items)}"
         payload = None if body is None else json.dumps(body).encode()
         sock, host = self._connect()
         try:
@@ -534,11 +553,11 @@ def _page_query(
 
 
 def _project_path(name: str) -> str:
-    return f"/v1/projects/{quote(name, safe='')}"
+    return f"/v1/projects/{quoted(name)}"
 
 
 def _default_path(user: str) -> str:
-    return f"/v1/projects/defaults/{quote(user, safe='')}"
+    return f"/v1/projects/defaults/{quoted(user)}"
 
 
 def _os_problem(exc: OSError, client: Client) -> str:
@@ -559,8 +578,8 @@ def _os_problem(exc: OSError, client: Client) -> str:
         ):
             return "it is not a directory"
         if isinstance(exc, PermissionError):
-            return f"permission denied on {client.socket}"
+            return f"permission denied on {client._socket}"
         if "too long" in str(exc):
-            chars = len(str(client.socket))
+            chars = len(client._socket)
             return f"its socket path is too long for a Unix socket ({chars} characters)"
     return exc.strerror or str(exc)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-from urllib.parse import urlsplit
 
 from gpupool.client.errors import (
     ApiError,
@@ -27,6 +25,8 @@ from gpupool.client.wire_json import JsonValue
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ssl
+    from _socket import socket as Socket  # socket.socket's base: what both paths have
+    from collections.abc import Mapping
 
 DEFAULT_TIMEOUT_S = 30.0
 # The first byte of a TLS record that a TLS listener may send a plain request: an alert or
@@ -40,7 +40,7 @@ class ClosedUnanswered(ConnectionLost):
 
 
 def exchange(
-    sock: socket.socket,
+    sock: Socket,
     method: str,
     path: str,
     body: bytes | None,
@@ -98,7 +98,7 @@ def exchange(
     return status, headers, payload
 
 
-def read_answer(sock: socket.socket, quietly: bool = False) -> bytes:
+def read_answer(sock: Socket, quietly: bool = False) -> bytes:
     """Everything the daemon sends, to EOF; `quietly`: what came before a reset."""
     chunks = []
     while True:
@@ -147,6 +147,8 @@ def timeout_from_env() -> float:
 def tcp_address(url: str, source: str) -> tuple[str, int, bool]:
     """(host, port, tls) of an http:// or https:// URL; BadClientSetting naming --url or
     GPUPOOL_URL."""
+    from urllib.parse import urlsplit  # only for a pool over TCP (~2 ms)
+
     example = "expected http(s)://HOST:PORT, e.g. http://127.0.0.1:8765"
     try:
         parts = urlsplit(url)
@@ -191,6 +193,7 @@ def tls_instead(
 
 def _handshakes(address: tuple[str, int]) -> bool:
     """Whether a TLS handshake with `address` completes."""
+    import socket
     import ssl
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -202,6 +205,30 @@ def _handshakes(address: tuple[str, int]) -> bool:
                 return True
     except (OSError, ValueError):  # ssl.SSLError is an OSError: not TLS, or gone
         return False
+
+
+# What `urllib.parse.quote` leaves as it is with safe="": importing urllib.parse (and the
+# ipaddress it imports) costs every CLI command ~2 ms.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def quoted(text: str, plus: bool = False) -> str:
+    """`text` as one part of a URL (UTF-8, percent-encoded): `quote(text, safe="")`, or
+    with `plus` `quote_plus(text, safe="")` (a space as +: a query's key or value)."""
+    out = []
+    for byte in text.encode():
+        if byte in _UNRESERVED:
+            out.append(chr(byte))
+        elif plus and byte == 32:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def query_string(items: Mapping[str, str | int]) -> str:
+    """`urlencode(items)`: key=value pairs, each quoted, joined by &."""
+    return "&".join(f"{quoted(k, True)}={quoted(str(v), True)}" for k, v in items.items())
 
 
 def decode(data: bytes) -> JsonValue:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-SOCKET_NAME = "gpupool.sock"
+from gpupool.core.state_location import SOCKET_NAME, state_dir_text
+
 DATABASE_NAME = "state.db"
 
 # The state directory's modes (docs/security.md, "State files"). Its top level can be
@@ -29,13 +29,7 @@ PASSABLE_DIRS = (CHECKPOINTS_DIR, MPS_DIR)
 
 def state_dir(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """--state-dir, else $GPUPOOL_STATE_DIR, else $XDG_DATA_HOME/gpupool (~/.local/share)."""
-    env = os.environ if environ is None else environ
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    if env.get("GPUPOOL_STATE_DIR"):
-        return Path(env["GPUPOOL_STATE_DIR"]).expanduser().absolute()
-    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", "~")) / ".local" / "share")
-    return (Path(base).expanduser() / "gpupool").absolute()
+    return Path(state_dir_text(explicit, environ))
 
 
 def socket_path(state: Path) -> Path:

@@ -11,8 +11,8 @@ about a millisecond more to create. Standard library only, and nothing imported.
   it makes what `@dataclass(frozen=True, slots=True)` made, `__slots__`, an `__init__` by
   position or name with the defaults, `__repr__`, `__eq__` and `__hash__` over the fields
   (except those given `unlisted()`: a required field left out of all three, a view's
-  `wire`), no assignment after `__init__`, pickling; from generated source, one `exec` per
-  class, as dataclasses does without its machinery. mypy reads it as a frozen dataclass
+  `wire`), no assignment after `__init__`, pickling; `__init__` from generated source, one `exec` per
+  class on its first use, as dataclasses does without its machinery. mypy reads it as a frozen dataclass
   (PEP 681's dataclass_transform). `replaced` is its `dataclasses.replace`.
 """
 
@@ -55,6 +55,7 @@ class FrozenValue:
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, TypeVar, dataclass_transform
 
     C = TypeVar("C", bound=type)
@@ -99,38 +100,71 @@ def record(cls: C) -> C:
     namespace = {k: v for k, v in cls.__dict__.items() if k not in skip}
     namespace["__slots__"] = tuple(names)
     made = type(cls)(cls.__name__, cls.__bases__, namespace)
-    for name, method in _methods(cls.__qualname__, names, defaults, listed).items():
+    for name, method in _methods(made, names, defaults, listed).items():
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(made, name, method)
     return made
 
 
 def _methods(
-    qualname: str, names: list[str], defaults: dict[str, object], listed: list[str]
+    made: type, names: list[str], defaults: dict[str, object], listed: list[str]
 ) -> dict[str, Any]:
+    qualname = made.__qualname__
+    fields = _fields_of(listed)
+
+    def __init__(self: object, *args: object, **kwargs: object) -> None:
+        # The first record made of a class compiles its __init__ (generated source, as
+        # dataclasses does: one call per field set, by name) and puts it in this one's
+        # place; a class never made costs no compile. A view module has ~10 records and a
+        # command makes one or two: compiling all of them on import was ~1.5 ms of it.
+        init = _compiled_init(names, defaults)
+        init.__qualname__ = f"{qualname}.__init__"
+        made.__init__ = init  # type: ignore[misc]
+        init(self, *args, **kwargs)
+
+    def __repr__(self: object) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(listed, fields(self), strict=True))
+        return f"{qualname}({shown})"
+
+    def __eq__(self: object, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return fields(self) == fields(other)
+
+    def __hash__(self: object) -> int:
+        return hash(fields(self))
+
+    return {
+        "__init__": __init__,
+        "__repr__": __repr__,
+        "__eq__": __eq__,
+        "__hash__": __hash__,
+        "__setattr__": _frozen_set,
+        "__delattr__": _frozen_delete,
+        "__getstate__": _state,
+        "__setstate__": _set_state,
+    }
+
+
+def _compiled_init(names: list[str], defaults: dict[str, object]) -> Callable[..., None]:
+    """An __init__ by position or name, with the defaults, setting each field."""
     params = ", ".join(f"{n}=_default_{n}" if n in defaults else n for n in names)
     sets = "".join(f"    _set(self, {n!r}, {n})\n" for n in names) or "    pass\n"
-    fields = "".join(f"self.{n}, " for n in listed)
-    others = "".join(f"other.{n}, " for n in listed)
-    shown = ", ".join(f"{n}={{self.{n}!r}}" for n in listed)
-    source = (
-        f"def __init__(self, {params}):\n{sets}"
-        f"def __repr__(self):\n    return f'{qualname}({shown})'\n"
-        "def __eq__(self, other):\n"
-        "    if other.__class__ is not self.__class__:\n"
-        "        return NotImplemented\n"
-        f"    return ({fields}) == ({others})\n"
-        f"def __hash__(self):\n    return hash(({fields}))\n"
-    )
     scope: dict[str, object] = {f"_default_{n}": v for n, v in defaults.items()}
     scope["_set"] = object.__setattr__
-    exec(source, scope)  # our own generated source, from the class's field names
-    out: dict[str, Any] = {k: scope[k] for k in ("__init__", "__repr__", "__eq__", "__hash__")}
-    out["__setattr__"] = _frozen_set
-    out["__delattr__"] = _frozen_delete
-    out["__getstate__"] = _state
-    out["__setstate__"] = _set_state
-    return out
+    exec(f"def __init__(self, {params}):\n{sets}", scope)  # our own source, from field names
+    init: Callable[..., None] = scope["__init__"]  # type: ignore[assignment]
+    return init
+
+
+def _fields_of(listed: list[str]) -> Callable[[object], tuple[object, ...]]:
+    """The listed fields' values of a record, as a tuple (for none or one field too)."""
+    names = tuple(listed)
+
+    def fields(obj: object) -> tuple[object, ...]:
+        return tuple([getattr(obj, n) for n in names])
+
+    return fields
 
 
 def _frozen_set(self: object, name: str, value: object) -> None:

@@ -9,7 +9,7 @@ otherwise read `time: 1:30:00` as the base-60 integer 5400 (then taken as minute
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from gpupool.spec.errors import FieldError, SpecError
 
@@ -25,15 +25,16 @@ _MAX_NODES = 100_000
 _MAX_DEPTH = 32
 
 
-def load_spec_file(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
+def load_spec_file(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, int]]:
     """The raw mapping in a spec file and each key's 1-based line ("env.NAME" for env entries).
 
     Raises SpecError (source = the path) when the file cannot be read, is not YAML, has a
     top level that is not a mapping, or repeats a key. Values are not checked here.
     """
-    name = str(path)
+    name = os.fspath(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(name, "rb") as file:  # not pathlib: `gpupool submit` imports this module
+            raw = file.read()
     except OSError as e:
         raise SpecError([FieldError("", f"cannot read {name}: {e.strerror or e}")], name) from None
     try:
