@@ -288,8 +288,8 @@ def test_the_exposition_is_prometheus_text_with_help_on_every_family(pool: Pool)
     names = {f.name for f in families}
     assert {name for name, _, _ in FAMILIES} <= names
     assert {"gpupool_job_wait_seconds", "gpupool_scheduling_pass_duration_seconds"} <= names
-    for family in families:
-        assert family.name.startswith("gpupool_"), family.name
+    for family in families:  # the pool's, or the client library's standard process_* ones
+        assert family.name.startswith(("gpupool_", "process_")), family.name
         assert family.documentation, f"{family.name} has no HELP"
     assert CONTENT_TYPE.startswith("text/plain; version=0.0.4")
 
@@ -320,3 +320,21 @@ def test_only_a_jobs_first_start_is_a_wait() -> None:
     first = Job(1, spec, "alice", JobState.RUNNING, submit_time=100.0, start_time=130.0)
     again = Job(2, spec, "alice", JobState.RUNNING, 100.0, start_time=900.0, restart_count=1)
     assert first_starts([first, again]) == [JobStarted(1, "vision", 30.0)]
+
+
+def test_the_daemons_own_memory_rss_and_live(pool: Pool) -> None:
+    """Goal 8 of issue 35 asks for both: RSS (process_resident_memory_bytes, as /proc has
+    it) and the interpreter's live memory (its allocated blocks), which grows with what the
+    daemon keeps and shrinks when it lets go."""
+    before = pool.scrape()
+    rss = before["process_resident_memory_bytes"][()]
+    with open("/proc/self/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    assert 0.5 * kib * 1024 < rss < 2 * kib * 1024
+    assert before["process_open_fds"][()] >= 3
+    blocks = before["gpupool_daemon_python_allocated_blocks"][()]
+    kept = [[i] for i in range(100_000)]  # 200,000 blocks: a list and an int each
+    grown = pool.scrape()["gpupool_daemon_python_allocated_blocks"][()]
+    assert grown - blocks >= 150_000
+    del kept
+    assert pool.scrape()["gpupool_daemon_python_allocated_blocks"][()] < grown - 150_000

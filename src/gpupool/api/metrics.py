@@ -26,6 +26,12 @@ conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
   and those the pool's jobs hold or are admitted to there (api/backend_wire.py). A node the
   pool's jobs are on that the engine's last report does not list has only the last.
 
+The daemon's own process (prometheus_client's standard `process_*` families: resident and
+virtual memory, CPU seconds, open file descriptors, start time) and its interpreter's live
+memory, `gpupool_daemon_python_allocated_blocks` (the memory blocks its objects hold, from
+`sys.getallocatedblocks()`: what a leak grows, where RSS may stay put in freed arenas and
+grow later in steps; issue 35, goal 8).
+
 Only what everyone may see (docs/security.md): queue-level figures. No command, no
 environment, no working directory; a job's `name` label is the name it was given, empty
 without one (not the command's first word, as the queue shows it).
@@ -39,10 +45,17 @@ Everything is in this module's own CollectorRegistry, not the library's global o
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gpupool.api.backend_wire import backend_node_rows, problem_of
@@ -129,6 +142,8 @@ class PoolMetrics:
         self.histograms = histograms if histograms is not None else EngineHistograms()
         self.registry = self.histograms.registry
         self.registry.register(PoolCollector(pool))
+        ProcessCollector(registry=self.registry)
+        self.registry.register(InterpreterCollector())
 
     def pass_ran(self, seconds: float) -> None:
         self.histograms.pass_ran(seconds)
@@ -167,6 +182,25 @@ class PoolCollector:
         for cause, gpu_s in stats.idle_waiting_gpu_s.items():
             families["gpupool_idle_while_waiting_gpu_seconds"].add_metric((cause,), gpu_s)
         return iter(families.values())
+
+
+class InterpreterCollector:
+    """The daemon's live memory, as its interpreter counts it, read on each scrape."""
+
+    def describe(self) -> Iterator[Metric]:
+        return iter([self._blocks()])
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._blocks()
+        family.add_metric((), sys.getallocatedblocks())
+        return iter([family])
+
+    @staticmethod
+    def _blocks() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "gpupool_daemon_python_allocated_blocks",
+            "Memory blocks the daemon's Python objects hold now (its live memory)",
+        )
 
 
 # name, HELP, labels: in the order they are exported.
