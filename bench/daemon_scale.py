@@ -25,8 +25,9 @@ Measured, for each:
   this process's Python: one held job submitted, then one round with a pass, timed, and the
   time spent inside policy.decide apart (p50 of `--rounds`)
 - soak (`--soak-minutes N`): a fresh daemon, empty queue, 2 short jobs submitted per second
-  for N minutes; RSS sampled every 10 s, and its growth per job over the second half
-  (per backend, as the scale measurements)
+  for N minutes; RSS and live memory (the interpreter's allocated blocks, from /metrics)
+  sampled every 10 s, and the growth of each per job over the second half (per backend, as
+  the scale measurements)
 Prints one JSON object: per tree, "scale" per backend. Usage:
     python bench/daemon_scale.py [--pending 10000] [--baseline 14a49dc | --no-baseline]
                                  [--backends sqlite,postgresql] [--soak-minutes 10]
@@ -229,6 +230,15 @@ class Daemon:
                 out[key] = round(int(value.split()[0]) / 1024, 1)
         return out
 
+    def live_blocks(self) -> float | None:
+        """The daemon's live memory, its interpreter's allocated blocks, from /metrics
+        (None from a tree whose daemon does not export it)."""
+        status, _, body = self.client.request_raw("GET", "/metrics")
+        for line in body.decode().splitlines() if status == 200 else ():
+            if line.startswith("gpupool_daemon_python_allocated_blocks "):
+                return float(line.split()[1])
+        return None
+
     def idle_cpu(self, seconds: float) -> float:
         c0, t0 = self.cpu_s(), time.monotonic()
         time.sleep(seconds)
@@ -416,6 +426,14 @@ def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[s
     d.state.mkdir(parents=True, exist_ok=True)
     d.start()
     samples: list[tuple[float, float]] = []  # (jobs submitted, RSS MB)
+    live: list[tuple[float, float]] = []  # (jobs submitted, allocated blocks)
+
+    def sample() -> None:
+        samples.append((submitted, d.memory_mb()["VmRSS"]))
+        blocks = d.live_blocks()
+        if blocks is not None:
+            live.append((submitted, blocks))
+
     submitted, errors = 0, 0
     try:
         t0 = time.monotonic()
@@ -424,7 +442,7 @@ def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[s
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
-                samples.append((submitted, d.memory_mb()["VmRSS"]))
+                sample()
                 next_sample += 10.0
             try:
                 d.submit(["true"])
@@ -433,10 +451,11 @@ def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[s
                 errors += 1
             # 2 per second, on a grid: a slow answer is made up for
             time.sleep(max(0.0, t0 + submitted / 2.0 - time.monotonic()))
-        samples.append((submitted, d.memory_mb()["VmRSS"]))
+        sample()
     finally:
         d.stop()
     half = [p for p in samples if p[0] >= submitted / 2]
+    live_half = [p for p in live if p[0] >= submitted / 2]
     return {
         "minutes": minutes,
         "jobs": submitted,
@@ -446,7 +465,13 @@ def measure_soak(tree: Path, tmp: Path, minutes: float, db: Databases) -> dict[s
         "rss_mb_last": samples[-1][1],
         "kb_per_job_second_half": round(slope(half) * 1024, 2),
         "kb_per_job_overall": round(slope(samples) * 1024, 2),
+        "live_blocks_first": live[0][1] if live else None,
+        "live_blocks_mid": live_half[0][1] if live_half else None,
+        "live_blocks_last": live[-1][1] if live else None,
+        "live_blocks_per_job_second_half": round(slope(live_half), 2) if live else None,
+        "live_blocks_per_job_overall": round(slope(live), 2) if live else None,
         "samples": samples,
+        "live_samples": live,
     }
 
 
