@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     delete,
     insert,
     select,
@@ -280,15 +281,17 @@ def free_gpus(s: Session, job_id: int) -> None:
 
 def bump_allocation_version(s: Session, expected: int | None = None) -> bool:
     """Add one to the allocation version (only if it is `expected`, when given)."""
-    stmt = update(MetaRow).where(MetaRow.id == META_ROW_ID)
-    if expected is not None:
-        stmt = stmt.where(MetaRow.allocation_version == expected)
-    stmt = stmt.values(allocation_version=MetaRow.allocation_version + 1)
-    return cast("CursorResult[Any]", s.execute(stmt)).rowcount == 1
+    if expected is None:
+        return cast("CursorResult[Any]", s.execute(_BUMP)).rowcount == 1
+    done = s.execute(_BUMP_IF, {"expected": expected})
+    return cast("CursorResult[Any]", done).rowcount == 1
 
 
-def load_jobs(s: Session, where: ColumnElement[bool]) -> list[Job]:
-    """Jobs matching `where`, with their events, in id order; one query, one snapshot.
+def load_jobs(
+    s: Session, where: ColumnElement[bool], params: Mapping[str, object] | None = None
+) -> list[Job]:
+    """Jobs matching `where` (its bound parameters' values in `params`: `JOBS_WITH_IDS`
+    takes "ids"), with their events, in id order; one query, one snapshot.
 
     Events come in the order they were written, which is time order as long as the clock
     does not step back; if it does, the history still reads in the order things happened.
@@ -301,7 +304,7 @@ def load_jobs(s: Session, where: ColumnElement[bool]) -> list[Job]:
     )
     rows: dict[int, JobRow] = {}
     events: dict[int, list[Transition]] = {}
-    for row, ev in s.execute(stmt):
+    for row, ev in s.execute(stmt, params or {}):
         rows[row.id] = row
         bucket = events.setdefault(row.id, [])
         if ev is not None:
@@ -355,3 +358,16 @@ class UserDefaultRow(Base):
 
     user: Mapped[str] = mapped_column("username", String, primary_key=True)
     project: Mapped[str] = mapped_column(ForeignKey("projects.name"), index=True)
+
+
+# Statements the life of every job runs, built once and given their values per call: an
+# `in_()` of a Python list, or an update's `col + 1`, built per call, leaves ~8 objects in
+# reference cycles each (SQLAlchemy's anonymous bind parameters), ~50 a job in all, which
+# only the cyclic collector frees (docs/benchmarks.md, goal 8's soak).
+JOBS_WITH_IDS = JobRow.id.in_(bindparam("ids", expanding=True))
+_BUMP = (
+    update(MetaRow)
+    .where(MetaRow.id == META_ROW_ID)
+    .values(allocation_version=MetaRow.allocation_version + 1)
+)
+_BUMP_IF = _BUMP.where(MetaRow.allocation_version == bindparam("expected"))

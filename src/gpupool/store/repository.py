@@ -274,11 +274,11 @@ class Store(
                         f"allocation version is {models.allocation_version(s)}, "
                         f"not {expected_version}: the pool changed"
                     )
-                rows = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
-                nodes = {node for _, node, _, _ in plan}
+                rows = {r.id: r for r in s.scalars(_ROWS_WITH_IDS, {"ids": ids})}
+                nodes = sorted({node for _, node, _, _ in plan})
                 # (node, GPU) -> (job, memory or None for whole) of every holder.
                 held: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
-                for a in s.scalars(select(AllocationRow).where(AllocationRow.node.in_(nodes))):
+                for a in s.scalars(_ALLOCATIONS_ON, {"nodes": nodes}):
                     held.setdefault((a.node, a.gpu_index), []).append((a.job_id, a.memory_bytes))
                 for job_id, node, gpu_list, memory in plan:
                     row = rows.get(job_id)
@@ -307,7 +307,8 @@ class Store(
                 # whole twice (the same GPU twice in this call, or taken by a writer we could
                 # not see).
                 s.flush()
-                by_id = {j.id: j for j in models.load_jobs(s, JobRow.id.in_(ids))}
+                loaded = models.load_jobs(s, models.JOBS_WITH_IDS, {"ids": ids})
+                by_id = {j.id: j for j in loaded}
                 return [by_id[i] for i in ids]
         except IntegrityError as e:
             raise StaleState(f"GPU allocation refused by the database: {e.orig}") from e
@@ -553,3 +554,10 @@ def _check_free(
         if memory is None or other_memory is None:
             how = "whole" if other_memory is None else "shared"
             raise StaleState(f"GPU {gpu} on {node} is held {how} by job {other}")
+
+
+# commit_starts' reads, built once (models.py's JOBS_WITH_IDS says why).
+_ROWS_WITH_IDS = select(JobRow).where(models.JOBS_WITH_IDS)
+_ALLOCATIONS_ON = select(AllocationRow).where(
+    AllocationRow.node.in_(bindparam("nodes", expanding=True))
+)

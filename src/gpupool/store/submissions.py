@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -116,7 +116,7 @@ def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
     tokens = {new.token for new in batch if new.token is not None}
     known: dict[str, int] = {}
     if tokens:
-        found = s.execute(select(JOBS.c.token, JOBS.c.id).where(JOBS.c.token.in_(tokens)))
+        found = s.execute(_IDS_OF_TOKENS, {"tokens": sorted(tokens)})
         known = {token: job_id for token, job_id in found if token is not None}
     fresh: list[NewJob] = []  # the submissions that make a job, in order
     for new in batch:
@@ -199,3 +199,9 @@ def _load(s: Session, ids: list[int]) -> dict[int, Job]:
     if not ids:
         return {}
     return {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
+
+
+# The tokens' jobs, built once (models.py's JOBS_WITH_IDS says why).
+_IDS_OF_TOKENS = select(JOBS.c.token, JOBS.c.id).where(
+    JOBS.c.token.in_(bindparam("tokens", expanding=True))
+)
