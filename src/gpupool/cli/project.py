@@ -338,9 +338,9 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_show(client: Client, args: argparse.Namespace) -> int:
     if args.json:  # the daemon's answer as received, as `project list --json`
-        from urllib.parse import quote
+        from gpupool.client.transport import quoted
 
-        print_json(client.request("GET", f"/v1/projects/{quote(args.name, safe='')}"))
+        print_json(client.request("GET", f"/v1/projects/{quoted(args.name)}"))
         return 0
     p = client.project(args.name)
     for label, value in _show_lines(p):

@@ -154,23 +154,24 @@ class PolicyInputs:
     def _let_in(self, now: float) -> None:
         if now > self._now:
             self._now = now
-        begins, later = self._begins, self._later
+        begins = self._begins
         while begins and begins[0][0] <= now:
-            begin, job_id = heapq.heappop(begins)
-            made = later.get(job_id)
-            if made is not None and made.begin_time == begin:
-                del later[job_id]
-                self._later_changed.add(job_id)
-                self._put(job_id, made)
+            made = self._current(*heapq.heappop(begins))
+            if made is not None:
+                del self._later[made.id]
+                self._later_changed.add(made.id)
+                self._put(made.id, made)
 
     def _drop_stale(self) -> None:
-        begins, later = self._begins, self._later
-        while begins:
-            begin, job_id = begins[0]
-            made = later.get(job_id)
-            if made is not None and made.begin_time == begin:
-                return
+        begins = self._begins
+        while begins and self._current(*begins[0]) is None:
             heapq.heappop(begins)
+
+    def _current(self, begin: float, job_id: int) -> PendingJob | None:
+        """The held job a heap entry (`begin`, `job_id`) stands for; None when the entry is
+        stale (the job left `later()`, or its begin time moved)."""
+        made = self._later.get(job_id)
+        return made if made is not None and made.begin_time == begin else None
 
     def running(self) -> tuple[RunningJob, ...]:
         if self._running_tuple is None:
