@@ -27,8 +27,8 @@ from gpupool.store import Store
 FAR = time.time() + 365 * 86400.0
 
 
-@pytest.fixture
-def pool(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolService]]:
+@pytest.fixture(name="pool")
+def pool_fixture(store_url: str, tmp_path: Path) -> Iterator[tuple[Store, Engine, PoolService]]:
     store = Store.open(store_url)
     # The jobs' users are names here, not Unix users: run them as we are.
     executor = LocalExecutor(tmp_path / "jobs-state", run_as=RunAs.DAEMON)

@@ -28,8 +28,11 @@ from gpupool.core.job_control import AfterKind, Dependency
 from gpupool.policy import Code, Decision, Status
 from gpupool.policy.status import Rule
 
-# Ended jobs whose final state is remembered; a miss is read from the store again.
+# Ended jobs whose final state is remembered, at most; a miss is read from the store again.
 _ENDED_KEPT = 65536
+# The records not needed are dropped once there are this many more than were needed at the
+# last drop (amortized: a drop walks the records).
+_PRUNE_SLACK = 256
 T = TypeVar("T")
 
 
@@ -79,16 +82,41 @@ class EndedJobs:
     kept under it. The array's outcome is kept there once every task has ended, as the
     store has them (`record_array`: memory may have missed tasks that ended before a
     restart); the first task seen failing is kept meanwhile (`failure_in`), which is
-    enough for `:ok` to know it can never be met."""
+    enough for `:ok` to know it can never be met.
 
-    def __init__(self, kept: int = _ENDED_KEPT) -> None:
+    `needed(id)`: whether a record under `id` may still be asked for from memory (a waiting
+    job names it, or an array has tasks active). The others are dropped now and then
+    (`prune`), so what is kept follows what waits, not how many jobs ended (flat memory
+    at a steady rate: issue 35's soak); asked for again, it is read from the store."""
+
+    def __init__(
+        self, needed: Callable[[int], bool] = lambda _id: True, kept: int = _ENDED_KEPT
+    ) -> None:
         self._states: OrderedDict[int, JobState] = OrderedDict()
         self._failures: OrderedDict[int, TaskEnd] = OrderedDict()
+        self._needed = needed
         self._kept = kept
+        self._prune_above = _PRUNE_SLACK
+
+    def __len__(self) -> int:
+        return len(self._states) + len(self._failures)
 
     def record(self, job_id: int, state: JobState) -> None:
         assert state.terminal, state
         _keep(self._states, job_id, state, self._kept)
+        self._prune_when_grown()
+
+    def _prune_when_grown(self) -> None:
+        if len(self) > self._prune_above:
+            self.prune()
+
+    def prune(self) -> None:
+        """Drop the records no longer `needed`."""
+        needed = self._needed
+        for kept in (self._states, self._failures):
+            for job_id in [k for k in kept if not needed(k)]:
+                del kept[job_id]
+        self._prune_above = 2 * len(self) + _PRUNE_SLACK
 
     def record_job(self, job: Job) -> None:
         """`job`, which has ended: a plain job or a task (module docstring)."""
@@ -102,6 +130,7 @@ class EndedJobs:
             task = job.spec.array_task
             end = TaskEnd(job.id, array_id, None if task is None else task.index, job.state)
             _keep(self._failures, array_id, end, self._kept)
+            self._prune_when_grown()
 
     def record_array(self, array_id: int, tasks: Iterable[Job]) -> None:
         """Every task of the array `array_id`, all ended, as the store has them."""

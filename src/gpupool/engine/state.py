@@ -40,10 +40,14 @@ from gpupool.policy import Decision, PendingJob, Snapshot, Status
 from gpupool.policy.snapshot import PolicyConfig, Usage
 
 # Removed jobs remembered (by the version they left at), so that a stale copy arriving late
-# (a submission's event behind a resync) does not bring one back. Bounded: a late copy is
-# at most a few events behind.
+# (a submission's event behind a resync) does not bring one back. A late copy is an event
+# at most seconds behind, so a tombstone is kept for _TOMBSTONE_S of the passes' clock
+# (flat memory at a steady rate of jobs: issue 35's soak), and never more than _TOMBSTONES.
+_TOMBSTONE_S = 120.0
 _TOMBSTONES = 4096
 
+
+_NO_TOMBSTONE = (-1, -math.inf)
 
 Seat = tuple[tuple[str, tuple[int, ...]], ...]  # (engine node, GPU indices) per node
 
@@ -176,7 +180,8 @@ class EngineState:
             if g.unmanaged_memory_bytes
         }
         self.unmanaged = dict(self._declared_unmanaged)
-        self._removed: OrderedDict[int, int] = OrderedDict()
+        # job -> (the version it left at, the pass clock then), oldest first
+        self._removed: OrderedDict[int, tuple[int, float]] = OrderedDict()
         self._reason_bumps: dict[int, int] = {}  # job -> versions `set_reason` counted
         self._running_ids: set[int] = set()  # of `jobs`, those RUNNING (local ones)
         self._backend_ids: set[int] = set()  # of `jobs`, backends' jobs (never a pass's)
@@ -190,7 +195,11 @@ class EngineState:
         # final states of jobs that ended, and the jobs the last gating left out of a pass.
         self._controlled: set[int] = set()
         self._array_tasks: dict[int, set[int]] = {}  # each array's active tasks, by its id
-        self.ended = EndedJobs()
+        # The ids the --after of `_controlled` jobs name: how many name each, and each
+        # job's; what of `ended` is kept (an array's with active tasks too).
+        self._named: dict[int, int] = {}
+        self._names_of: dict[int, tuple[int, ...]] = {}
+        self.ended = EndedJobs(self._ended_needed)
         self._left_out: frozenset[int] = frozenset()
 
     # -- changes ----------------------------------------------------------------------------
@@ -202,7 +211,7 @@ class EngineState:
         old = self.jobs.get(job.id)
         if old is not None and _not_newer(job, old.job, self._reason_bumps.get(job.id, 0)):
             return old, old
-        if old is None and job.version <= self._removed.get(job.id, -1):
+        if old is None and job.version <= self._removed.get(job.id, _NO_TOMBSTONE)[0]:
             return None, None
         self._reason_bumps.pop(job.id, None)  # the store's copy: it counts every write
         if job.state.terminal:
@@ -251,6 +260,8 @@ class EngineState:
         self._backend_ids = set()
         self._routable_ids = set()
         self._controlled = set()
+        self._named = {}
+        self._names_of = {}
         self._array_tasks = {}
         for job in jobs:
             if job.state.terminal:
@@ -295,6 +306,7 @@ class EngineState:
         self._backend_ids.discard(job_id)
         self._routable_ids.discard(job_id)
         self._controlled.discard(job_id)
+        self._name_dependencies(job_id, ())
         self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
         self._changed(True)
@@ -319,17 +331,51 @@ class EngineState:
     def _track_controlled(self, job: Job) -> None:
         if job.state is JobState.PENDING and controls(job):
             self._controlled.add(job.id)
+            self._name_dependencies(job.id, tuple(dep.job_id for dep in job.spec.after))
         else:
             self._controlled.discard(job.id)
+            self._name_dependencies(job.id, ())
+
+    def _name_dependencies(self, job_id: int, names: tuple[int, ...]) -> None:
+        """`job_id` (waiting and controlled) names `names` in its --after from now on."""
+        before = self._names_of.get(job_id, ())
+        if names == before:
+            return
+        named = self._named
+        for name in before:
+            if named[name] == 1:
+                del named[name]
+            else:
+                named[name] -= 1
+        for name in names:
+            named[name] = named.get(name, 0) + 1
+        if names:
+            self._names_of[job_id] = names
+        else:
+            self._names_of.pop(job_id, None)
+
+    def _ended_needed(self, job_id: int) -> bool:
+        """Whether the ended state (or an array's failure) under `job_id` may still be asked
+        for: a waiting job names it, or it is an array with tasks active."""
+        return job_id in self._named or job_id in self._array_tasks
 
     def _track_task(self, job: Job) -> None:
         if job.array_id is not None:
             self._array_tasks.setdefault(job.array_id, set()).add(job.id)
 
     def _tombstone(self, job_id: int, version: int) -> None:
-        self._removed[job_id] = version
-        if len(self._removed) > _TOMBSTONES:
-            self._removed.popitem(last=False)
+        removed = self._removed
+        removed[job_id] = (version, self.decided_at)
+        removed.move_to_end(job_id)
+        expired = self.decided_at - _TOMBSTONE_S
+        while removed and next(iter(removed.values()))[1] < expired:
+            removed.popitem(last=False)
+        if len(removed) > _TOMBSTONES:
+            removed.popitem(last=False)
+
+    def removals_remembered(self) -> int:
+        """How many removed jobs' tombstones are kept (flat at a steady rate of jobs)."""
+        return len(self._removed)
 
     def _changed(self, matters: bool) -> None:
         self.generation += 1

@@ -396,12 +396,17 @@ class PoolService(ProjectMethods):
     def cancel(self, job_id: int, user: str, now: float) -> Job:
         """Cancel a pending job at once; ask the engine to stop a running one (SIGTERM, grace,
         SIGKILL). Cancelling a finished job is a no-op that returns it. An array's id (its
-        first task's) cancels every task of it still active, and returns the first."""
+        first task's) cancels every task of it still active, in one transaction (as a bulk
+        cancel: store/bulk_cancel.py), and returns the first."""
         if self.store.get(job_id).array_id == job_id:
             tasks = [j.id for j in self.engine.view().jobs.values() if j.array_id == job_id]
-            for task_id in sorted(tasks):
-                if task_id != job_id:
-                    self._cancel_one(task_id, user, now)
+            if tasks:
+                cause = f"cancelled by {user}" if user else "cancelled"
+                done = self.store.cancel_many(tasks, now, cause)
+                if done:
+                    log.info("array %d: %d tasks cancelled by %s", job_id, len(done), user)
+                    self.engine.stored(*done)
+            return self.store.get(job_id)
         return self._cancel_one(job_id, user, now)
 
     def _cancel_one(self, job_id: int, user: str, now: float) -> Job:

@@ -81,26 +81,23 @@ def _edit_each(
     refusal: type[RequestRefused],
     unchanged: str,
 ) -> tuple[list[Job], list[tuple[int, str]]]:
-    """`spec_edit` on each of `jobs` in the store, each changed job handed to the engine:
-    (changed, left with why). A `refusal` is raised for a lone job and noted per task among
-    several; a job the edit leaves as it is is noted as `job N {unchanged}`."""
+    """`spec_edit` on each of `jobs` in the store (several: one transaction), the changed
+    jobs handed to the engine: (changed, left with why, by id). A `refusal` is raised for a
+    lone job and noted per task among several; a job the edit leaves as it is is noted as
+    `job N {unchanged}`."""
     edit, cause, reason = spec_edit
-    changed: list[Job] = []
-    left: list[tuple[int, str]] = []
-    for one in jobs:
-        try:
-            done = service.store.edit_spec(one.id, edit, now, cause, reason)
-        except refusal as exc:
-            if len(jobs) == 1:
-                raise
-            left.append((one.id, exc.message))
-            continue
+    if len(jobs) == 1:  # a lone job: its refusal is the answer
+        done = service.store.edit_spec(jobs[0].id, edit, now, cause, reason)
         if done is None:
-            left.append((one.id, f"job {one.id} {unchanged}"))
-        else:
-            service.engine.stored(done)
-            changed.append(done)
-    return changed, left
+            return [], [(jobs[0].id, f"job {jobs[0].id} {unchanged}")]
+        service.engine.stored(done)
+        return [done], []
+    edits = service.store.edit_specs((j.id for j in jobs), edit, now, cause, reason, refusal)
+    if edits.changed:
+        service.engine.stored(*edits.changed)
+    left = [(i, exc.message) for i, exc in edits.refused]
+    left += [(i, f"job {i} {unchanged}") for i in edits.unchanged]
+    return list(edits.changed), sorted(left)
 
 
 def hold(service: PoolService, job: Job, kind: Hold, by: str, now: float) -> Steered:

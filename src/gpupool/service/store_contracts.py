@@ -5,7 +5,7 @@ the implementation; tests may pass anything with these methods."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, Unpack
+from typing import Protocol, TypeVar, Unpack
 
 from gpupool.core.benchmarks import SavedBenchmark
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
@@ -14,7 +14,10 @@ from gpupool.core.project import Department, Project, ProjectChanges
 from gpupool.engine.contracts import EngineStore
 from gpupool.store.accounting import IdleActionRecord, JobRecord
 from gpupool.store.samples import WindowUsage
+from gpupool.store.steering import SpecEdits
 from gpupool.store.submissions import NewJob
+
+E = TypeVar("E", bound=Exception)
 
 
 class ConfigStore(Protocol):
@@ -93,6 +96,16 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
         cause: Callable[[Job, JobSpec], str],
         reason: str | None = None,
     ) -> Job | None: ...
+
+    def edit_specs(
+        self,
+        job_ids: Iterable[int],
+        edit: Callable[[Job], JobSpec | None],
+        now: float,
+        cause: Callable[[Job, JobSpec], str],
+        reason: str | None,
+        refusal: type[E],
+    ) -> SpecEdits[E]: ...
 
     def cancel_pending(self, job_id: int, now: float, cause: str) -> Job | None: ...
 
