@@ -87,3 +87,24 @@ def test_holding_and_releasing_an_arrays_id_is_one_transaction_each(
     assert {j.spec.hold for j in store.list_jobs(array_id=first.id)} == {None}
     view = [j for j in engine.view().jobs.values() if j.array_id == first.id]
     assert len(view) == TASKS and {j.spec.hold for j in view} == {None}
+
+
+def test_a_task_the_hold_refuses_is_said_and_the_others_are_held_in_the_same_transaction(
+    pool: Pool, commits: list[object]
+) -> None:
+    store, engine, service = pool
+    now = time.time()
+    first = waiting_array(service, now)
+    node = engine.inventory.nodes[0].name
+    store.commit_starts([(first.id + 3, node, (0,))], store.allocation_version(), now)
+    engine.stored(store.get(first.id + 3))
+    commits.clear()
+    held = hold(service, first, Hold.USER, "alice", now)
+    assert len(commits) == 1
+    running = f"job {first.id + 3} is RUNNING: only a pending job can be held (the array's"
+    assert len(held.left) == 1 and held.left[0][0] == first.id + 3
+    assert held.left[0][1].startswith(running)
+    assert len(held.changed) == TASKS - 1
+    assert store.get(first.id + 3).spec.hold is None
+    assert store.get(first.id + 4).spec.hold is Hold.USER
+    assert store.get(first.id + 4).version == held.changed[3].version  # as stored
