@@ -89,3 +89,26 @@ def test_with_cgroups_it_reaches_a_process_that_left_the_jobs_session(
     log = pool.log(job)
     assert got.read_text() == "got USR1", log  # not in the session: found in the cgroup
     assert final.state == "SUCCEEDED", (final, log)
+
+
+def test_show_and_the_api_say_the_signal_a_job_asked_for(pool: Pool) -> None:
+    """What `--signal` a job named is in `show` and the API's `signal` (as the user wrote
+    it); a job that named none shows no such line (the checkpoint default applies)."""
+    asked = pool.cli_submit(
+        "--begin", "now+1h", "--time", "1h", "--signal", "USR2@90", "--", "true"
+    )
+    off = pool.cli_submit("--begin", "now+1h", "--signal", "none", "--", "true")
+    plain = pool.cli_submit("--begin", "now+1h", "--", "true")
+    assert pool.client.job(asked).signal == "USR2@90"
+    assert pool.client.job(off).signal == "none"
+    assert pool.client.job(plain).signal is None
+    shown = pool.cli("show", str(asked))
+    assert shown.returncode == 0, shown
+    assert "Signal          SIGUSR2 90 s before the time limit\n" in shown.stdout, shown.stdout
+    assert (
+        "Signal          none (not even the checkpoint default)\n"
+        in pool.cli("show", str(off)).stdout
+    )
+    assert "Signal " not in pool.cli("show", str(plain)).stdout
+    for job in (asked, off, plain):
+        pool.cli("cancel", str(job))

@@ -37,6 +37,7 @@ from gpupool.policy.render import status_text
 from gpupool.policy.snapshot import PriorityFactors, Reservation
 from gpupool.service.fragmentation import from_holders
 from gpupool.service.pool_service import Explanation
+from gpupool.spec.signal_rule import signal_text
 
 # Words and wait of each status object seen lately. A pass shares one status between all the
 # jobs that wait alike (one request, one project), so a queue of thousands renders a handful;
@@ -204,6 +205,9 @@ def job_to_wire(
         # Held (gpupool hold): "user" or "admin", null when not held (docs/jobs.md).
         "hold": None if spec.hold is None else spec.hold.value,
         "separate_stderr": spec.separate_stderr,  # `logs --stderr` reads its stderr apart
+        # --signal as the user wrote it ("USR1@120", "none"); null: named none, so the
+        # checkpoint default applies (docs/jobs.md, "A warning before the time limit").
+        "signal": None if spec.warning_signal is None else signal_text(spec.warning_signal),
         # docs/backends.md: the backend it is handed to (null: the local pool), the nodes
         # it spans, and the backend's own name for its current run once known.
         "backend": spec.backend,

@@ -280,6 +280,7 @@ class JobView:
     nodes: int = 1
     backend_ref: str | None = None  # the backend's name for its run (slurm://c/1234)
     cgroup_usage: CgroupUsageView | None = None  # None: nothing counted (or an older daemon)
+    signal: str | None = None  # --signal as written ("USR1@120", "none"); None: none named
 
     @property
     def wait_code(self) -> WaitCode | None:
@@ -345,6 +346,7 @@ class JobView:
             nodes=w.get("nodes", 1),
             backend_ref=w.get("backend_ref"),
             cgroup_usage=None if cgroup_usage is None else CgroupUsageView.read(cgroup_usage),
+            signal=w.get("signal"),
         )
 
 

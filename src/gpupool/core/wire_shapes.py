@@ -236,6 +236,7 @@ class JobWire(TypedDict):
     cancel_requested: bool
     hold: Added[str | None]  # "user" or "admin" while held
     separate_stderr: Added[bool]
+    signal: Added[str | None]  # --signal as written ("USR1@120", "none"); null: none named
     backend: Added[str | None]
     nodes: Added[int]
     backend_ref: Added[str | None]
