@@ -7,15 +7,25 @@ still needed stays."""
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest.mock import patch
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.unit.test_engine_gating import NOW, engine_state, job, ok, run_pass, started
 
-from gpupool.core.job import EndReason, JobState
+from gpupool.core.job import EndReason, Job, JobState
 from gpupool.core.job_control import AfterKind, Dependency
-from gpupool.engine.events import Finish, JobsStored
+from gpupool.core.store_errors import UnknownJob
+from gpupool.engine import gating
+from gpupool.engine.events import Finish, JobsStored, PassDecided
+from gpupool.engine.gating import EndedJobs
+from gpupool.engine.gating_store import gating_read
 from gpupool.engine.react import react
 from gpupool.engine.state import EngineState
+from gpupool.policy import decide
+from gpupool.policy.snapshot import Usage
 
+_ENDS = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 ENDED = 3000  # jobs that come and go: far more than the records kept without a need
 
 
@@ -99,3 +109,91 @@ def test_a_late_copy_within_the_time_does_not_bring_a_job_back() -> None:
     run_pass(state, NOW + 60.0)  # a minute on: a late event is seconds behind
     react(state, JobsStored((replace(job(1), version=1),)))
     assert 1 not in state.jobs
+
+
+# -- the drops change no decision: a differential property ---------------------------------
+
+
+class _EndedStore:
+    """The store's side of engine/gating_store.py's reads, over the jobs that ended so far
+    (the test's record of them): `get` and an array's tasks."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Job] = {}
+
+    def get(self, job_id: int) -> Job:
+        if job_id not in self.jobs:
+            raise UnknownJob(job_id)
+        return self.jobs[job_id]
+
+    def list_jobs(self, include_finished: bool, array_id: int) -> list[Job]:
+        return [j for j in self.jobs.values() if j.array_id == array_id]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Job], list[Job]]:
+    """Jobs queued at the start (plain ones, then an array), and jobs that come later
+    naming any of them in --after, the array's id included."""
+    count = draw(st.integers(1, 6))
+    first = count + 1
+    size = draw(st.integers(1, 5))
+    limit = draw(st.sampled_from([None, 1, 2]))
+    start = [job(i) for i in range(1, count + 1)]
+    start += [job(first + i, array=(first, i, limit)) for i in range(size)]
+    named = st.sampled_from([j.id for j in start if j.array_id in (None, j.id)])
+    late: list[Job] = []
+    for k in range(draw(st.integers(1, 5))):
+        deps = draw(st.lists(named, min_size=1, max_size=2, unique=True))
+        after = tuple(Dependency(d, draw(st.sampled_from(AfterKind))) for d in deps)
+        late.append(job(100 + k, after=after))
+    return start, late
+
+
+def _pass(state: EngineState, store: _EndedStore, now: float) -> tuple[list[int], list[int]]:
+    """One pass as the loop runs it, its gating reading the store for what the view does
+    not know: (started, finished) ids."""
+    gating = gating_read(state, store)  # type: ignore[arg-type]  # the reads it makes
+    snapshot = state.snapshot(1, Usage(), gating)
+    out = react(state, PassDecided(decide(snapshot, now), snapshot, now, gating))
+    return sorted(started(out)), sorted(i.job_id for i in out if isinstance(i, Finish))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.data())
+def test_dropping_ended_states_decides_as_keeping_them_all(
+    history: tuple[list[Job], list[Job]], data: st.DataObject
+) -> None:
+    start, late = history
+    with patch.object(gating, "_PRUNE_SLACK", 0):  # a drop at every record: the harshest
+        dropping = engine_state(*start, gpus=3)
+        keeping = engine_state(*start, gpus=3)
+        keeping.ended = EndedJobs(lambda _id: True)  # never drops
+        store = _EndedStore()
+        for step in range(30):
+            if late and data.draw(st.booleans()):
+                newcomer = late.pop(0)
+                for state in (dropping, keeping):
+                    react(state, JobsStored((newcomer,)))
+            now = NOW + step
+            decided = _pass(dropping, store, now)
+            assert decided == _pass(keeping, store, now)
+            assert dropping.decision.pending == keeping.decision.pending
+            begun, cancelled = decided
+            for job_id in begun:
+                for state in (dropping, keeping):
+                    old = state.jobs[job_id].job
+                    running = replace(old, state=JobState.RUNNING, node="box", gpus=(0,))
+                    react(state, JobsStored((replace(running, start_time=now, version=2),)))
+            ending = [(i, JobState.CANCELLED) for i in cancelled]
+            ending += [
+                (t.job.id, data.draw(st.sampled_from(_ENDS)))
+                for t in sorted(dropping.running(), key=lambda t: t.job.id)
+                if t.job.id not in begun and data.draw(st.booleans())
+            ]
+            for job_id, how in ending:
+                for state in (dropping, keeping):
+                    old = state.jobs[job_id].job
+                    react(state, JobsStored((replace(old, state=how, version=old.version + 1),)))
+                store.jobs[job_id] = replace(old, state=how)
+            if not dropping.jobs and not late:
+                break
