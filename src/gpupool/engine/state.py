@@ -35,6 +35,7 @@ from gpupool.engine.begin_held import BeginHeld
 from gpupool.engine.gating import EndedJobs, Gating, controls, gate
 from gpupool.engine.gpu_counts import GpuCounter
 from gpupool.engine.limits import TimeLimit, effective_time_limit
+from gpupool.engine.named_jobs import NamedJobs
 from gpupool.engine.policy_inputs import PolicyInputs
 from gpupool.policy import Decision, PendingJob, Snapshot, Status
 from gpupool.policy.snapshot import PolicyConfig, Usage
@@ -195,10 +196,9 @@ class EngineState:
         # final states of jobs that ended, and the jobs the last gating left out of a pass.
         self._controlled: set[int] = set()
         self._array_tasks: dict[int, set[int]] = {}  # each array's active tasks, by its id
-        # The ids the --after of `_controlled` jobs name: how many name each, and each
-        # job's; what of `ended` is kept (an array's with active tasks too).
-        self._named: dict[int, int] = {}
-        self._names_of: dict[int, tuple[int, ...]] = {}
+        # The ids the --after of `_controlled` jobs name: what of `ended` is kept (an
+        # array's with active tasks too).
+        self._named = NamedJobs()
         self.ended = EndedJobs(self._ended_needed)
         self._left_out: frozenset[int] = frozenset()
 
@@ -260,8 +260,7 @@ class EngineState:
         self._backend_ids = set()
         self._routable_ids = set()
         self._controlled = set()
-        self._named = {}
-        self._names_of = {}
+        self._named = NamedJobs()
         self._array_tasks = {}
         for job in jobs:
             if job.state.terminal:
@@ -306,7 +305,7 @@ class EngineState:
         self._backend_ids.discard(job_id)
         self._routable_ids.discard(job_id)
         self._controlled.discard(job_id)
-        self._name_dependencies(job_id, ())
+        self._named.name(job_id, ())
         self._inputs.update(job_id, None)
         self._tombstone(job_id, version)
         self._changed(True)
@@ -331,28 +330,10 @@ class EngineState:
     def _track_controlled(self, job: Job) -> None:
         if job.state is JobState.PENDING and controls(job):
             self._controlled.add(job.id)
-            self._name_dependencies(job.id, tuple(dep.job_id for dep in job.spec.after))
+            self._named.name(job.id, tuple(dep.job_id for dep in job.spec.after))
         else:
             self._controlled.discard(job.id)
-            self._name_dependencies(job.id, ())
-
-    def _name_dependencies(self, job_id: int, names: tuple[int, ...]) -> None:
-        """`job_id` (waiting and controlled) names `names` in its --after from now on."""
-        before = self._names_of.get(job_id, ())
-        if names == before:
-            return
-        named = self._named
-        for name in before:
-            if named[name] == 1:
-                del named[name]
-            else:
-                named[name] -= 1
-        for name in names:
-            named[name] = named.get(name, 0) + 1
-        if names:
-            self._names_of[job_id] = names
-        else:
-            self._names_of.pop(job_id, None)
+            self._named.name(job.id, ())
 
     def _ended_needed(self, job_id: int) -> bool:
         """Whether the ended state (or an array's failure) under `job_id` may still be asked
