@@ -338,7 +338,8 @@ def _show(client: Client, job: JobView) -> None:
         ("Log", job.log_path),
     ]
     if job.signal is not None:  # --signal named (none: the checkpoint default applies)
-        lines.insert([k for k, _ in lines].index("Time limit") + 1, ("Signal", _signal(job)))
+        signal = _signal(job.signal)
+        lines.insert([k for k, _ in lines].index("Time limit") + 1, ("Signal", signal))
     if job.env:
         lines.append(("Env", " ".join(f"{k}={v}" for k, v in sorted(job.env.items()))))
     if job.backend is not None:  # handed to a backend (docs/backends.md): which, and its run
@@ -386,11 +387,11 @@ def _gpus_requested(job: JobView) -> str:
     return f"{text} (shared)" if res.gpu_fraction is not None else text
 
 
-def _signal(job: JobView) -> str:
+def _signal(asked: str) -> str:
     """`--signal USR1@120` as `show` says it: "SIGUSR1 120 s before the time limit"."""
-    if job.signal in (None, "none"):
+    if asked == "none":
         return "none (not even the checkpoint default)"
-    name, _, before = (job.signal or "").partition("@")
+    name, _, before = asked.partition("@")
     signal = name if name.isdigit() else f"SIG{name}"
     return f"{signal} {before} s before the time limit"
 

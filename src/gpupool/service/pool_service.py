@@ -396,16 +396,13 @@ class PoolService(ProjectMethods):
     def cancel(self, job_id: int, user: str, now: float) -> Job:
         """Cancel a pending job at once; ask the engine to stop a running one (SIGTERM, grace,
         SIGKILL). Cancelling a finished job is a no-op that returns it. An array's id (its
-        first task's) cancels every task of it still active, in one transaction (as a bulk
-        cancel: store/bulk_cancel.py), and returns the first."""
+        first task's) cancels every task of it still active in one transaction, as a bulk
+        cancel of that id does (service/bulk_cancel.py; the caller was allowed on the array),
+        and returns the first."""
         if self.store.get(job_id).array_id == job_id:
-            tasks = [j.id for j in self.engine.view().jobs.values() if j.array_id == job_id]
-            if tasks:
-                cause = f"cancelled by {user}" if user else "cancelled"
-                done = self.store.cancel_many(tasks, now, cause)
-                if done:
-                    log.info("array %d: %d tasks cancelled by %s", job_id, len(done), user)
-                    self.engine.stored(*done)
+            from gpupool.service.bulk_cancel import CancelSelection, cancel_selected
+
+            cancel_selected(self, CancelSelection(ids=(job_id,)), _allowed, user, now)
             return self.store.get(job_id)
         return self._cancel_one(job_id, user, now)
 
@@ -555,3 +552,8 @@ class PoolService(ProjectMethods):
         simulated = monitor.simulated if monitor is not None else False
         unstored = self.engine.idle_waiting.unstored_in
         return Accounting(self.store, self.inventory, interval, simulated, unstored)
+
+
+def _allowed(_job: Job) -> None:
+    """The refusal rule of a cancel already allowed (None: no refusal)."""
+    return None

@@ -5,7 +5,7 @@ were 5,000 requests and commits (100-213 s)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from sqlalchemy import select, update
@@ -14,12 +14,9 @@ from sqlalchemy.orm import Session
 from gpupool.core.job import Job, JobState
 from gpupool.store import models
 from gpupool.store.codec import job_from_row
-from gpupool.store.models import JOBS, JobRow
+from gpupool.store.models import JOBS
 
 T = TypeVar("T")
-
-# Ids per statement: far below every SQLite build's limit on bound parameters.
-_CHUNK = 900
 
 
 class BulkCancelMethods:
@@ -37,18 +34,18 @@ class BulkCancelMethods:
 
         def op(s: Session) -> list[Job]:
             acted: list[int] = []
-            for chunk in _chunks(wanted):
+            for chunk in models.in_chunks(wanted):
                 acted += _cancel_chunk(s, chunk, now, cause)
             jobs: list[Job] = []
-            for chunk in _chunks(sorted(acted)):
-                rows = s.scalars(select(JobRow).where(JobRow.id.in_(chunk)).order_by(JobRow.id))
+            for chunk in models.in_chunks(sorted(acted)):
+                rows = s.scalars(models.JOB_ROWS_WITH_IDS, {"ids": chunk})
                 jobs += [job_from_row(row, environment=False) for row in rows]
             return jobs
 
         return self._write_retrying(op)
 
 
-def _cancel_chunk(s: Session, ids: list[int], now: float, cause: str) -> list[int]:
+def _cancel_chunk(s: Session, ids: Sequence[int], now: float, cause: str) -> list[int]:
     """Cancel these jobs (module docstring), a few statements for them all: the ids of
     those not ended."""
     t = JOBS.c
@@ -78,8 +75,3 @@ def _cancel_chunk(s: Session, ids: list[int], now: float, cause: str) -> list[in
         )
         s.execute(stmt)
     return acted
-
-
-def _chunks(ids: list[int]) -> Iterable[list[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield ids[start : start + _CHUNK]

@@ -8,7 +8,7 @@ job's state is ever written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -365,6 +365,19 @@ class UserDefaultRow(Base):
 # reference cycles each (SQLAlchemy's anonymous bind parameters), ~50 a job in all, which
 # only the cyclic collector frees (docs/benchmarks.md, goal 8's soak).
 JOBS_WITH_IDS = JobRow.id.in_(bindparam("ids", expanding=True))
+# The rows of the jobs with these ids, in id order.
+JOB_ROWS_WITH_IDS = select(JobRow).where(JOBS_WITH_IDS).order_by(JobRow.id)
+# Ids per statement where many jobs are read or written at once: far below every SQLite
+# build's limit on bound parameters.
+IDS_PER_STATEMENT = 900
+
+
+def in_chunks(ids: Sequence[int]) -> Iterator[Sequence[int]]:
+    """`ids` in runs of at most IDS_PER_STATEMENT, in order."""
+    for start in range(0, len(ids), IDS_PER_STATEMENT):
+        yield ids[start : start + IDS_PER_STATEMENT]
+
+
 _BUMP = (
     update(MetaRow)
     .where(MetaRow.id == META_ROW_ID)

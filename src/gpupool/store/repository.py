@@ -274,7 +274,7 @@ class Store(
                         f"allocation version is {models.allocation_version(s)}, "
                         f"not {expected_version}: the pool changed"
                     )
-                rows = {r.id: r for r in s.scalars(_ROWS_WITH_IDS, {"ids": ids})}
+                rows = {r.id: r for r in s.scalars(models.JOB_ROWS_WITH_IDS, {"ids": ids})}
                 nodes = sorted({node for _, node, _, _ in plan})
                 # (node, GPU) -> (job, memory or None for whole) of every holder.
                 held: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
@@ -556,8 +556,7 @@ def _check_free(
             raise StaleState(f"GPU {gpu} on {node} is held {how} by job {other}")
 
 
-# commit_starts' reads, built once (models.py's JOBS_WITH_IDS says why).
-_ROWS_WITH_IDS = select(JobRow).where(models.JOBS_WITH_IDS)
+# commit_starts' read of allocations, built once (models.py's JOBS_WITH_IDS says why).
 _ALLOCATIONS_ON = select(AllocationRow).where(
     AllocationRow.node.in_(bindparam("nodes", expanding=True))
 )

@@ -6,11 +6,11 @@ never undo each other."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
@@ -23,9 +23,6 @@ from gpupool.store.models import JOBS, TRANSITIONS, JobRow
 T = TypeVar("T")
 E = TypeVar("E", bound=Exception)
 
-# Ids per statement: far below every SQLite build's limit on bound parameters.
-_CHUNK = 900
-_ROWS_WITH_IDS = select(JobRow).where(models.JOBS_WITH_IDS).order_by(JobRow.id)
 # One job's new spec, checked against the version it was read at (a job changed since by
 # another writer fails the count: the transaction is run again).
 _EDIT = (
@@ -42,8 +39,9 @@ _EDIT = (
 
 @dataclass(frozen=True)
 class SpecEdits(Generic[E]):
-    """What `edit_specs` did: the jobs changed (as stored now, with their histories), the
-    ids `edit` left as they were, and those it refused, each with its refusal."""
+    """What `edit_specs` did: the jobs changed (as stored now, without their histories and
+    submitters' environments), the ids `edit` left as they were, and those it refused,
+    each with its refusal."""
 
     changed: tuple[Job, ...]
     unchanged: tuple[int, ...]
@@ -112,8 +110,8 @@ class SteerMethods:
             refused: list[tuple[int, E]] = []
             updates: list[dict[str, object]] = []
             lines: list[dict[str, object]] = []
-            for chunk in _chunks(wanted):
-                for row in s.scalars(_ROWS_WITH_IDS, {"ids": chunk}):
+            for chunk in models.in_chunks(wanted):
+                for row in s.scalars(models.JOB_ROWS_WITH_IDS, {"ids": chunk}):
                     job = job_from_row(row)
                     try:
                         spec = edit(job)
@@ -123,13 +121,14 @@ class SteerMethods:
                     if spec is None:
                         unchanged.append(row.id)
                         continue
+                    reason_now = row.reason if reason is None else reason
                     updates.append(
                         {
                             "b_id": row.id,
                             "b_version": row.version,
                             "b_spec": encode_spec(spec),
                             "b_priority": spec.priority,
-                            "b_reason": row.reason if reason is None else reason,
+                            "b_reason": reason_now,
                         }
                     )
                     lines.append(
@@ -142,7 +141,6 @@ class SteerMethods:
                         }
                     )
                     slim = replace(spec, base_env=())
-                    reason_now = row.reason if reason is None else reason
                     changed.append(
                         replace(job, spec=slim, version=row.version + 1, reason=reason_now)
                     )
@@ -154,8 +152,3 @@ class SteerMethods:
             return SpecEdits(tuple(changed), tuple(unchanged), tuple(refused))
 
         return self._write_retrying(op)
-
-
-def _chunks(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield ids[start : start + _CHUNK]

@@ -198,7 +198,7 @@ def _job_values(new: NewJob) -> dict[str, object]:
 def _load(s: Session, ids: list[int]) -> dict[int, Job]:
     if not ids:
         return {}
-    return {j.id: j for j in models.load_jobs(s, JobRow.id.in_(set(ids)))}
+    return {j.id: j for j in models.load_jobs(s, models.JOBS_WITH_IDS, {"ids": sorted(set(ids))})}
 
 
 # The tokens' jobs, built once (models.py's JOBS_WITH_IDS says why).
