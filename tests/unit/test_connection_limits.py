@@ -138,3 +138,14 @@ def test_requests_one_after_another_and_sent_together_are_all_answered(
     post = b"POST /d HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
     answers = _send(address, _get("/first", close=False), post + body, _get("/last"))
     assert answers == [(200, {"path": p}) for p in ("/first", "/d", "/last")]
+
+
+def test_a_connection_idle_after_an_answer_is_closed_without_a_word(
+    address: tuple[str, int],
+) -> None:
+    """At the read deadline a connection that was answered and has sent nothing since is
+    closed, not answered 408: a client keeping it for its next request could take an
+    answer nobody asked for as its own (client/kept_connections.py)."""
+    started = time.monotonic()
+    assert _send(address, _get("/kept", close=False)) == [(200, {"path": "/kept"})]
+    assert time.monotonic() - started >= READ_TIMEOUT_S * 0.9  # closed at the deadline

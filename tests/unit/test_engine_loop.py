@@ -251,3 +251,42 @@ def test_a_submission_token_used_by_another_user_is_refused_and_shows_nothing(
         assert [j.user for j in store.active_jobs()] == ["alice"]
     finally:
         store.close()
+
+
+def test_rounds_woken_by_submissions_ask_the_executor_once_a_poll_interval(
+    store_url: str, executor: LocalExecutor, tmp_path: Path
+) -> None:
+    """A storm of submissions wakes a round each; the running jobs are asked about once a
+    `poll_interval`, not in every round (each asked the executor, and each backend, before
+    issue 35's goal 4). A job's end is still seen within the interval."""
+    store = Store.open(store_url)
+    interval = 0.5
+    engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=interval)
+    done = tmp_path / "done"
+    code = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.02)"
+    waits = JobSpec(
+        command=("python", "-c", code), resources=Resources(gpus=1), base_env=ENV, workdir="/"
+    )
+    try:
+        running = store.submit(waits, "alice", 1.0)
+        engine.recover()
+        engine.start()
+        deadline = time.monotonic() + 30
+        while store.get(running.id).state is not JobState.RUNNING:
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.01)
+        polls, began = engine.polls, time.monotonic()
+        far = time.time() + 86400.0
+        for _ in range(300):
+            engine.stored(store.submit(spec(begin_time=far), "alice", 1.0))
+        took = time.monotonic() - began
+        assert engine.passes >= 3  # the storm woke rounds
+        assert engine.polls - polls <= took / interval + 2, (engine.polls - polls, took)
+        done.touch()
+        ended = time.monotonic()
+        while store.get(running.id).state is JobState.RUNNING:
+            assert time.monotonic() - ended < 30, "the job's end was never seen"
+            time.sleep(0.01)
+    finally:
+        engine.stop()
+        store.close()

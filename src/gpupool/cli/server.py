@@ -295,14 +295,26 @@ def _log_to_stderr() -> None:
                 record.message = f"{record.levelname.lower()}: {record.message}"
             return super().formatMessage(record)
 
+    class _Queued(logging.handlers.QueueHandler):
+        def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+            # Queued as it is, formatted by the writer: the daemon's records carry ids,
+            # names and figures, nothing that changes after the call. (QueueHandler's own
+            # formats the message and copies the record in the caller: ~a tenth of the
+            # event loop's time for a submission, docs/benchmarks.md, issue 35 goal 4.)
+            return record
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_DaemonLogFormat())
     lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     writer = logging.handlers.QueueListener(lines, handler)
     writer.start()
     atexit.register(writer.stop)
+    # The line says when and what, not where in the code, which thread or process: the
+    # logging HOWTO's "Optimization" settings, so no record looks up its caller's frame.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root = logging.getLogger()
-    root.handlers[:] = [logging.handlers.QueueHandler(lines)]
+    root.handlers[:] = [_Queued(lines)]
     root.setLevel(logging.INFO)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations only speak on trouble
 

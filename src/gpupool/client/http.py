@@ -25,10 +25,12 @@ from gpupool.client.errors import (
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
+from gpupool.client.kept_connections import KeptConnections
 from gpupool.client.transport import (
+    ClosedUnanswered,
     api_error,
     decode,
-    exchange,
+    exchange_kept,
     query_string,
     quoted,
     tcp_address,
@@ -97,6 +99,7 @@ class Client:
         self._socket = socket_text(self._state_dir)
         self.timeout = timeout_from_env() if timeout is None else timeout
         self.token: str | None = None
+        self._kept = KeptConnections()
         if self.address is not None:
             from gpupool.client.credentials import find_token
 
@@ -158,28 +161,61 @@ class Client:
         path: str,
         body: JsonValue = None,
         query: Mapping[str, str | int | None] | None = None,
+        *,
+        replayable: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
+        """The answer's status, headers and body. On a connection kept from an earlier
+        answer when there is one (client/kept_connections.py); `replayable`: sending the
+        request twice is harmless (a GET always is)."""
         if query:
             items = {k: v for k, v in query.items() if v is not None}
             if items:
                 path = f"{path}?{query_string(items)}"
         payload = None if body is None else json.dumps(body).encode()
-        sock, host = self._connect()
+        kept = self._kept.take()
+        sock, host = kept if kept is not None else self._connect()
+        reusable = False
         try:
-            status, headers, data = exchange(sock, method, path, payload, host, self.token)
+            try:
+                status, headers, data, reusable = exchange_kept(
+                    sock, method, path, payload, host, self.token
+                )
+            except (ClosedUnanswered, BrokenPipeError, ConnectionResetError) as exc:
+                if kept is None or not (replayable or method == "GET"):
+                    raise
+                # The daemon closed the kept connection before it read the request.
+                sock.close()
+                try:
+                    sock, host = self._connect()
+                except PoolUnreachable:  # the first try was sent: say it was lost
+                    raise exc from None
+                status, headers, data, reusable = exchange_kept(
+                    sock, method, path, payload, host, self.token
+                )
+            if API_HEADER not in headers:
+                reusable = False
+                kind = headers.get("content-type", "no content type").split(";")[0]
+                raise NotAGpupoolDaemon(self.where(), f"it answered HTTP {status}, {kind}")
         except TimeoutError:
             raise DaemonTimeout(self.where(), self.timeout) from None
         except (NotAGpupoolDaemon, ConnectionLost) as exc:  # SpeaksTls if it is TLS's doing
+            if exc.where:
+                raise
             lost: PoolUnreachable = type(exc)(self.where(), exc.problem)
             raise tls_instead(lost, self.url, self.address, self.tls is None) from None
         except OSError as exc:  # reset, broken pipe
             raise ConnectionLost(self.where(), exc.strerror or type(exc).__name__) from None
         finally:
-            sock.close()
-        if API_HEADER not in headers:
-            kind = headers.get("content-type", "no content type").split(";")[0]
-            raise NotAGpupoolDaemon(self.where(), f"it answered HTTP {status}, {kind}")
+            if reusable:
+                self._kept.keep(sock, host)
+            else:
+                sock.close()
         return status, headers, data
+
+    def close(self) -> None:
+        """Close the connections kept for the next requests (they close with the process
+        too, or after a few idle seconds at the daemon's end)."""
+        self._kept.close()
 
     def request(
         self,
@@ -187,9 +223,11 @@ class Client:
         path: str,
         body: JsonValue = None,
         query: Mapping[str, str | int | None] | None = None,
+        *,
+        replayable: bool = False,
     ) -> JsonValue:
         """The decoded JSON answer; ApiError when the daemon refuses the request."""
-        status, _, data = self.request_raw(method, path, body, query)
+        status, _, data = self.request_raw(method, path, body, query, replayable=replayable)
         decoded = decode(data)
         if status >= 400:
             raise api_error(status, decoded)
@@ -258,7 +296,7 @@ class Client:
         """POST `body` (holding `token`) to a submit `path`, tried again as `submit` says;
         the daemon's answer."""
         if token is None or not retry:
-            return self.request("POST", path, body)
+            return self.request("POST", path, body, replayable=token is not None)
         first = time.monotonic()
         window = max(SUBMIT_RETRY_WINDOW_S, 2 * self.timeout)
         reached = False  # did any try get as far as sending the request?
@@ -266,7 +304,7 @@ class Client:
         while True:
             tries += 1
             try:
-                return self.request("POST", path, body)
+                return self.request("POST", path, body, replayable=True)
             except DaemonNotRunning as exc:
                 if not reached:
                     raise  # nothing was ever sent: the job is surely not stored

@@ -1,6 +1,6 @@
-"""HTTP/1.1 on a socket, with the standard library: one request, its answer read to EOF,
-and what the client's settings say about where and how long (client/http.py's `Client` is
-built on it).
+"""HTTP/1.1 on a socket, with the standard library: one request, its answer read to EOF or,
+on a connection kept for the next request, as far as its framing says; and what the
+client's settings say about where and how long (client/http.py's `Client` is built on it).
 
 http.client would import the email package (~20 ms) on every CLI call; the daemon's
 answers are simple (status, a few headers, a Content-Length or chunked body).
@@ -54,12 +54,53 @@ def exchange(
     Raises ConnectionLost when the answer is cut short, NotAGpupoolDaemon (without its
     `where`) when it is not HTTP.
     """
-    head = [
-        f"{method} {path} HTTP/1.1",
-        f"Host: {host}",
-        "Connection: close",
-        "Accept: application/json",
-    ]
+    failed = _send(sock, method, path, body, host, token, close=True)
+    raw = read_answer(sock, quietly=failed is not None)
+    if failed is not None and not raw:
+        raise failed
+    return parsed_answer(raw)
+
+
+def exchange_kept(
+    sock: Socket,
+    method: str,
+    path: str,
+    body: bytes | None,
+    host: str,
+    token: str | None = None,
+) -> tuple[int, dict[str, str], bytes, bool]:
+    """`exchange` on a connection that may carry the next request too (HTTP/1.1's
+    keep-alive): the answer is read by its framing (Content-Length or chunked), not to EOF,
+    and the last item says whether the connection may be used again (framed, and the
+    daemon did not say `Connection: close`). ClosedUnanswered when not a byte of an answer
+    came: on a connection used before, the daemon may have closed it idle before reading
+    the request (client/kept_connections.py); so may a reset or broken pipe."""
+    failed = _send(sock, method, path, body, host, token, close=False)
+    if failed is not None:
+        raw = read_answer(sock, quietly=True)
+        if not raw:
+            raise failed
+        return (*parsed_answer(raw), False)
+    raw, reusable = read_framed(sock)
+    return (*parsed_answer(raw), reusable)
+
+
+def _send(
+    sock: Socket,
+    method: str,
+    path: str,
+    body: bytes | None,
+    host: str,
+    token: str | None,
+    close: bool,
+) -> OSError | None:
+    """Write the request; the error when the daemon closed the connection while it was
+    written (it may refuse a request before reading all of it, a body over its limit: 413,
+    and then close: its answer is what the caller needs)."""
+    head = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+    if close:
+        head.append("Connection: close")
+    head.append("Accept: application/json")
     if token is not None:
         head.append(f"Authorization: Bearer {token}")
     if body is not None or method not in ("GET", "HEAD"):
@@ -70,13 +111,12 @@ def exchange(
     try:
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + (body or b""))
     except (BrokenPipeError, ConnectionResetError) as exc:
-        # The daemon may refuse a request before reading all of it (a body over its limit:
-        # 413) and close: its answer is what the caller needs.
-        raw = read_answer(sock, quietly=True)
-        if not raw:
-            raise exc
-    else:
-        raw = read_answer(sock)
+        return exc
+    return None
+
+
+def parsed_answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers by lower-case name, body) of a whole answer's bytes."""
     header_blob, sep, payload = raw.partition(b"\r\n\r\n")
     if not sep:
         if not raw or raw[:1] in TLS_RECORDS and raw[1:2] == b"\x03":  # nothing, or TLS's alert
@@ -96,6 +136,68 @@ def exchange(
     elif headers.get("content-length", "").isdigit():
         payload = payload[: int(headers["content-length"])]
     return status, headers, payload
+
+
+def read_framed(sock: Socket) -> tuple[bytes, bool]:
+    """One answer's bytes, read as far as its framing says it goes, and whether the
+    connection may carry another request. An answer without a length or chunks (or one
+    that says `Connection: close`) is read to EOF and ends the connection."""
+    buffer = bytearray()
+    while (head_end := buffer.find(b"\r\n\r\n")) < 0:
+        if not _more(sock, buffer):
+            return bytes(buffer), False
+    fields = {}
+    for line in bytes(buffer[:head_end]).decode("latin-1").split("\r\n")[1:]:
+        key, _, value = line.partition(":")
+        fields[key.strip().lower()] = value.strip().lower()
+    start = head_end + 4
+    keep = fields.get("connection") != "close"
+    if fields.get("content-length", "").isdigit():
+        end = start + int(fields["content-length"])
+        while len(buffer) < end:
+            if not _more(sock, buffer):
+                return bytes(buffer), False
+        return bytes(buffer), keep and len(buffer) == end
+    if fields.get("transfer-encoding") == "chunked":
+        while (last := _chunked_end(buffer, start)) is None:
+            if not _more(sock, buffer):
+                return bytes(buffer), False
+        return bytes(buffer), keep and len(buffer) == last
+    while _more(sock, buffer):
+        pass
+    return bytes(buffer), False
+
+
+def _more(sock: Socket, buffer: bytearray) -> bool:
+    """Read what has come into `buffer`; False at EOF, or at a reset after the answer began
+    (a cut answer is told by its parse; a reset before it is raised, as `read_answer`)."""
+    try:
+        chunk = sock.recv(1 << 20)  # a listing of 10,000 jobs is ~13 MB
+    except (ConnectionResetError, BrokenPipeError):
+        if not buffer:
+            raise
+        return False
+    buffer += chunk
+    return bool(chunk)
+
+
+def _chunked_end(buffer: bytearray, pos: int) -> int | None:
+    """Where a chunked body starting at `pos` ends (after its last chunk and the empty
+    trailer: the daemon sends no trailers), or None while it has not all come."""
+    while True:
+        line_end = buffer.find(b"\r\n", pos)
+        if line_end < 0:
+            return None
+        try:
+            size = int(bytes(buffer[pos:line_end]).split(b";")[0], 16)
+        except ValueError:
+            return len(buffer)  # not chunks: the parse says the answer was cut short
+        if size == 0:
+            end = line_end + 4  # the size line's CRLF, then the empty trailer's
+            return end if len(buffer) >= end else None
+        pos = line_end + 2 + size + 2
+        if len(buffer) < pos:
+            return None
 
 
 def read_answer(sock: Socket, quietly: bool = False) -> bytes:

@@ -135,6 +135,7 @@ class Engine:
         # Told of each pass's duration and each job's first start (the daemon's /metrics).
         self.observer: EngineObserver = observer if observer is not None else NoObserver()
         self.polls = 0  # rounds that asked the executor about the running jobs
+        self._polled_at = -float("inf")  # time.monotonic() of the last poll
         self.idle_waiting = IdleWaitingMeter()  # GPUs idle while jobs that could use them waited
         memory = {(n.name, g.index): g.memory_bytes for n in inventory.nodes for g in n.gpus}
         self._usage = UsageCache(store, self.config.fairshare_half_life_s, usage_refresh_s, memory)
@@ -245,7 +246,7 @@ class Engine:
             if self._stop.is_set():
                 break
             try:
-                self._round()
+                self._round(poll=self._poll_due())
             except Exception as exc:  # the pool goes on; the next round retries
                 self._failed("engine round failed", exc)
                 self.state.resync_needed = True
@@ -258,6 +259,13 @@ class Engine:
         if state.dirty:
             wait = min(wait, max(state.paced_until - self.clock.now(), 0.0))
         return wait
+
+    def _poll_due(self) -> bool:
+        """Whether a round asks about the running jobs: every `poll_interval` (soon while a
+        run is released), not in each round a submission wakes (under a storm of them that
+        was a call to the executor and each backend a round: issue 35 goal 4)."""
+        state = self.state
+        return state.poll_soon or time.monotonic() - self._polled_at >= self.poll_interval
 
     def may_act(self) -> bool:
         """Whether this daemon may start, stop and finish jobs now (LeasedEngine says no
@@ -298,7 +306,7 @@ class Engine:
         self._round()
         return self.state.decision
 
-    def _round(self, act: bool = True) -> None:
+    def _round(self, act: bool = True, poll: bool = True) -> None:
         with self._round_lock:
             with self._inbox_lock:
                 events, self._inbox = self._inbox, []
@@ -313,7 +321,8 @@ class Engine:
                 self.state.resync_needed = False
                 instructions.append(Resync(self.clock.now()))
             self._carry_out(instructions)
-            self._poll()
+            if poll:
+                self._poll()
             for _ in range(_PASSES_PER_ROUND):
                 if self._pass_waits(self.clock.now()):
                     break
@@ -388,6 +397,7 @@ class Engine:
         """Ask the local executor about its running jobs, and each backend about the runs
         it holds: one call each for all of them."""
         self.state.poll_soon = False
+        self._polled_at = time.monotonic()
         handles = {handle_of(t.job): t.job.id for t in self.state.running()}
         runs = backend_io.tracked_runs(self.state.in_backends())
         if not handles and not runs:

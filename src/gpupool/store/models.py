@@ -32,7 +32,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import CursorResult, Dialect
+from sqlalchemy.engine import Connection, CursorResult, Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.types import TypeDecorator
@@ -188,10 +188,8 @@ class MetaRow(Base):
 # -- reads and writes shared by the Store's methods (inside the caller's transaction)
 
 
-def allocation_version(s: Session) -> int:
-    return s.execute(
-        select(MetaRow.allocation_version).where(MetaRow.id == META_ROW_ID)
-    ).scalar_one()
+def allocation_version(s: Session | Connection) -> int:
+    return int(s.execute(ALLOCATION_VERSION).scalar_one())
 
 
 def transition(s: Session, row: JobRow, to: JobState, now: float, cause: str) -> None:
@@ -382,5 +380,10 @@ _BUMP = (
     update(MetaRow)
     .where(MetaRow.id == META_ROW_ID)
     .values(allocation_version=MetaRow.allocation_version + 1)
+)
+# Core, not ORM: read before every scheduling pass, where an ORM session's set-up was most
+# of its cost (docs/benchmarks.md, issue 35 goal 4).
+ALLOCATION_VERSION = select(MetaRow.__table__.c.allocation_version).where(
+    MetaRow.__table__.c.id == META_ROW_ID
 )
 _BUMP_IF = _BUMP.where(MetaRow.allocation_version == bindparam("expected"))

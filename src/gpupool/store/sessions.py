@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -18,6 +19,12 @@ class SessionMethods:
         raise NotImplementedError
 
     def _write(self) -> AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def _write_core(self) -> AbstractContextManager[Connection]:
+        """A write transaction on a Core connection: `_write` without the ORM session, for
+        the writes of every submission and pass, where a session's set-up and commit were
+        a third of their cost (docs/benchmarks.md, issue 35 goal 4)."""
         raise NotImplementedError
 
     def _write_once_more_on_conflict(self, op: Callable[[Session], T]) -> T:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -69,8 +70,8 @@ class SubmitMethods(SessionMethods):
         if not batch:
             return []
         try:
-            with self._write() as s:
-                return _insert_all(s, batch)
+            with self._write_core() as c:
+                return _insert_all(c, batch)
         except IntegrityError:
             # A token another writer committed meanwhile: each on its own, as `submit` does.
             return [self.submit(*new) for new in batch]
@@ -105,7 +106,7 @@ class SubmitMethods(SessionMethods):
             return [int(job_id) for job_id in s.scalars(query)]
 
 
-def _insert_all(s: Session, batch: Sequence[NewJob]) -> list[Job]:
+def _insert_all(s: Session | Connection, batch: Sequence[NewJob]) -> list[Job]:
     """The job each of `batch` stores, or the job its token names (a committed job, or one
     earlier in the batch), in order. A new job is built from what was inserted, not read
     back; only jobs stored before are read.
@@ -195,9 +196,12 @@ def _job_values(new: NewJob) -> dict[str, object]:
     }
 
 
-def _load(s: Session, ids: list[int]) -> dict[int, Job]:
+def _load(s: Session | Connection, ids: list[int]) -> dict[int, Job]:
     if not ids:
         return {}
+    if isinstance(s, Connection):  # a session in the connection's transaction, to read
+        with Session(bind=s) as session:
+            return _load(session, ids)
     return {j.id: j for j in models.load_jobs(s, models.JOBS_WITH_IDS, {"ids": sorted(set(ids))})}
 
 
