@@ -24,6 +24,7 @@ to it, and tests/integration/test_api_schemathesis.py checks the answers against
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
@@ -259,7 +260,17 @@ def with_answers(document: dict[str, Any], routes: Iterable[BaseRoute]) -> dict[
 
 class WireApp(FastAPI):
     """The app, whose OpenAPI document (/openapi.json, /docs) is the one `with_answers` makes
-    of FastAPI's: overriding `openapi` is FastAPI's documented way to change it."""
+    of FastAPI's: overriding `openapi` is FastAPI's documented way to change it.
+
+    FastAPI's own OpenTelemetry (0.165 on) is off: nothing in the daemon configures a
+    provider, and it asked whether one is at each request (its environment read each
+    time: ~0.5% of the daemon's time under 8 SDK clients). The daemon's figures are its
+    /metrics."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+            kwargs["telemetry"] = {"tracing": False, "metrics": False, "logs": False}
+        super().__init__(**kwargs)
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:  # made once: FastAPI's, then the answers put in
