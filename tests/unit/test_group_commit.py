@@ -161,3 +161,44 @@ def test_a_batch_given_too_few_results_fails_its_writers_instead_of_leaving_them
     with pytest.raises(RuntimeError, match="0 results for a batch of 1"):
         group.submit(1).result(timeout=10)
     assert group.write(2) == 2  # the writer goes on
+
+
+def test_items_submitted_in_an_event_loop_resolve_in_it_with_their_batchs_results() -> None:
+    """`submit_in_loop`: an event loop's own futures, resolved in the loop, each to its
+    item's result; an error of the batch reaches every caller; a caller that left
+    (cancelled) does not keep the others from their results."""
+    import asyncio
+
+    release, writing = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+
+    def write_many(items: list[int]) -> list[int]:
+        writing.set()
+        release.wait(10)  # the first item's batch waits: the rest gather in one batch
+        batches.append(list(items))
+        if 13 in items:
+            raise OSError("No space left on device")
+        return [i * 10 for i in items]
+
+    group: GroupCommit[int, int] = GroupCommit(write_many)
+
+    async def callers() -> tuple[list[int], bool, list[str]]:
+        first = group.submit_in_loop(0)
+        deadline = time.monotonic() + 10
+        while not writing.is_set():  # the writer took the first item alone
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.001)
+        rest = [group.submit_in_loop(i) for i in (1, 2, 3)]
+        leaving = group.submit_in_loop(4)
+        leaving.cancel()
+        release.set()
+        results = await asyncio.gather(first, *rest)
+        failing = [group.submit_in_loop(13), group.submit_in_loop(14)]
+        errors = await asyncio.gather(*failing, return_exceptions=True)
+        return list(results), leaving.cancelled(), [str(e) for e in errors]
+
+    results, left, errors = asyncio.run(callers())
+    assert results == [0, 10, 20, 30]
+    assert left
+    assert errors == ["No space left on device"] * 2
+    assert batches[:2] == [[0], [1, 2, 3, 4]]

@@ -15,6 +15,7 @@ clients cost the interpreter more than the writes (docs/benchmarks.md, bench/loa
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -22,6 +23,10 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# Where an item's result goes: a thread's future, or an event loop's future and its loop.
+Waiter = Future[R] | tuple[asyncio.AbstractEventLoop, asyncio.Future[R]]
+Outcome = tuple[Waiter[R], R | None, BaseException | None]  # a result, or the error
 
 
 class GroupCommit(Generic[T, R]):
@@ -32,7 +37,7 @@ class GroupCommit(Generic[T, R]):
         item, in order; whatever it raises is raised to every caller of the batch."""
         self._write_many = write_many
         self._name = name
-        self._waiting: list[tuple[T, Future[R]]] = []
+        self._waiting: list[tuple[T, Waiter[R]]] = []
         self._cond = threading.Condition()
         self._writer: threading.Thread | None = None  # started by the first item
         self._writing = 0  # items in the batch being written now
@@ -41,13 +46,26 @@ class GroupCommit(Generic[T, R]):
         """Queue `item`; its future resolves to its result once the transaction that holds
         it has committed (or to the batch's error)."""
         future: Future[R] = Future()
+        self._queue(item, future)
+        return future
+
+    def submit_in_loop(self, item: T) -> asyncio.Future[R]:
+        """`submit` for a caller in an event loop: a future of the running loop, resolved in
+        it, with those of the batch's other items from the same loop in one call of the loop
+        (a thread's future wrapped for the loop took two futures and a wake-up of the loop
+        per item: docs/benchmarks.md, issue 35 goal 4)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._queue(item, (loop, future))
+        return future
+
+    def _queue(self, item: T, waiter: Waiter[R]) -> None:
         with self._cond:
-            self._waiting.append((item, future))
+            self._waiting.append((item, waiter))
             if self._writer is None:
                 self._writer = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._writer.start()
             self._cond.notify()
-        return future
 
     @property
     def in_flight(self) -> int:
@@ -77,9 +95,43 @@ class GroupCommit(Generic[T, R]):
                     raise RuntimeError(f"{len(results)} results for a batch of {len(batch)}")
             except BaseException as exc:  # every caller of the batch learns it; go on
                 self._writing = 0
-                for _, future in batch:
-                    future.set_exception(exc)
+                failed: list[Outcome[R]] = [(waiter, None, exc) for _, waiter in batch]
+                _settle(failed)
                 continue
             self._writing = 0
-            for (_, future), result in zip(batch, results, strict=True):
-                future.set_result(result)
+            done: list[Outcome[R]] = [
+                (waiter, result, None) for (_, waiter), result in zip(batch, results, strict=True)
+            ]
+            _settle(done)
+
+
+def _settle(outcomes: list[Outcome[R]]) -> None:
+    """Resolve each waiter to its result or the error: a thread's future here, an event
+    loop's futures in their loop, one call a loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[R], R | None, BaseException | None]]] = {}  # fmt: skip
+    for waiter, result, error in outcomes:
+        if isinstance(waiter, Future):
+            if error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(result)  # type: ignore[arg-type]  # R, as written
+        else:
+            loop, future = waiter
+            by_loop.setdefault(loop, []).append((future, result, error))
+    for loop, futures in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_in_loop, futures)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+
+def _settle_in_loop(
+    futures: list[tuple[asyncio.Future[R], R | None, BaseException | None]],
+) -> None:
+    for future, result, error in futures:
+        if future.done():  # cancelled: its caller left
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]  # R, as written

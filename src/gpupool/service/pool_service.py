@@ -165,7 +165,7 @@ class PoolService(ProjectMethods):
         new = self.submission(spec, user, now, token, project_given=project_given)
         if new.spec.array is not None:  # rare and larger: a thread, not the group commit
             return await asyncio.to_thread(self.submit_array, new, user)
-        return self.submitted(await asyncio.wrap_future(self._submits.submit(new)), user)
+        return self.submitted(await self._submits.submit_in_loop(new), user)
 
     def submissions_in_flight(self) -> int:
         """Submissions waiting for their group commit or in it (the engine's pass waits
