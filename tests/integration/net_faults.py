@@ -105,8 +105,9 @@ def reset(conn: socket.socket) -> None:
     conn.close()
 
 
-def _read_request(conn: socket.socket) -> bytes:
-    """One HTTP request with a Content-Length body (what gpupool's client sends)."""
+def _read_message(conn: socket.socket) -> bytes:
+    """One HTTP request or answer with a Content-Length body (what gpupool's client sends
+    and its daemon answers): read by its length, as the connection may stay open."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -171,10 +172,10 @@ class FaultyProxy(_Served):
             threading.Thread(target=self._one, args=(conn, n), daemon=True).start()
 
     def _one(self, conn: socket.socket, n: int) -> None:
-        request = _read_request(conn)
+        request = _read_message(conn)
         with socket.create_connection(self.upstream, timeout=60) as up:
             up.sendall(request)
-            answer = _read_to_eof(up)
+            answer = _read_message(up)
         action = self.fault(n)
         if action == "reset":
             reset(conn)

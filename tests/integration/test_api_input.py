@@ -129,12 +129,13 @@ NESTED_BODIES = {
 
 def _raw_json(pool: Pool, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
     """`body` sent as it is, as JSON, on the pool's Unix socket."""
-    from gpupool.client.transport import exchange
+    from gpupool.client.transport import exchange_kept
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)
         sock.connect(str(pool.state_dir / "gpupool.sock"))
-        return exchange(sock, method, path, body, "localhost")
+        status, headers, answer, _ = exchange_kept(sock, method, path, body, "localhost")
+        return status, headers, answer
 
 
 @pytest.mark.parametrize("nesting", sorted(NESTED_BODIES))

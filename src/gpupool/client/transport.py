@@ -39,28 +39,6 @@ class ClosedUnanswered(ConnectionLost):
     listener does to a plain request, and what `tls_instead` looks into."""
 
 
-def exchange(
-    sock: Socket,
-    method: str,
-    path: str,
-    body: bytes | None,
-    host: str,
-    token: str | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP/1.1 request with `Connection: close`, read to EOF.
-
-    http.client would import the email package (~20 ms) on every CLI call; the daemon's
-    answers are simple (status, a few headers, a Content-Length body), so this is enough.
-    Raises ConnectionLost when the answer is cut short, NotAGpupoolDaemon (without its
-    `where`) when it is not HTTP.
-    """
-    failed = _send(sock, method, path, body, host, token, close=True)
-    raw = read_answer(sock, quietly=failed is not None)
-    if failed is not None and not raw:
-        raise failed
-    return parsed_answer(raw)
-
-
 def exchange_kept(
     sock: Socket,
     method: str,
@@ -69,13 +47,18 @@ def exchange_kept(
     host: str,
     token: str | None = None,
 ) -> tuple[int, dict[str, str], bytes, bool]:
-    """`exchange` on a connection that may carry the next request too (HTTP/1.1's
-    keep-alive): the answer is read by its framing (Content-Length or chunked), not to EOF,
-    and the last item says whether the connection may be used again (framed, and the
-    daemon did not say `Connection: close`). ClosedUnanswered when not a byte of an answer
-    came: on a connection used before, the daemon may have closed it idle before reading
-    the request (client/kept_connections.py); so may a reset or broken pipe."""
-    failed = _send(sock, method, path, body, host, token, close=False)
+    """One HTTP/1.1 request on a connection that may carry the next one too (keep-alive):
+    (status, headers, body, whether the connection may be used again). The answer is read
+    by its framing (Content-Length or chunked) and the connection kept when the daemon did
+    not say `Connection: close`; an answer with neither is read to EOF.
+
+    http.client would import the email package (~20 ms) on every CLI call; the daemon's
+    answers are simple, so this is enough. Raises ConnectionLost when the answer is cut
+    short, NotAGpupoolDaemon (without its `where`) when it is not HTTP, ClosedUnanswered
+    when not a byte of an answer came: on a connection used before, the daemon may have
+    closed it idle before reading the request (client/kept_connections.py); so may a reset
+    or broken pipe."""
+    failed = _send(sock, method, path, body, host, token)
     if failed is not None:
         raw = read_answer(sock, quietly=True)
         if not raw:
@@ -92,15 +75,11 @@ def _send(
     body: bytes | None,
     host: str,
     token: str | None,
-    close: bool,
 ) -> OSError | None:
     """Write the request; the error when the daemon closed the connection while it was
     written (it may refuse a request before reading all of it, a body over its limit: 413,
     and then close: its answer is what the caller needs)."""
-    head = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    if close:
-        head.append("Connection: close")
-    head.append("Accept: application/json")
+    head = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Accept: application/json"]
     if token is not None:
         head.append(f"Authorization: Bearer {token}")
     if body is not None or method not in ("GET", "HEAD"):
