@@ -35,13 +35,24 @@ sys.path.insert(0, str(ROOT / "bench"))
 from slurm_local import SlurmUnavailable, local_slurm  # noqa: E402
 from vs_slurm import GPUS, SLURM_SETTINGS, Sides, run_header, say, started_daemon, wait_until  # noqa: E402
 
+from gpupool.client import ApiError  # noqa: E402
+
 WORKERS = 8  # sbatch processes at once
 
 
 def fill_gpupool(sides: Sides, jobs: int) -> None:
+    """Queue `jobs` (not timed). The daemon's submit rate limit (a burst of 10,000, then 100
+    a second) is met by the third round's fill once the rounds run quicker than ~50 s:
+    a batch refused for it is sent again a second later."""
     left = jobs
     while left > 0:
-        sides.gpupool_sdk_batch(["true"], min(1000, left))
+        try:
+            sides.gpupool_sdk_batch(["true"], min(1000, left))
+        except ApiError as exc:
+            if exc.code != "rate_limited":
+                raise
+            time.sleep(1.0)
+            continue
         left -= min(1000, left)
     wait_until(lambda: sides.gpupool_pending() >= jobs, "gpupool's jobs queued", 120)
 
