@@ -25,12 +25,10 @@ from gpupool.client.errors import (
     SubmitUnconfirmed,
     UnexpectedAnswer,
 )
-from gpupool.client.kept_connections import KeptConnections
+from gpupool.client.kept_connections import KeptConnections, exchange_on
 from gpupool.client.transport import (
-    ClosedUnanswered,
     api_error,
     decode,
-    exchange_kept,
     query_string,
     quoted,
     tcp_address,
@@ -38,7 +36,7 @@ from gpupool.client.transport import (
     tls_context,
     tls_instead,
 )
-from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform
+from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
 from gpupool.core.state_location import socket_text, state_dir_text
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
@@ -54,6 +52,7 @@ if TYPE_CHECKING:  # imported by the methods that read them (client/views.py say
     from gpupool.client.job_lines import JobLinesPage
     from gpupool.client.pool_views import BackendsView, GpusView, PoolInfo
     from gpupool.client.project_views import DefaultProject, ProjectList, ProjectView
+    from gpupool.client.receipts import SubmitReceipt
     from gpupool.client.usage_views import JobUsageView, UsageReportView
     from gpupool.client.views import JobPage, JobView, LogChunk
     from gpupool.core.benchmarks import SavedBenchmark
@@ -172,44 +171,29 @@ class Client:
             if items:
                 path = f"{path}?{query_string(items)}"
         payload = None if body is None else json.dumps(body).encode()
-        kept = self._kept.take()
-        sock, host = kept if kept is not None else self._connect()
-        reusable = False
         try:
-            try:
-                status, headers, data, reusable = exchange_kept(
-                    sock, method, path, payload, host, self.token
-                )
-            except (ClosedUnanswered, BrokenPipeError, ConnectionResetError) as exc:
-                if kept is None or not (replayable or method == "GET"):
-                    raise
-                # The daemon closed the kept connection before it read the request.
-                sock.close()
-                try:
-                    sock, host = self._connect()
-                except PoolUnreachable:  # the first try was sent: say it was lost
-                    raise exc from None
-                status, headers, data, reusable = exchange_kept(
-                    sock, method, path, payload, host, self.token
-                )
-            if API_HEADER not in headers:
-                reusable = False
-                kind = headers.get("content-type", "no content type").split(";")[0]
-                raise NotAGpupoolDaemon(self.where(), f"it answered HTTP {status}, {kind}")
-        except TimeoutError:
-            raise DaemonTimeout(self.where(), self.timeout) from None
-        except (NotAGpupoolDaemon, ConnectionLost) as exc:  # SpeaksTls if it is TLS's doing
-            if exc.where:
+            sock, host, answer = exchange_on(
+                self._kept, self._connect, method, path, payload, self.token, replayable
+            )
+        except PoolUnreachable as exc:  # an OSError too: before the clauses below
+            if exc.where:  # from connecting (DaemonNotRunning, DaemonTimeout, ...)
                 raise
+            # From the exchange (ConnectionLost, NotAGpupoolDaemon): SpeaksTls if it is TLS's.
             lost: PoolUnreachable = type(exc)(self.where(), exc.problem)
             raise tls_instead(lost, self.url, self.address, self.tls is None) from None
+        except TimeoutError:
+            raise DaemonTimeout(self.where(), self.timeout) from None
         except OSError as exc:  # reset, broken pipe
             raise ConnectionLost(self.where(), exc.strerror or type(exc).__name__) from None
-        finally:
-            if reusable:
-                self._kept.keep(sock, host)
-            else:
-                sock.close()
+        status, headers, data, reusable = answer
+        if API_HEADER not in headers:
+            sock.close()
+            kind = headers.get("content-type", "no content type").split(";")[0]
+            raise NotAGpupoolDaemon(self.where(), f"it answered HTTP {status}, {kind}")
+        if reusable:
+            self._kept.keep(sock, host)
+        else:
+            sock.close()
         return status, headers, data
 
     def close(self) -> None:
@@ -268,6 +252,8 @@ class Client:
     ) -> SubmitReceipt:
         """As `submit`, the answer read for what `gpupool submit` prints only (its id and
         project): the CLI's path, which then needs no view of a job (client/views.py)."""
+        from gpupool.client.receipts import read_receipt
+
         body: JsonObject = {"spec": spec, "token": token}
         return self._read(read_receipt, self._submit(body, token, retry))
 
@@ -288,6 +274,8 @@ class Client:
             body["base_env"] = dict(base_env)
         if common is not None:
             body["common"] = common
+        from gpupool.client.receipts import read_batch_ids
+
         return self._read(read_batch_ids, self._submit(body, token, retry, "/v1/jobs/batch"))
 
     def _submit(
@@ -534,36 +522,6 @@ class Client:
 
         query: dict[str, str | int | None] = {"since": None if since is None else repr(since)}
         return self._read(read_audit, self.request("GET", "/v1/audit", query=query))
-
-
-class SubmitReceipt:
-    """What `gpupool submit` prints of the job it queued: its `id` (an array's first task),
-    its `project`, and the daemon's `warnings` (their messages: the backend it goes to
-    cannot be reached now). A plain slotted class: the views (client/views.py) are frozen
-    dataclasses, whose module costs a submission ~10 ms to import (dataclasses, inspect)."""
-
-    __slots__ = ("id", "project", "warnings")
-
-    def __init__(self, id: int, project: str, warnings: tuple[str, ...] = ()) -> None:
-        self.id = id
-        self.project = project
-        self.warnings = warnings
-
-
-def read_receipt(value: JsonValue) -> SubmitReceipt:
-    """The receipt in a job's answer, checked against the job's shape as views.read_job is."""
-    from gpupool.core.wire_shapes import JobWire
-
-    w = conform(JobWire, value)
-    warnings = tuple(warning["message"] for warning in w.get("warnings", []))
-    return SubmitReceipt(w["id"], w["project"], warnings)
-
-
-def read_batch_ids(value: JsonValue) -> list[int]:
-    """The ids in a batch's answer (`{"ids": [...]}`)."""
-    from gpupool.core.wire_shapes import BatchIdsWire
-
-    return conform(BatchIdsWire, value)["ids"]
 
 
 def _page_query(

@@ -24,9 +24,13 @@ import _thread
 import os
 import time
 
+from gpupool.client.errors import PoolUnreachable
+from gpupool.client.transport import ClosedUnanswered, exchange_kept
+
 TYPE_CHECKING = False  # typing costs every CLI command ~2 ms (gpupool/__init__.py)
 if TYPE_CHECKING:
     from _socket import socket as Socket
+    from collections.abc import Callable
 
 KEPT_FOR_S = 2.0
 MAX_KEPT = 8
@@ -68,6 +72,39 @@ class KeptConnections:
             idle, self._idle = self._idle, []
         for sock, *_ in idle:
             sock.close()
+
+
+def exchange_on(
+    kept: KeptConnections,
+    connect: Callable[[], tuple[Socket, str]],
+    method: str,
+    path: str,
+    payload: bytes | None,
+    token: str | None,
+    replayable: bool,
+) -> tuple[Socket, str, tuple[int, dict[str, str], bytes, bool]]:
+    """`exchange_kept` on a kept connection when there is one, else on a new one from
+    `connect`; the socket and its Host come back with the answer, for the caller to keep or
+    close (closed here when this raises). A kept connection that fails before a byte of an
+    answer came is one the daemon closed idle: the request goes again on a new connection
+    if it is `replayable` or a GET (the module's contract), else the failure is raised."""
+    taken = kept.take()
+    sock, host = taken if taken is not None else connect()
+    try:
+        try:
+            return sock, host, exchange_kept(sock, method, path, payload, host, token)
+        except (ClosedUnanswered, BrokenPipeError, ConnectionResetError) as exc:
+            if taken is None or not (replayable or method == "GET"):
+                raise
+            sock.close()
+            try:
+                sock, host = connect()
+            except PoolUnreachable:  # the first try was sent: say it was lost
+                raise exc from None
+            return sock, host, exchange_kept(sock, method, path, payload, host, token)
+    except BaseException:
+        sock.close()
+        raise
 
 
 def _readable(sock: Socket) -> bool:
