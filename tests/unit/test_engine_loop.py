@@ -264,18 +264,8 @@ def test_rounds_woken_by_submissions_ask_the_executor_at_most_once_a_poll_gap(
     interval = 0.5
     engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=interval)
     done = tmp_path / "done"
-    code = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.02)"
-    waits = JobSpec(
-        command=("python", "-c", code), resources=Resources(gpus=1), base_env=ENV, workdir="/"
-    )
     try:
-        running = store.submit(waits, "alice", 1.0)
-        engine.recover()
-        engine.start()
-        deadline = time.monotonic() + 30
-        while store.get(running.id).state is not JobState.RUNNING:
-            assert time.monotonic() < deadline, "the job never started"
-            time.sleep(0.01)
+        running = _running_until(done, store, engine)
         polls, began = engine.polls, time.monotonic()
         far = time.time() + 86400.0
         for _ in range(300):
@@ -304,18 +294,9 @@ def test_a_submission_after_a_job_ended_finds_its_gpus_free_in_the_same_round(
     store = Store.open(store_url)
     engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=3600)
     done = tmp_path / "done"
-    code = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.02)"
-    first = JobSpec(
-        command=("python", "-c", code), resources=Resources(gpus=1), base_env=ENV, workdir="/"
-    )
     try:
-        running = store.submit(first, "alice", 1.0)
-        engine.recover()
-        engine.start()
+        running = _running_until(done, store, engine)
         deadline = time.monotonic() + 30
-        while store.get(running.id).state is not JobState.RUNNING:
-            assert time.monotonic() < deadline, "the first job never started"
-            time.sleep(0.01)
         done.touch()
         while executor.read_exit(running.id) is None:  # its exit recorded: a poll sees it
             assert time.monotonic() < deadline, "the first job never ended"
@@ -330,3 +311,20 @@ def test_a_submission_after_a_job_ended_finds_its_gpus_free_in_the_same_round(
     finally:
         engine.stop()
         store.close()
+
+
+def _running_until(done: Path, store: Store, engine: Engine) -> Job:
+    """A 1-GPU job that runs until `done` exists, submitted and seen RUNNING with `engine`
+    started (recovered first)."""
+    code = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.02)"
+    spec_ = JobSpec(
+        command=("python", "-c", code), resources=Resources(gpus=1), base_env=ENV, workdir="/"
+    )
+    job = store.submit(spec_, "alice", 1.0)
+    engine.recover()
+    engine.start()
+    deadline = time.monotonic() + 30
+    while store.get(job.id).state is not JobState.RUNNING:
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.01)
+    return job
