@@ -20,7 +20,6 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -35,11 +34,10 @@ from vs_slurm import (  # noqa: E402
     hold_all_gpus,
     run_header,
     say,
+    sdk_per_thread,
     started_daemon,
     timed_batch,
 )
-
-from gpupool import Client  # noqa: E402
 
 GOAL = 2.0
 
@@ -69,15 +67,7 @@ def main() -> None:
 
 def one_round(sides: Sides, number: int, args: argparse.Namespace) -> dict[str, Any]:
     assert sides.cluster is not None and sides.daemon.proc is not None
-    clients = [Client(state_dir=sides.daemon.state) for _ in range(args.clients)]
-    local = threading.local()
-    lock = threading.Lock()
-
-    def sdk(i: int) -> object:
-        if not hasattr(local, "client"):
-            with lock:
-                local.client = clients.pop()
-        return sides.gpupool_sdk(["true"], local.client)
+    sdk = sdk_per_thread(sides, args.clients)
 
     def sbatch(i: int) -> object:
         return sides.sbatch("--gres=gpu:1", "--wrap", "true")

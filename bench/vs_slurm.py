@@ -374,19 +374,26 @@ def hold_all_gpus(sides: Sides) -> None:
         wait_until(lambda: sides.slurm_state(job_id) == "RUNNING", "Slurm holder running")
 
 
-def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
-    hold_all_gpus(sides)
-    gp_pid = sides.daemon.proc.pid if sides.daemon.proc else 0
+def sdk_per_thread(sides: Sides, clients: int) -> Callable[[int], object]:
+    """A submission of `true` through the SDK client of the calling thread: each of up to
+    `clients` threads gets one of its own, as that many programs would have."""
     sdk_clients = [Client(state_dir=sides.daemon.state) for _ in range(clients)]
     local = threading.local()
     lock = threading.Lock()
 
-    def sdk_concurrent(i: int) -> object:
+    def submit(i: int) -> object:
         if not hasattr(local, "client"):
             with lock:
                 local.client = sdk_clients.pop()
         return sides.gpupool_sdk(["true"], local.client)
 
+    return submit
+
+
+def throughput(sides: Sides, n: int, clients: int) -> dict[str, dict[str, Any]]:
+    hold_all_gpus(sides)
+    gp_pid = sides.daemon.proc.pid if sides.daemon.proc else 0
+    sdk_concurrent = sdk_per_thread(sides, clients)
     tasks = min(n, MAX_ARRAY_TASKS)
     array = f"0-{tasks - 1}"
     batches = max(n // BATCH_JOBS, 5)  # jobs in all: at least 5 batches, timed together

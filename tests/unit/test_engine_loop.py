@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import stop_everything
+from executor_helpers import stop_everything, wait_exit, wait_for
 from test_store import spec, store_url_fixture  # noqa: F401  (fixture)
 
 from gpupool.core.clock import FakeClock
@@ -275,10 +275,7 @@ def test_rounds_woken_by_submissions_ask_the_executor_at_most_once_a_poll_gap(
         most = took / loop_module._POLL_GAP_S + 2
         assert engine.polls - polls <= most, (engine.polls - polls, took)
         done.touch()
-        ended = time.monotonic()
-        while store.get(running.id).state is JobState.RUNNING:
-            assert time.monotonic() - ended < 30, "the job's end was never seen"
-            time.sleep(0.01)
+        wait_for(lambda: store.get(running.id).state is not JobState.RUNNING, 30, "its end seen")
     finally:
         engine.stop()
         store.close()
@@ -296,17 +293,15 @@ def test_a_submission_after_a_job_ended_finds_its_gpus_free_in_the_same_round(
     done = tmp_path / "done"
     try:
         running = _running_until(done, store, engine)
-        deadline = time.monotonic() + 30
         done.touch()
-        while executor.read_exit(running.id) is None:  # its exit recorded: a poll sees it
-            assert time.monotonic() < deadline, "the first job never ended"
-            time.sleep(0.01)
+        wait_exit(executor, running.id, 30)  # its exit recorded: a poll sees it
         second = store.submit(spec(workdir="/", base_env=ENV), "alice", 2.0)
         engine.stored(second)
-        started = time.monotonic()
-        while store.get(second.id).state is not JobState.RUNNING:
-            assert time.monotonic() - started < 20, "the second job waited for a timer poll"
-            time.sleep(0.01)
+        wait_for(
+            lambda: store.get(second.id).state is JobState.RUNNING,
+            20,
+            "the second job's start: it waited for a timer poll",
+        )
         assert store.get(running.id).state is JobState.SUCCEEDED
     finally:
         engine.stop()
@@ -323,8 +318,5 @@ def _running_until(done: Path, store: Store, engine: Engine) -> Job:
     job = store.submit(spec_, "alice", 1.0)
     engine.recover()
     engine.start()
-    deadline = time.monotonic() + 30
-    while store.get(job.id).state is not JobState.RUNNING:
-        assert time.monotonic() < deadline, "the job never started"
-        time.sleep(0.01)
+    wait_for(lambda: store.get(job.id).state is JobState.RUNNING, 30, "the job's start")
     return job

@@ -267,10 +267,19 @@ class WireApp(FastAPI):
     time: ~0.5% of the daemon's time under 8 SDK clients). The daemon's figures are its
     /metrics."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
-            kwargs["telemetry"] = {"tracing": False, "metrics": False, "logs": False}
-        super().__init__(**kwargs)
+    def __init__(
+        self, *, title: str, version: str, docs_url: str | None, redoc_url: str | None
+    ) -> None:
+        if "telemetry" not in inspect.signature(FastAPI.__init__).parameters:  # before 0.165
+            super().__init__(title=title, version=version, docs_url=docs_url, redoc_url=redoc_url)
+            return
+        super().__init__(
+            title=title,
+            version=version,
+            docs_url=docs_url,
+            redoc_url=redoc_url,
+            telemetry={"tracing": False, "metrics": False, "logs": False},
+        )
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:  # made once: FastAPI's, then the answers put in

@@ -27,6 +27,7 @@ R = TypeVar("R")
 # Where an item's result goes: a thread's future, or an event loop's future and its loop.
 Waiter = Future[R] | tuple[asyncio.AbstractEventLoop, asyncio.Future[R]]
 Outcome = tuple[Waiter[R], R | None, BaseException | None]  # a result, or the error
+LoopOutcome = tuple[asyncio.Future[R], R | None, BaseException | None]
 
 
 class GroupCommit(Generic[T, R]):
@@ -108,13 +109,10 @@ class GroupCommit(Generic[T, R]):
 def _settle(outcomes: list[Outcome[R]]) -> None:
     """Resolve each waiter to its result or the error: a thread's future here, an event
     loop's futures in their loop, one call a loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[R], R | None, BaseException | None]]] = {}  # fmt: skip
+    by_loop: dict[asyncio.AbstractEventLoop, list[LoopOutcome[R]]] = {}
     for waiter, result, error in outcomes:
         if isinstance(waiter, Future):
-            if error is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(result)  # type: ignore[arg-type]  # R, as written
+            _resolve(waiter, result, error)
         else:
             loop, future = waiter
             by_loop.setdefault(loop, []).append((future, result, error))
@@ -125,13 +123,16 @@ def _settle(outcomes: list[Outcome[R]]) -> None:
             pass
 
 
-def _settle_in_loop(
-    futures: list[tuple[asyncio.Future[R], R | None, BaseException | None]],
-) -> None:
+def _settle_in_loop(futures: list[LoopOutcome[R]]) -> None:
     for future, result, error in futures:
-        if future.done():  # cancelled: its caller left
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]  # R, as written
+        if not future.done():  # done: cancelled, its caller left
+            _resolve(future, result, error)
+
+
+def _resolve(
+    future: Future[R] | asyncio.Future[R], result: R | None, error: BaseException | None
+) -> None:
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]  # R, as written

@@ -383,7 +383,5 @@ _BUMP = (
 )
 # Core, not ORM: read before every scheduling pass, where an ORM session's set-up was most
 # of its cost (docs/benchmarks.md, issue 35 goal 4).
-ALLOCATION_VERSION = select(MetaRow.__table__.c.allocation_version).where(
-    MetaRow.__table__.c.id == META_ROW_ID
-)
+ALLOCATION_VERSION = select(MetaRow.allocation_version).where(MetaRow.id == META_ROW_ID)
 _BUMP_IF = _BUMP.where(MetaRow.allocation_version == bindparam("expected"))
