@@ -23,6 +23,16 @@ from gpupool.core.project import Project
 Start = tuple[int, str, tuple[int, ...], int | None]
 # Fair-share raw material: (project, user, GPUs, start, end or None) of a job that ran.
 UsageRow = tuple[str, str, float, float, float | None]
+# A run that ended: (project, user, GPUs, start, end), as usage_history counts it.
+EndedRun = tuple[str, str, float, float, float]
+
+
+class RunEndsKept(Protocol):
+    """The runs the store's writes ended, each handed over once (store/run_ends.py)."""
+
+    def take(self) -> Sequence[EndedRun]:
+        """The runs ended since the last take (or since the store began to keep them)."""
+        ...
 
 
 class EngineStore(Protocol):
@@ -50,8 +60,14 @@ class EngineStore(Protocol):
     def allocation_version(self) -> int: ...
 
     def usage_history(
-        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+        self,
+        since: float,
+        gpu_memory: Mapping[tuple[str, int], int] | None = None,
+        *,
+        running_only: bool = False,
     ) -> list[UsageRow]: ...
+
+    def keep_run_ends(self, gpu_memory: Mapping[tuple[str, int], int]) -> RunEndsKept: ...
 
     def commit_starts(
         self, starts: Sequence[Start], expected_version: int, now: float, cause: str = ...

@@ -15,6 +15,7 @@ from gpupool.core.job import Job, JobState
 from gpupool.store import models
 from gpupool.store.codec import job_from_row
 from gpupool.store.models import JOBS
+from gpupool.store.run_ends import note_run_end
 
 T = TypeVar("T")
 
@@ -49,21 +50,24 @@ def _cancel_chunk(s: Session, ids: Sequence[int], now: float, cause: str) -> lis
     """Cancel these jobs (module docstring), a few statements for them all: the ids of
     those not ended."""
     t = JOBS.c
-    read = select(t.id, t.state, t.spec, t.cancel_requested).where(t.id.in_(ids))
+    run = (t.start_time, t.project, t.username.label("user"), t.gpus, t.node, t.gpu_memory_bytes)
+    read = select(t.id, t.state, t.spec, t.cancel_requested, *run).where(t.id.in_(ids))
     to_end: list[tuple[int, JobState]] = []
     to_stop: list[int] = []
     acted: list[int] = []
-    for job_id, state, spec, requested in s.execute(read):
+    for row in s.execute(read):
+        job_id, state, spec = row.id, row.state, row.spec
         if state.terminal:
             continue
         acted.append(job_id)
         # A running job, or a backend's pending one (it may be in the backend's queue):
         # the engine stops it. Any other active job is cancelled here at once.
         if state is JobState.RUNNING or (state is JobState.PENDING and spec.get("backend")):
-            if not requested:
+            if not row.cancel_requested:
                 to_stop.append(job_id)
         else:
             to_end.append((job_id, state))
+            note_run_end(s, row, now)  # a job that kept a run (PREEMPTED), if any
     values = {"end_time": now, "reason": ""}
     models.transition_all(s, to_end, JobState.CANCELLED, now, cause, values)
     if to_stop:

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from gpupool.core.cgroup_usage import CgroupUsage
-from gpupool.core.job import InvalidTransition, Job, JobState, Resources, gpu_count
+from gpupool.core.job import InvalidTransition, Job, JobState
 from gpupool.core.store_errors import UnknownJob
 from gpupool.core.units import format_size
 from gpupool.store import models
@@ -29,12 +29,13 @@ from gpupool.store.accounting import AccountingMethods
 from gpupool.store.backend_runs import BackendMethods
 from gpupool.store.benchmarks import BenchmarkMethods
 from gpupool.store.bulk_cancel import BulkCancelMethods
-from gpupool.store.codec import decode_spec, job_from_row
+from gpupool.store.codec import job_from_row
 from gpupool.store.idle_waiting import IdleWaitingMethods
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
 from gpupool.store.models import JOBS, AllocationRow, JobRow
 from gpupool.store.projects import ProjectMethods
+from gpupool.store.run_ends import RunEnds, hand_over, note_run_end, run_gpus
 from gpupool.store.samples import SampleMethods, add_engine_gpu_use
 from gpupool.store.stale import StaleState
 from gpupool.store.steering import SteerMethods
@@ -74,6 +75,7 @@ class Store(
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._writers = WriterTurns(engine.url.get_backend_name() == "sqlite")
         self._postgresql = engine.dialect.name == "postgresql"  # has arrays (set_reasons)
+        self._run_ends: RunEnds | None = None  # kept from `keep_run_ends` on
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -100,8 +102,16 @@ class Store(
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with self._writers, Session(self._writer, expire_on_commit=False) as s, s.begin():
-            yield s
+        with self._writers, Session(self._writer, expire_on_commit=False) as s:
+            with s.begin():
+                yield s
+            hand_over(s, self._run_ends)  # committed: the runs it ended (store/run_ends.py)
+
+    def keep_run_ends(self, gpu_memory: Mapping[tuple[str, int], int]) -> RunEnds:
+        """From now on, keep every run that a write of this store ends, for one reader
+        (the engine's usage ledger): store/run_ends.py. `gpu_memory`: as usage_history's."""
+        self._run_ends = RunEnds(gpu_memory)
+        return self._run_ends
 
     @contextmanager
     def _write_core(self) -> Iterator[Connection]:
@@ -184,17 +194,30 @@ class Store(
         return out
 
     def usage_history(
-        self, since: float, gpu_memory: Mapping[tuple[str, int], int] | None = None
+        self,
+        since: float,
+        gpu_memory: Mapping[tuple[str, int], int] | None = None,
+        *,
+        running_only: bool = False,
     ) -> list[tuple[str, str, float, float, float | None]]:
         """(project, user, GPUs, start, end or None) of every run after `since`, a requeued
         job's earlier runs included (`requeued_runs`): the raw material of fair-share usage. GPUs as every view counts them
         (`core.job.gpu_count`): a shared GPU counts its fraction, a GPU-memory request its
         memory over its GPU's (`gpu_memory`: (node, GPU index) -> bytes; unknown: 1 GPU).
-        Reads columns only; the spec only of jobs that shared a GPU (few), for the fraction."""
-        ran = (
-            JobRow.start_time.is_not(None),
-            (JobRow.end_time.is_(None)) | (JobRow.end_time >= since),
-        )
+        Reads columns only; the spec only of jobs that shared a GPU (few), for the fraction.
+        `running_only`: the runs not ended yet, and nothing else (`since` unused), found by
+        the state's index: what the engine's usage ledger reads at each refresh."""
+        if running_only:  # a job that holds a run; an ended one always has its end_time
+            ran: tuple[Any, ...] = (
+                JobRow.state.in_((JobState.RUNNING, JobState.PREEMPTED)),
+                JobRow.start_time.is_not(None),
+                JobRow.end_time.is_(None),
+            )
+        else:
+            ran = (
+                JobRow.start_time.is_not(None),
+                (JobRow.end_time.is_(None)) | (JobRow.end_time >= since),
+            )
         stmt = select(
             JobRow.id,
             JobRow.project,
@@ -214,19 +237,10 @@ class Store(
         for job_id, project, user, gpus, node, granted, start, end in rows:
             if start is None:  # never: `ran` asks for jobs that started (the column may be NULL)
                 continue
-            held = list(gpus or [])
-            if granted is None:
-                count = float(len(held))
-            else:
-                spec = specs.get(job_id)
-                res = (
-                    decode_spec(spec).resources
-                    if spec is not None
-                    else Resources(gpus=1, gpu_memory_bytes=granted)
-                )
-                total = memory.get((node, held[0])) if node is not None and held else None
-                count = gpu_count(res, len(held), granted, total)
+            count = run_gpus(list(gpus or []), node, granted, specs.get(job_id), memory)
             out.append((project, user, count, start, end))
+        if running_only:
+            return out
         return out + self.requeued_runs(since)
 
     def allocation_version(self) -> int:
@@ -358,6 +372,7 @@ class Store(
             # Never before it started: an engine's end time (Slurm's whole seconds) may
             # read earlier than the pool's first sight of a short run.
             end = ended if row.start_time is None else max(ended, row.start_time)
+            note_run_end(s, row, end)
             models.transition(s, row, to, end, full_cause)
             row.end_time, row.exit_code, row.reason = end, exit_code, reason
             if row.start_time is not None:  # it ran: what its run used, or that none counted it
@@ -391,6 +406,7 @@ class Store(
                 raise StaleState(f"job {job_id} has a cancel request: finish it as CANCELLED")
             if hold_until is not None:
                 row.spec = {**row.spec, "begin_time": hold_until}
+            note_run_end(s, row, now, by_request=True)
             models.transition(s, row, JobState.PENDING, now, cause)
             row.restart_count += 1
             if retry:
@@ -441,6 +457,7 @@ class Store(
             row = _row(s, job_id)
             if row.state is JobState.RUNNING or row.state.terminal or _in_backend(row):
                 return None
+            note_run_end(s, row, now)  # a job that kept a run (PREEMPTED), if any
             models.transition(s, row, JobState.CANCELLED, now, cause)
             row.end_time, row.reason = now, ""
             return models.load_jobs(s, JobRow.id == job_id)[0]
@@ -465,6 +482,7 @@ class Store(
                     row.cancel_requested = True
                     row.cancel_requested_at, row.cancel_cause = now, cause
             elif not row.state.terminal:
+                note_run_end(s, row, now)  # a job that kept a run (PREEMPTED), if any
                 models.transition(s, row, JobState.CANCELLED, now, cause)
                 row.end_time, row.reason = now, ""
             return models.load_jobs(s, JobRow.id == job_id)[0]
