@@ -6,6 +6,7 @@ refused commit, and enforced no default limit)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -263,9 +264,9 @@ def test_rounds_woken_by_submissions_ask_the_executor_at_most_once_a_poll_gap(
     store = Store.open(store_url)
     interval = 0.5
     engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=interval)
-    done = tmp_path / "done"
+    gate = tmp_path / "gate"
     try:
-        running = _running_until(done, store, engine)
+        running = _running_until(gate, store, engine)
         polls, began = engine.polls, time.monotonic()
         far = time.time() + 86400.0
         for _ in range(300):
@@ -274,7 +275,7 @@ def test_rounds_woken_by_submissions_ask_the_executor_at_most_once_a_poll_gap(
         assert engine.passes >= 3  # the storm woke rounds
         most = took / loop_module._POLL_GAP_S + 2
         assert engine.polls - polls <= most, (engine.polls - polls, took)
-        done.touch()
+        _release(gate)
         wait_for(lambda: store.get(running.id).state is not JobState.RUNNING, 30, "its end seen")
     finally:
         engine.stop()
@@ -290,10 +291,10 @@ def test_a_submission_after_a_job_ended_finds_its_gpus_free_in_the_same_round(
     pass of its own for the end spent the pass budget the submission's then waited for."""
     store = Store.open(store_url)
     engine = Engine(store, executor, resolve_inventory(gpus="1xA100-80GB"), poll_interval=3600)
-    done = tmp_path / "done"
+    gate = tmp_path / "gate"
     try:
-        running = _running_until(done, store, engine)
-        done.touch()
+        running = _running_until(gate, store, engine)
+        _release(gate)
         wait_exit(executor, running.id, 30)  # its exit recorded: a poll sees it
         second = store.submit(spec(workdir="/", base_env=ENV), "alice", 2.0)
         engine.stored(second)
@@ -308,10 +309,11 @@ def test_a_submission_after_a_job_ended_finds_its_gpus_free_in_the_same_round(
         store.close()
 
 
-def _running_until(done: Path, store: Store, engine: Engine) -> Job:
-    """A 1-GPU job that runs until `done` exists, submitted and seen RUNNING with `engine`
-    started (recovered first)."""
-    code = f"import os, time\nwhile not os.path.exists({str(done)!r}): time.sleep(0.02)"
+def _running_until(gate: Path, store: Store, engine: Engine) -> Job:
+    """A 1-GPU job that runs until `_release(gate)` (it reads the FIFO `gate`, made here,
+    to its end), submitted and seen RUNNING with `engine` started (recovered first)."""
+    os.mkfifo(gate)
+    code = f"open({str(gate)!r}).read()"
     spec_ = JobSpec(
         command=("python", "-c", code), resources=Resources(gpus=1), base_env=ENV, workdir="/"
     )
@@ -320,3 +322,17 @@ def _running_until(done: Path, store: Store, engine: Engine) -> Job:
     engine.start()
     wait_for(lambda: store.get(job.id).state is JobState.RUNNING, 30, "the job's start")
     return job
+
+
+def _release(gate: Path) -> None:
+    """End the job of `_running_until`: its read of `gate` meets the end, once it reads."""
+
+    def writer() -> int | None:
+        try:
+            return os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            return None
+
+    os.close(wait_for(writer, 30, "the job reading its gate"))

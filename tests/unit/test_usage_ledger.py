@@ -6,7 +6,7 @@ keep it: the kept usage never re-reads the history after its first read (issue 3
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from test_store import store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
 from gpupool.core.job import JobSpec, JobState, Resources
+from gpupool.engine.contracts import UsageRow
 from gpupool.engine.usage_cache import UsageCache
 from gpupool.policy.fairshare import UsageInterval, decayed_usage
 from gpupool.policy.snapshot import Usage
@@ -28,9 +29,12 @@ MEMORY = {("n1", i): 80 * GIB for i in range(GPUS)}  # a shared GPU's fraction n
 USERS = ("ana", "bo", "cy")
 
 
-def full_recompute(store: Store, now: float, since: float = -1e18) -> Usage:
-    """`since`: the ledger's first read leaves out runs ended ten half-lives before it."""
-    rows = store.usage_history(since=since, gpu_memory=MEMORY)
+def full_recompute(
+    history: Callable[..., list[UsageRow]], now: float, since: float = -1e18
+) -> Usage:
+    """From `history` (a store's `usage_history`); `since`: the ledger's first read leaves
+    out runs ended ten half-lives before it."""
+    rows = history(since, MEMORY)
     intervals = [UsageInterval(p, u, float(g), s, e) for p, u, g, s, e in rows]
     return decayed_usage(intervals, now, HALF_LIFE_S)
 
@@ -163,10 +167,14 @@ def test_kept_usage_equals_the_whole_history_recomputed(
             drive(pool, None, step)
         cache = UsageCache(sqlite_store, HALF_LIFE_S, 0.0, MEMORY)
         window = pool.now - 10 * HALF_LIFE_S  # what its first read takes
-        assert_same(cache.at(pool.now), full_recompute(sqlite_store, pool.now, window))
+        assert_same(
+            cache.at(pool.now), full_recompute(sqlite_store.usage_history, pool.now, window)
+        )
         for step in after:  # and what it is handed, one write at a time
             drive(pool, cache, step)
-        assert_same(cache.at(pool.now), full_recompute(sqlite_store, pool.now, window))
+        assert_same(
+            cache.at(pool.now), full_recompute(sqlite_store.usage_history, pool.now, window)
+        )
     finally:
         pool.now += 1.0
         for job_id in list(pool.running):
@@ -199,11 +207,5 @@ def test_a_refresh_reads_no_ended_run_again(store: Store) -> None:
     for step in range(4):
         pool.now += 900.0
         pool.end(step, "finish")
-        assert_same(cache.at(pool.now), full_recompute_with(history, pool.now))
+        assert_same(cache.at(pool.now), full_recompute(history, pool.now))
     assert reads and all(reads)
-
-
-def full_recompute_with(history: Any, now: float) -> Usage:
-    rows = history(-1e18, MEMORY)
-    intervals = [UsageInterval(p, u, float(g), s, e) for p, u, g, s, e in rows]
-    return decayed_usage(intervals, now, HALF_LIFE_S)

@@ -64,6 +64,7 @@ class UsageCache:
             rows = self._store.usage_history(since=now - 10 * half_life, gpu_memory=self._memory)
             self._closed_at = now
             self._fold((p, u, g, st, en) for p, u, g, st, en in rows if en is not None)
+            running = [row for row in rows if row[4] is None]  # the same read's
         else:
             if now > self._closed_at:
                 factor = 2.0 ** (-(now - self._closed_at) / half_life)
@@ -71,7 +72,7 @@ class UsageCache:
                     self._closed[key] *= factor
                 self._closed_at = now
             self._fold(self._ended.take())
-        running = self._store.usage_history(now, self._memory, running_only=True)
+            running = self._store.usage_history(now, self._memory, running_only=True)
         live = decayed_usage(
             [UsageInterval(p, u, float(g), st, None) for p, u, g, st, _ in running],
             now,

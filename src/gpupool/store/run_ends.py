@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -74,8 +74,28 @@ def run_gpus(
     return gpu_count(res, len(held), granted, total)
 
 
-def note_run_end(s: Session, row: Any, end: float, *, by_request: bool = False) -> None:
-    """Note in `s` that the run of `row` (a JobRow that has a `start_time`) ends at `end`;
+class RunColumns(Protocol):
+    """The columns of a job's row that say its run: a `JobRow`, or a row a Core select of
+    them read (store/bulk_cancel.py)."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def gpus(self) -> list[int] | None: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def gpu_memory_bytes(self) -> int | None: ...
+    @property
+    def spec(self) -> dict[str, Any]: ...
+    @property
+    def start_time(self) -> float | None: ...
+
+
+def note_run_end(s: Session, row: RunColumns, end: float, *, by_request: bool = False) -> None:
+    """Note in `s` that the run of `row` (if it has a `start_time`) ends at `end`;
     `by_request`: it was requeued (its GPUs by its request). Call before the row's run
     columns are cleared."""
     if row.start_time is None:
@@ -99,10 +119,6 @@ def hand_over(s: Session, to: RunEnds | None) -> None:
     notes = s.info.pop(_NOTES, None)
     if notes and to is not None:
         to.add(notes)
-
-
-def drop_notes(s: Session) -> None:
-    s.info.pop(_NOTES, None)
 
 
 class RunEnds:
