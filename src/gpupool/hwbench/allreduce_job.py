@@ -102,4 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from gpupool.hwbench.rank_exit import exit_without_finalizing
+
+    exit_without_finalizing(main)

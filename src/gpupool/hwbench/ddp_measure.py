@@ -235,4 +235,6 @@ def measure_ddp_joined(spec: SweepSpec, emit: Emit) -> None:
 
 
 if __name__ == "__main__":  # a spawned rank: python -m gpupool.hwbench.ddp_measure SPEC_JSON
-    _rank_main(SweepSpec.from_json(json.loads(sys.argv[1])))
+    from gpupool.hwbench.rank_exit import exit_without_finalizing
+
+    exit_without_finalizing(lambda: _rank_main(SweepSpec.from_json(json.loads(sys.argv[1]))))
