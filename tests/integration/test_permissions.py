@@ -117,6 +117,9 @@ def warm_up(pool: Pool, url: str) -> None:
             ["project", "set", "default", "--limit", "1e9"],
             ["project", "set", "default", "--no-limit"],
             ["--url", url, "queue"],  # over TCP without a token: 401
+            ["drains"],
+            ["drain", "0", "--reason", "warm-up"],
+            ["resume", "0"],
         )
     finally:
         del os.environ["GPUPOOL_STATE_DIR"]
@@ -270,6 +273,24 @@ def test_only_admins_change_projects(team: Team) -> None:
     assert team.cli(OPS, "project", "default", "vision", "--user", ALICE).code == 0
     actions = [e["action"] for e in json.loads(team.cli(OPS, "audit", "--json").out)["entries"]]
     assert "project.create" in actions and "user.default_project" in actions
+
+
+def test_only_pool_admins_drain_and_resume_gpus_and_everyone_sees_the_drains(team: Team) -> None:
+    refused = team.cli(BOB, "drain", "0", "--reason", "mine now")
+    assert refused.code == 2, refused
+    assert "only a pool admin" in refused.err and "drain or resume GPUs" in refused.err
+    assert team.pool.client.request("GET", "/v1/drains") == {"drains": []}
+    try:
+        made = team.cli(OPS, "drain", "0", "--reason", "ECC errors")
+        assert made.code == 0, made
+        seen = team.cli(BOB, "drains")
+        assert seen.code == 0 and "ECC errors" in seen.out and OPS in seen.out
+        assert team.cli(BOB, "resume", "0").code == 2
+        assert "ECC errors" in team.cli(ALICE, "drains").out  # still drained
+    finally:
+        assert team.cli(OPS, "resume", "0").code == 0
+    actions = [e["action"] for e in json.loads(team.cli(OPS, "audit", "--json").out)["entries"]]
+    assert "gpu.drain" in actions and "gpu.resume" in actions
 
 
 def test_users_manage_their_own_tokens_only(team: Team) -> None:

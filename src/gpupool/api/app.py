@@ -110,6 +110,7 @@ def create_app(
     from gpupool.api.batch import add_batch_routes
     from gpupool.api.benchmarks import add_benchmark_routes
     from gpupool.api.bulk_cancel import add_bulk_cancel_route
+    from gpupool.api.drains import add_drain_routes
     from gpupool.api.projects import add_routes
     from gpupool.api.steering import add_steering_routes
     from gpupool.api.tokens import add_token_routes
@@ -361,6 +362,7 @@ def create_app(
             service.gpu_holders(),
             service.gpu_samples(),
             service.backend_nodes(),
+            service.drained_by_key(),
         )
 
     @api.get("/metrics", response_class=PlainTextResponse, responses=METRICS_TEXT)
@@ -376,6 +378,7 @@ def create_app(
     add_benchmark_routes(api, service.benchmarks, access)
     add_backend_routes(api, service, health)
     add_steering_routes(api, service, access, wire)
+    add_drain_routes(api, service, access)
 
     @api.post("/v1/internal/wake")
     def wake() -> OkWire:

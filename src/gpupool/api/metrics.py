@@ -3,7 +3,7 @@ server to scrape.
 
 What is exported (every name starts `gpupool_`; units in the name as Prometheus's
 conventions say: `_bytes`, `_seconds`, `_watts`, `_celsius`, `_ratio` for 0-1):
-- per GPU (labels node, gpu, model): allocation, memory total, and from its latest sample
+- per GPU (labels node, gpu, model): allocation, whether it is drained, memory total, and from its latest sample
   utilization, memory used, power, temperature, whether the sample is simulated and when it
   was taken. A figure the sample lacks (a GPU that does not report power; no sample yet) is
   left out for that GPU, never exported as 0;
@@ -211,6 +211,11 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "fractions of the jobs sharing it, 0 when free",
         GPU_LABELS,
     ),
+    (
+        "gpupool_gpu_drained",
+        "1 when an admin drained the GPU (gpupool drain): no job starts on it; 0 otherwise",
+        GPU_LABELS,
+    ),
     ("gpupool_gpu_memory_total_bytes", "GPU memory, as the inventory has it", GPU_LABELS),
     (
         "gpupool_gpu_utilization_ratio",
@@ -361,6 +366,7 @@ def _fill_gpus(f: Families, stats: PoolStats) -> None:
     for gpu in stats.gpus:
         labels = (gpu.node, str(gpu.index), gpu.model)
         f["gpupool_gpu_allocated_ratio"].add_metric(labels, gpu.allocated)
+        f["gpupool_gpu_drained"].add_metric(labels, 1.0 if gpu.drained else 0.0)
         f["gpupool_gpu_memory_total_bytes"].add_metric(labels, gpu.memory_total_bytes)
         sample = gpu.sample
         if sample is None:

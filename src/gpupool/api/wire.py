@@ -14,11 +14,13 @@ from collections.abc import Mapping, Sequence
 from gpupool.api.backend_wire import backends_to_wire
 from gpupool.core.backends import BackendNodes
 from gpupool.core.cgroup_usage import CgroupUsage
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
 from gpupool.core.monitoring import GpuSample
 from gpupool.core.wire_shapes import (
     CgroupUsageWire,
+    DrainWire,
     GpusWire,
     GpuUsageWire,
     GpuWire,
@@ -272,16 +274,24 @@ def usage_to_wire(sample: GpuSample | None) -> GpuUsageWire | None:
     }
 
 
+def drain_to_wire(d: DrainedGpu | None) -> DrainWire | None:
+    if d is None:
+        return None
+    return {"node": d.node, "gpu": d.gpu, "reason": d.reason, "by": d.by, "since": d.since}
+
+
 def gpus_to_wire(
     inventory: Inventory,
     holders: dict[tuple[str, int], list[Job]],
     samples: Mapping[tuple[str, int], GpuSample] | None = None,
     backends: Sequence[BackendNodes] = (),
+    drained: Mapping[tuple[str, int], DrainedGpu] | None = None,
 ) -> GpusWire:
-    """The pool's GPUs by node with their holders and latest samples, and each backend's
-    nodes as its engine last reported them (api/backend_wire.py)."""
+    """The pool's GPUs by node with their holders, latest samples and drains, and each
+    backend's nodes as its engine last reported them (api/backend_wire.py)."""
     nodes: list[NodeWire] = []
-    room = from_holders(inventory, holders)
+    drained = drained or {}
+    room = from_holders(inventory, holders, drained)
     for node, node_room in zip(inventory.nodes, room.nodes, strict=True):
         gpus: list[GpuWire] = []
         for g in node.gpus:
@@ -312,6 +322,7 @@ def gpus_to_wire(
                     ],
                     "unmanaged_memory_bytes": g.unmanaged_memory_bytes,
                     "usage": usage_to_wire((samples or {}).get((node.name, g.index))),
+                    "drained": drain_to_wire(drained.get((node.name, g.index))),
                 }
             )
         links: list[LinkWire] = [

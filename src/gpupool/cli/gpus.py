@@ -9,11 +9,12 @@ import argparse
 from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import Cell, fit, print_json, print_table, printable, shown
 from gpupool.client import Client
-from gpupool.client.pool_views import BackendNodeView, GpusView, GpuUsage
+from gpupool.client.pool_views import BackendNodeView, GpusView, GpuUsage, GpuView
 from gpupool.core.units import format_size, plural
 
 _NAMED = 8  # nodes named in the summary line; beyond, how many more
 _JOBS_NAMED = 4  # the pool's jobs named in a backend node's JOBS cell; beyond, how many more
+_REASON_COLUMNS = 48  # of a drain's reason in the JOB cell (`gpupool drains` shows it whole)
 BACKEND_COLUMNS = ("NODE", "STATE", "GPUS", "BY THE POOL", "MODEL", "JOBS")
 
 
@@ -32,20 +33,14 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
     rows: list[tuple[Cell, ...]] = []
     for node in pool.nodes:
         for g in node.gpus:
-            if g.shared:
-                holder = "shared: " + ", ".join(
-                    f"{j.id} ({j.user}, {format_size(j.gpu_memory_bytes or 0)})" for j in g.jobs
-                )
-            elif g.job:
-                name = fit(printable(g.job_name or ""), 32)
-                holder = f"{g.job} ({g.user}: {name})"
-            else:
-                holder = "free"
             peers = ",".join(str(p) for p in g.nvlink_peers) or "-"
             util, used = _usage(g.usage, g.memory_bytes)
-            rows.append((node.name, g.index, g.model, util, used, holder, peers))
+            rows.append((node.name, g.index, g.model, util, used, job_cell(g), peers))
     print_table(("NODE", "GPU", "MODEL", "UTIL", "MEMORY USED", "JOB", "NVLINK PEERS"), rows)
     print(f"\n{room_line(pool)}")
+    drained = sum(g.drained is not None for n in pool.nodes for g in n.gpus)
+    if drained:
+        print(f"Drained: {plural(drained, 'GPU')}, not counted as free (`gpupool drains` says why)")
     if any(g.usage is not None and g.usage.simulated for n in pool.nodes for g in n.gpus):
         print(
             "\nUTIL and MEMORY USED are simulated: there is no NVML on a declared inventory; "
@@ -55,6 +50,25 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
         print(f"\nNote: {pool.note}")
     print_backends(pool)
     return 0
+
+
+def job_cell(g: GpuView) -> str:
+    """The JOB cell: its holders ('12 (alice: train)', 'shared: 12 (alice, 20GiB), ...') or
+    'free'; a drained GPU says so with the admin's reason: 'drained: fan' when no job holds it,
+    '12 (alice: train) - draining: fan' while a job still runs there to its end."""
+    if g.shared:
+        holder = "shared: " + ", ".join(
+            f"{j.id} ({j.user}, {format_size(j.gpu_memory_bytes or 0)})" for j in g.jobs
+        )
+    elif g.job:
+        name = fit(printable(g.job_name or ""), 32)
+        holder = f"{g.job} ({g.user}: {name})"
+    else:
+        holder = ""
+    if g.drained is None:
+        return holder or "free"
+    why = f": {fit(printable(g.drained.reason), _REASON_COLUMNS)}" if g.drained.reason else ""
+    return f"{holder} - draining{why}" if holder else f"drained{why}"
 
 
 def print_backends(pool: GpusView) -> None:

@@ -53,9 +53,10 @@ def cmd_topo(args: argparse.Namespace) -> int:
     from gpupool.inventory import DiscoveryError, InventoryError
 
     backends: tuple[BackendCapacityView, ...] = ()
+    drained: dict[tuple[str, int], str] = {}  # the pool's drained GPUs (--pool): their reasons
     try:
         if args.pool:
-            inventory, backends = _pool_inventory(args)
+            inventory, backends, drained = _pool_inventory(args)
         else:
             inventory = _inventory(args)
     except InventoryError as e:
@@ -74,12 +75,22 @@ def cmd_topo(args: argparse.Namespace) -> int:
         found = topology_to_dict(inventory)
         if args.pool:
             found["backends"] = [_backend_json(b) for b in backends]
+            found["drained"] = [
+                {"node": n, "gpu": g, "reason": why} for (n, g), why in sorted(drained.items())
+            ]
         print_json(found)
         return 0
     for pos, node in enumerate(inventory.nodes):
         if len(inventory.nodes) > 1:
             print(("\n" if pos else "") + f"{node.name}{' (simulated)' if node.simulated else ''}:")
         print(render_matrix(node))
+        mine = [
+            f"GPU{g} ({why or 'no reason given'})"
+            for (n, g), why in drained.items()
+            if n == node.name
+        ]
+        if mine:
+            print(f"Drained (no new job starts there): {', '.join(sorted(mine))}")
     print(render_legend())
     if inventory.note:
         print(f"\nNote: {inventory.note}")
@@ -150,9 +161,9 @@ def _shorthand_inventory(node: Node) -> Inventory:
 
 def _pool_inventory(
     args: argparse.Namespace,
-) -> tuple[Inventory, tuple[BackendCapacityView, ...]]:
+) -> tuple[Inventory, tuple[BackendCapacityView, ...], dict[tuple[str, int], str]]:
     """The daemon's inventory as GET /v1/gpus gives it, back into the inventory's types,
-    and its backends' nodes."""
+    its backends' nodes, and its drained GPUs with their reasons (docs/operations.md)."""
     from gpupool.client import Client
     from gpupool.core.hardware import Gpu, Inventory, Node
 
@@ -176,7 +187,8 @@ def _pool_inventory(
         )
         for n in pool.nodes
     )
-    return Inventory(nodes, source=pool.source, note=pool.note), pool.backends
+    drained = {(n.name, g.index): g.drained.reason for n in pool.nodes for g in n.gpus if g.drained}
+    return Inventory(nodes, source=pool.source, note=pool.note), pool.backends, drained
 
 
 def render_matrix(node: Node) -> str:

@@ -42,6 +42,13 @@ VERB_HELP: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cancel", (), "cancel jobs (SIGTERM, grace, SIGKILL); --signal sends a signal instead"),
     ("wait", (), "wait for a job; exit with its exit code"),
     ("gpus", (), "GPUs, holders and NVLink peers"),
+    (
+        "drain",
+        (),
+        "stop new jobs starting on GPUs for maintenance, as Slurm's drain (pool admins)",
+    ),
+    ("resume", (), "let jobs start again on drained GPUs (pool admins)"),
+    ("drains", (), "the drained GPUs: why, by whom and since when"),
     ("topo", (), "GPU connection matrix (NVLink, PCIe), CPU and NUMA affinity"),
     ("backends", (), "the pool's backends (Slurm, Ray, Kubernetes) and their health"),
     ("top", (), "live view of the GPUs and the queue (like nvitop)"),

@@ -3,6 +3,7 @@ client/views.py (imported by Client.gpus and Client.info only)."""
 
 from __future__ import annotations
 
+from gpupool.client.drain_views import DrainView
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError, conform, json_of
 from gpupool.core.hardware import Link, LinkKind
 from gpupool.core.values import record, unlisted
@@ -74,10 +75,14 @@ class GpuView:
     pci_bus_id: str = ""
     numa_node: int | None = None
     cpu_affinity: tuple[int, ...] = ()
+    # Its drain (`gpupool drain`): no new job starts on it; None: not drained (and from a
+    # daemon older than drains, which has none).
+    drained: DrainView | None = None
 
     @classmethod
     def read(cls, w: GpuWire) -> GpuView:
         usage = w.get("usage")  # absent from a daemon older than GPU sampling: not sampled
+        drained = w.get("drained")
         return cls(
             index=w["index"],
             model=w["model"],
@@ -93,6 +98,7 @@ class GpuView:
             pci_bus_id=w.get("pci_bus_id", ""),
             numa_node=w.get("numa_node"),
             cpu_affinity=tuple(w.get("cpu_affinity", ())),
+            drained=None if drained is None else DrainView.read(drained),
         )
 
 
@@ -102,8 +108,9 @@ class NodeView:
     gpus: tuple[GpuView, ...]
     links: tuple[Link, ...] = ()  # as the scheduler sees them; undeclared pairs are SYS
     simulated: bool = False  # its GPUs do not exist (docs/nvml.md)
-    # Whole GPUs no job holds, and the largest job (by GPU count) that could start here now
-    # (service/fragmentation.py); counted from `gpus` for a daemon that does not send them.
+    # Whole GPUs no job holds and none drained, and the largest job (by GPU count) that could
+    # start here now (service/fragmentation.py); counted from `gpus` for a daemon that does
+    # not send them (one older than drains, too: it has none).
     free_gpus: int = 0
     largest_startable_gpus: int = 0
 

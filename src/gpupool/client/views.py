@@ -49,6 +49,7 @@ class WaitCode(StrEnum):
     QUOTA = "Quota"
     RECLAIM = "Reclaim"
     UNSATISFIABLE = "Unsatisfiable"
+    DRAINED = "Drained"
     QUOTA_NEVER_FITS = "QuotaNeverFits"
     DEPENDENCY = "Dependency"
     ARRAY_LIMIT = "ArrayLimit"

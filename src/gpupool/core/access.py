@@ -112,6 +112,7 @@ class Action(enum.Enum):
     UPDATE_JOB = "change"
     SIGNAL_JOB = "signal"
     SAVE_BENCHMARK = "save benchmark results"  # one's own measurements (docs/hwbench.md)
+    MANAGE_GPUS = "drain or resume GPUs"  # a pool admin's (docs/operations.md)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def permit(authority: Authority, caller: Caller, action: Action, target: Target)
             f"only an admin of project {target.project} or a pool admin "
             f"({authority.pool_admin_text()}) may {_doing(action, target)}"
         )
-    # MANAGE_PROJECTS, READ_AUDIT
+    # MANAGE_PROJECTS, READ_AUDIT, MANAGE_GPUS
     return Refusal(
         f"only a pool admin ({authority.pool_admin_text()}) may {_doing(action, target)}"
     )

@@ -27,6 +27,8 @@ class AuditAction(enum.Enum):
     CREATE_TOKEN = "token.create"
     REVOKE_TOKEN = "token.revoke"
     SET_DEFAULT_PROJECT = "user.default_project"
+    DRAIN_GPUS = "gpu.drain"
+    RESUME_GPUS = "gpu.resume"
 
 
 @dataclass(frozen=True)

@@ -329,6 +329,35 @@ class GpuUsageWire(TypedDict):
     processes: Added[list[GpuProcessWire]]
 
 
+class DrainWire(TypedDict):
+    """A drained GPU (core/drain.py): GET /v1/drains, and each GPU's `drained`."""
+
+    node: str
+    gpu: int
+    reason: str
+    by: str
+    since: float
+
+
+class DrainsWire(TypedDict):
+    """GET /v1/drains."""
+
+    drains: list[DrainWire]
+
+
+class DrainedWire(TypedDict):
+    """POST /v1/drains: the GPUs drained, the jobs requeued (`now`)."""
+
+    drained: list[DrainWire]
+    requeued: list[int]
+
+
+class ResumedWire(TypedDict):
+    """POST /v1/drains/resume: the drains that were there."""
+
+    resumed: list[DrainWire]
+
+
 class GpuWire(TypedDict):
     index: int
     model: str
@@ -345,6 +374,7 @@ class GpuWire(TypedDict):
     jobs: list[GpuHolderWire]
     unmanaged_memory_bytes: Added[int]
     usage: Added[GpuUsageWire | None]  # None: not sampled (yet, or sampling is off)
+    drained: Added[DrainWire | None]  # None: not drained
 
 
 class LinkWire(TypedDict):

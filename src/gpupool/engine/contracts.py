@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gpupool.core.cgroup_usage import CgroupUsage
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
 
@@ -56,6 +57,8 @@ class EngineStore(Protocol):
     ) -> list[Job]: ...
 
     def projects(self) -> list[Project]: ...
+
+    def drained_gpus(self) -> list[DrainedGpu]: ...
 
     def allocation_version(self) -> int: ...
 

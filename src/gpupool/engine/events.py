@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gpupool.core.backends import Capacity
 from gpupool.core.cgroup_usage import CgroupUsage
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.execution import Handle, Leftovers, Observation, StopKind
 from gpupool.core.job import Job, JobState
 from gpupool.core.project import Project
@@ -160,6 +161,14 @@ class ForeignMemory:
 
 
 @dataclass(frozen=True)
+class DrainsRead:
+    """The drained GPUs as the store now keeps them (an admin's drain or resume, a resync):
+    no job starts on them (policy/drains.py)."""
+
+    drains: tuple[DrainedGpu, ...]
+
+
+@dataclass(frozen=True)
 class CapacityRead:
     """A backend's capacity as its engine just reported it (engine/capacity_reader.py)."""
 
@@ -182,6 +191,7 @@ Event = (
     | RequeueRefused
     | LostSettled
     | ForeignMemory
+    | DrainsRead
     | PreemptAsked
     | CapacityRead
 )

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from gpupool.core.backends import Admission, Backend, BackendAdmission, BackendNodes
 from gpupool.core.clock import Clock, SystemClock
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.engine_observer import EngineObserver
 from gpupool.core.execution import Executor, Observation
 from gpupool.core.hardware import Inventory
@@ -33,6 +34,7 @@ from gpupool.engine.contracts import EngineStore
 from gpupool.engine.events import (
     CommitRefused,
     CommitStarts,
+    DrainsRead,
     Event,
     Finish,
     ForeignMemory,
@@ -179,6 +181,9 @@ class Engine:
     def projects_changed(self, projects: Iterable[Project]) -> None:
         self.post(ProjectsRead(tuple(projects)))
 
+    def drains_changed(self, drains: Iterable[DrainedGpu]) -> None:
+        self.post(DrainsRead(tuple(drains)))
+
     def preempt(self, job_id: int, why: str, hold_s: float | None = None) -> None:
         """Preempt a running job and requeue it (SIGTERM, grace); `why` goes into its history;
         `hold_s`: once requeued it is held that long (as with --begin)."""
@@ -284,6 +289,7 @@ class Engine:
         with self._round_lock:
             jobs = self.store.active_jobs(environment=False)
             projects = self.store.projects()
+            self.state.set_drains(self.store.drained_gpus())
             handles = {
                 handle_of(j): j.id
                 for j in jobs
@@ -547,7 +553,8 @@ class Engine:
                 return [], True
             case Resync(now):
                 jobs, projects = store.active_jobs(environment=False), store.projects()
-                return [Resynced(tuple(jobs), tuple(projects))], True
+                drains = DrainsRead(tuple(store.drained_gpus()))
+                return [Resynced(tuple(jobs), tuple(projects)), drains], True
             case Log():
                 return [], True
         raise TypeError(f"not an engine instruction: {ins!r}")

@@ -29,6 +29,7 @@ from gpupool.engine.events import (
     CapacityRead,
     CommitRefused,
     CommitStarts,
+    DrainsRead,
     Event,
     Finish,
     ForeignMemory,
@@ -87,6 +88,9 @@ def react(state: EngineState, event: Event) -> list[Instruction]:
             return []
         case ForeignMemory(by_gpu):
             state.set_foreign_memory(by_gpu)
+            return []
+        case DrainsRead(drains):
+            state.set_drains(drains)
             return []
         case CapacityRead(backend, capacity):
             if state.capacity.get(backend) != capacity:

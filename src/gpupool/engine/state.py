@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from gpupool.core.backends import BackendAdmission, BackendNodes, Capacity
 from gpupool.core.cgroup_usage import CgroupUsage
 from gpupool.core.copies import copy_with
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.execution import Handle
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
@@ -181,6 +182,7 @@ class EngineState:
             if g.unmanaged_memory_bytes
         }
         self.unmanaged = dict(self._declared_unmanaged)
+        self.drains: dict[tuple[str, int], DrainedGpu] = {}  # no job starts on these
         # job -> (the version it left at, the pass clock then), oldest first
         self._removed: OrderedDict[int, tuple[int, float]] = OrderedDict()
         self._reason_bumps: dict[int, int] = {}  # job -> versions `set_reason` counted
@@ -285,6 +287,13 @@ class EngineState:
         unmanaged = {k: v for k, v in seen.items() if v}
         if unmanaged != self.unmanaged:
             self.unmanaged = unmanaged
+            self._changed(True)
+
+    def set_drains(self, drains: Iterable[DrainedGpu]) -> None:
+        """The drained GPUs as the store keeps them; a pass follows a change."""
+        by_key = {d.key: d for d in drains}
+        if by_key != self.drains:
+            self.drains = by_key
             self._changed(True)
 
     def set_projects(self, projects: Iterable[Project]) -> None:
@@ -427,6 +436,7 @@ class EngineState:
             usage=usage,
             projects=self.projects,
             unmanaged_memory=self.unmanaged,
+            drained=frozenset(self.drains),
         )
 
     def held_by_begin(self) -> Mapping[int, PendingJob]:

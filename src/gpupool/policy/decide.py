@@ -37,16 +37,19 @@ from __future__ import annotations
 
 from gpupool.policy.class_preemption import preempt_after_pass
 from gpupool.policy.defrag import defragment
+from gpupool.policy.drains import DrainCheck, with_drains
 from gpupool.policy.node_index import node_index
 from gpupool.policy.ordering import rank
 from gpupool.policy.quota import QuotaBook
 from gpupool.policy.scheduling_pass import SchedulingPass
 from gpupool.policy.snapshot import Decision, Preemption, Reservation, Snapshot
+from gpupool.policy.status import Status
 
 
 def decide(snapshot: Snapshot, now: float) -> Decision:
     """Which pending jobs start now and where, why each other one waits, the reservation of
     the first job that cannot start, and start estimates (module docstring)."""
+    snapshot = with_drains(snapshot, now)  # each drained GPU held for good (drains.py)
     config = snapshot.config
     index = node_index(snapshot, now)
     ordered, priorities = rank(snapshot, now)
@@ -77,6 +80,8 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
         preemptions += tuple(found)
     if config.defragment:  # the head of the line, fitting in the pool but on no node
         preemptions += defragment(state, preemptions)
+    if snapshot.drained:  # a job only drained GPUs could run waits for a resume
+        _say_drained(snapshot, state.pending)
     return Decision(
         starts=tuple(state.starts),
         pending=state.pending,
@@ -86,3 +91,14 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
         preemptions=preemptions,
         order=tuple(job.id for job in ordered),
     )
+
+
+def _say_drained(snapshot: Snapshot, pending: dict[int, Status]) -> None:
+    """The waiting jobs that only drained GPUs could run get `Drained` (policy/drains.py)."""
+    check = DrainCheck(snapshot)
+    for job in snapshot.pending:
+        waiting = pending.get(job.id)
+        if waiting is not None:
+            drained = check.status(job, waiting)
+            if drained is not None:
+                pending[job.id] = drained

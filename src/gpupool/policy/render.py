@@ -360,6 +360,11 @@ def status_text(s: Status) -> str:
         return _never_quota(s)
     if rule is Rule.NO_NODES:
         return "the pool has no nodes"
+    if rule is Rule.DRAINED:
+        return (
+            f"only drained GPUs could run it: without them it {_never_fits(s)} (gpupool gpus "
+            "shows the drains; it starts once an admin resumes them: gpupool resume)"
+        )
     if rule is Rule.NEVER_FITS_POOL:
         assert s.short is not None
         gpu_type = None if s.request is None else s.request.gpu_type

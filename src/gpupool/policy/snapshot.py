@@ -184,6 +184,8 @@ class Snapshot:
     projects: Mapping[str, Project] = field(default_factory=dict)
     # GPU memory held by processes gpupool does not manage, by (node, GPU index).
     unmanaged_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    # GPUs an admin drained, by (node, GPU index): no job starts on them (policy/drains.py).
+    drained: frozenset[tuple[str, int]] = frozenset()
     # What `running` leaves free, kept up to date by a caller that runs many passes (the
     # trace replay), so a pass need not count it from every running job: it must describe
     # exactly `running` (policy/running_view.py). None: counted in the pass.

@@ -25,6 +25,7 @@ class Code(str, Enum):
     QUOTA = "Quota"  # its project's quota (borrowing needs --preemptible) or limit holds it
     RECLAIM = "Reclaim"  # within its quota: borrowed GPUs are being reclaimed for it
     UNSATISFIABLE = "Unsatisfiable"  # no node could ever run it
+    DRAINED = "Drained"  # only drained GPUs could run it: it waits for a resume (drains.py)
     # its project's quota or limit can never let it start (as they are now): quota_feasibility
     QUOTA_NEVER_FITS = "QuotaNeverFits"
     # Given by the engine, not the pass: left out of it (engine/gating.py).
@@ -78,6 +79,9 @@ class Rule(StrEnum):
     # of them, `short.free` nodes have that now (engine/admission.py)
     GANG_NO_FIT = "gang_no_fit"
     BEHIND_GANG = "behind_gang"  # Priority: a gang ahead in line (`jobs`) took its GPUs
+    # Drained: the pool less its drained GPUs could never run it (`short`: the figures
+    # without them, as Unsatisfiable's; policy/drains.py)
+    DRAINED = "drained"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ either source the readers have: the GPUs' holders (the API) or the pool's GPU fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.core.hardware import Inventory
@@ -51,19 +51,28 @@ def fragmentation(free_by_node: Iterable[tuple[str, int]]) -> Fragmentation:
 
 
 def from_holders(
-    inventory: Inventory, holders: Mapping[tuple[str, int], list[Job]]
+    inventory: Inventory,
+    holders: Mapping[tuple[str, int], list[Job]],
+    drained: Container[tuple[str, int]] = (),
 ) -> Fragmentation:
-    """From the GPUs' holders (`pool_stats.gpu_holders`): a GPU without one is free."""
+    """From the GPUs' holders (`pool_stats.gpu_holders`): a GPU without one is free, unless
+    it is drained (core/drain.py)."""
     return fragmentation(
-        (node.name, sum(not holders.get((node.name, g.index)) for g in node.gpus))
+        (
+            node.name,
+            sum(
+                not holders.get((node.name, g.index)) and (node.name, g.index) not in drained
+                for g in node.gpus
+            ),
+        )
         for node in inventory.nodes
     )
 
 
 def from_gpu_stats(gpus: Iterable[GpuStats]) -> Fragmentation:
     """From the pool's GPU figures (`PoolStats.gpus`, in the inventory's order): a GPU with
-    nothing allocated is free."""
+    nothing allocated is free, unless it is drained."""
     free: dict[str, int] = {}
     for g in gpus:
-        free[g.node] = free.get(g.node, 0) + (g.allocated <= 0)
+        free[g.node] = free.get(g.node, 0) + (g.allocated <= 0 and not g.drained)
     return fragmentation(free.items())

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from gpupool.core.backends import Backend, BackendNodes
 from gpupool.core.containers import EngineRefused, choose_engine
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.execution import Executor
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState
@@ -39,6 +40,7 @@ from gpupool.policy.snapshot import PolicyConfig, PriorityFactors, Reservation
 from gpupool.service.accounting import Accounting
 from gpupool.service.arrays import array_tasks
 from gpupool.service.backend_choice import Refusal, settle_backend
+from gpupool.service.drains import DrainMethods
 from gpupool.service.group_commit import GroupCommit
 from gpupool.service.live_usage import live_cgroup_usage, with_live_usage
 from gpupool.service.log_reading import MAX_LOG_CHUNK, LogChunk, read_job_log
@@ -85,6 +87,8 @@ class EngineLink(Protocol):
 
     def projects_changed(self, projects: list[Project]) -> None: ...
 
+    def drains_changed(self, drains: list[DrainedGpu]) -> None: ...
+
     def view(self, fresh: bool = True) -> JobsView: ...
 
     def preempt(self, job_id: int, why: str, hold_s: float | None = None) -> None: ...
@@ -98,7 +102,7 @@ class EngineLink(Protocol):
     def backend_nodes(self) -> tuple[BackendNodes, ...]: ...
 
 
-class PoolService(ProjectMethods):
+class PoolService(ProjectMethods, DrainMethods):
     def __init__(
         self,
         store: PoolStore,
@@ -509,7 +513,9 @@ class PoolService(ProjectMethods):
         running = [j for j in view.jobs.values() if j.state is JobState.RUNNING]
         projects = project_stats(self.projects_by_name(), self.project_usage(view))
         return PoolStats(
-            gpus=gpu_stats(self.inventory, gpu_holders(running), samples, self.gpus),
+            gpus=gpu_stats(
+                self.inventory, gpu_holders(running), samples, self.gpus, self.drained_by_key()
+            ),
             running=running_job_stats(
                 running, samples, self.gpus, lambda job: live_cgroup_usage(self.executor, job)
             ),

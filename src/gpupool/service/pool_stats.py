@@ -12,7 +12,7 @@ memory are a few small files of its cgroup, read as asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpupool.core.cgroup_usage import CgroupUsage
@@ -31,6 +31,7 @@ class GpuStats:
     memory_total_bytes: int  # the inventory's figure: known with or without a sample
     allocated: float  # held by running jobs: 1 for a whole-GPU job, else its sharers' fractions
     sample: GpuSample | None  # its latest sample; None: not sampled (yet, or sampling off)
+    drained: bool = False  # an admin drained it: no job starts there (core/drain.py)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def gpu_stats(
     holders: Mapping[tuple[str, int], list[Job]],
     samples: Mapping[tuple[str, int], GpuSample],
     counter: GpuCounter,
+    drained: Container[tuple[str, int]] = (),
 ) -> tuple[GpuStats, ...]:
     """Each GPU of the inventory, in its order. `holders`: `gpu_holders`'."""
     found = []
@@ -132,7 +134,15 @@ def gpu_stats(
             key = (node.name, gpu.index)
             held = sum(_share_of_each_gpu(job, counter) for job in holders.get(key, ()))
             found.append(
-                GpuStats(node.name, gpu.index, gpu.model, gpu.memory_bytes, held, samples.get(key))
+                GpuStats(
+                    node.name,
+                    gpu.index,
+                    gpu.model,
+                    gpu.memory_bytes,
+                    held,
+                    samples.get(key),
+                    key in drained,
+                )
             )
     return tuple(found)
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar, Unpack
 
 from gpupool.core.benchmarks import SavedBenchmark
+from gpupool.core.drain import DrainedGpu
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec
 from gpupool.core.project import Department, Project, ProjectChanges
@@ -83,6 +84,12 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
     ) -> Job: ...
 
     def submit_many(self, batch: Sequence[NewJob]) -> list[Job]: ...
+
+    def drain_gpus(
+        self, gpus: Iterable[tuple[str, int]], reason: str, by: str, at: float
+    ) -> list[DrainedGpu]: ...
+
+    def resume_gpus(self, gpus: Iterable[tuple[str, int]]) -> list[DrainedGpu]: ...
 
     def submit_array(self, tasks: Sequence[NewJob]) -> list[Job]: ...
 

@@ -1,10 +1,10 @@
 // The GPU page: a summary of the pool, one card per GPU (who holds it, how much of it is
-// used), grouped by node and NVLink island, then the backends' nodes (backend_nodes.js), and
-// the last 24 hours of utilization.
-// Data: GET v1/gpus (each GPU's holder and latest sample, `usage`; `backends`), GET v1/jobs?limit=0
-// (the queue's counts), GET v1/gpus/history (chart.js).
+// used, whether an admin drained it), grouped by node and NVLink island, then the backends'
+// nodes (backend_nodes.js), and the last 24 hours of utilization.
+// Data: GET v1/gpus (each GPU's holder and latest sample, `usage`; its drain, `drained`;
+// `backends`), GET v1/jobs?limit=0 (the queue's counts), GET v1/gpus/history (chart.js).
 
-import { bar, bytes, h, jobLink, link, notice, pct, utilClass } from "./dom.js";
+import { bar, bytes, fullTime, h, jobLink, link, notice, pct, utilClass } from "./dom.js";
 import { HistoryChart } from "./chart.js";
 import { backendSections } from "./backend_nodes.js";
 
@@ -94,14 +94,17 @@ function tile(label, figure, detail, kind = "") {
 
 /** The largest job that could start now (by GPU count: the most free GPUs on one node)
  * against the pool's free GPUs; fewer means the free GPUs are spread over nodes
- * (service/fragmentation.py). Counted from the GPUs for a daemon that does not send them. */
+ * (service/fragmentation.py). Counted from the GPUs for a daemon that does not send them.
+ * Drained GPUs are not free (the daemon does not count them): the note says how many. */
 function roomTile(pool) {
   const free = pool.free_gpus ?? allGpus(pool).filter(({ gpu }) => !gpu.jobs.length).length;
   const largest = pool.largest_startable_gpus ?? Math.max(0, ...pool.nodes.map(nodeFree));
   const spread = largest < free;
-  const note = spread
-    ? `${free} free, spread over nodes: ${pool.nodes.filter((n) => nodeFree(n)).map((n) => `${n.name} ${nodeFree(n)}`).join(", ")}`
-    : `${free} free`;
+  const drained = allGpus(pool).filter(({ gpu }) => gpu.drained).length;
+  const note =
+    (spread
+      ? `${free} free, spread over nodes: ${pool.nodes.filter((n) => nodeFree(n)).map((n) => `${n.name} ${nodeFree(n)}`).join(", ")}`
+      : `${free} free`) + (drained ? ` · ${drained} drained` : "");
   return tile(
     "Largest job that could start now",
     `${largest} GPU${largest === 1 ? "" : "s"}`,
@@ -171,7 +174,9 @@ export function nvlinkIslands(gpuList) {
   return islands;
 }
 
-/** One GPU: utilization and memory bars, temperature and power, its holder(s). */
+/** One GPU: utilization and memory bars, temperature and power, its holder(s); a drained
+ * one (no new job starts on it) with a "drained" tag ("draining" while a job still runs
+ * there to its end) whose title says why, by whom and since when. */
 function card(gpu) {
   const usage = gpu.usage;
   const held = gpu.jobs.length > 0;
@@ -184,9 +189,14 @@ function card(gpu) {
   if (usage && usage.simulated) tags.push(h("span", { class: "tag tag-sim", title: "made up from what the job declares" }, "simulated"));
   if (gpu.shared) tags.push(h("span", { class: "tag" }, "shared"));
   if (idle) tags.push(h("span", { class: "tag tag-idle", title: "held by a job but below 5% utilization" }, "idle"));
+  if (gpu.drained) tags.push(drainTag(gpu.drained, held));
+  const state = gpu.drained && !held ? "drained" : held ? "held" : "free";
   return h(
     "article",
-    { class: `gpu-card ${held ? "held" : "free"} ${idle ? "idle" : ""}`, dataset: { gpu: String(gpu.index), job: held ? String(gpu.jobs[0].id) : "" } },
+    {
+      class: `gpu-card ${state} ${idle ? "idle" : ""} ${gpu.drained ? "is-drained" : ""}`,
+      dataset: { gpu: String(gpu.index), job: held ? String(gpu.jobs[0].id) : "", drained: gpu.drained ? "true" : "" },
+    },
     h(
       "header",
       { class: "gpu-head" },
@@ -215,8 +225,22 @@ function card(gpu) {
       h("span", { class: "metric-label" }, `/ ${bytes(total)}`),
     ),
     h("div", { class: "gpu-facts muted" }, facts(usage, foreign)),
-    h("footer", { class: "holders" }, held ? gpu.jobs.map(holder) : h("span", { class: "muted" }, "free")),
+    h("footer", { class: "holders" }, held ? gpu.jobs.map(holder) : idleFooter(gpu.drained)),
   );
+}
+
+/** The tag of a drained GPU; the admin's reason (other users' text: an attribute, never
+ * HTML), who and since when in its title. */
+function drainTag(drain, held) {
+  const why = drain.reason ? `: ${drain.reason}` : "";
+  const title = `drained by ${drain.by} since ${fullTime(drain.since)}${why}${held ? " (the job there runs to its end)" : ""}`;
+  return h("span", { class: "tag tag-drained", title }, held ? "draining" : "drained");
+}
+
+/** The footer of a GPU no job holds: "free", or that no job starts there and why. */
+function idleFooter(drain) {
+  if (!drain) return h("span", { class: "muted" }, "free");
+  return h("span", { class: "drained-note" }, drain.reason ? `drained: ${drain.reason}` : "drained: no job starts here");
 }
 
 function facts(usage, foreign) {

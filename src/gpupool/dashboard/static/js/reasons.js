@@ -20,6 +20,7 @@ const CODE_KIND = {
   Quota: "quota",
   Reclaim: "quota",
   Unsatisfiable: "never",
+  Drained: "quota",
   QuotaNeverFits: "never",
 };
 
@@ -145,6 +146,11 @@ function describe(job, wait) {
       return ["the pool has no nodes"];
     case "bad_fraction":
       return [`a GPU fraction must be more than 0 and at most 1 (asks ${gpus(wait.requested)})`];
+    case "drained":
+      return [
+        `only drained GPUs could run it: without them the most there is ${amount(wait.dimension, wait.capacity)} ` +
+          `${NOUN[wait.dimension] || wait.dimension} (it needs ${amount(wait.dimension, wait.requested)}); it starts once an admin resumes them`,
+      ];
     case "never_fits":
     case "never_fits_pool":
     case "never_fits_roomy":
