@@ -41,6 +41,8 @@ FIELDS = (
     "idle_action",
     "preempt_min_runtime_s",
     "reclaim_min_runtime_s",
+    "max_gpus_per_user",
+    "max_running_jobs_per_user",
 )
 EDITS = ("add_members", "remove_members")
 
@@ -61,6 +63,8 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> Projec
         "idle_action": None if p.idle_action is None else p.idle_action.value,
         "preempt_min_runtime_s": p.preempt_min_runtime_s,
         "reclaim_min_runtime_s": p.reclaim_min_runtime_s,
+        "max_gpus_per_user": p.max_gpus_per_user,
+        "max_running_jobs_per_user": p.max_running_jobs_per_user,
         "in_use_gpus": usage.get("in_use_gpus", 0),
         "running_jobs": int(usage.get("running_jobs", 0)),  # counts (floats in `usage`)
         "pending_jobs": int(usage.get("pending_jobs", 0)),

@@ -108,6 +108,8 @@ def status_to_wire(status: Status) -> tuple[str, WaitWire]:
     }
     if status.limit is not None:  # ArrayLimit: the array's %K (additive: only there)
         wait["limit"] = status.limit
+    if status.user is not None:  # a per-user cap (policy/user_caps.py; additive)
+        wait["user"] = status.user
     if status.backend is not None:  # QueuedInBackend, NoBackend, CapacityUnknown (additive)
         wait["backend"] = status.backend
         wait["detail"] = status.detail  # the backend's own words, shown as they are

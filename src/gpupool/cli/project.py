@@ -13,6 +13,15 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpupool.cli.commands import OnPool, Parents, PoolHandler, Subparsers
+from gpupool.cli.project_caps import (
+    CAP_COLUMNS,
+    CAP_FLAGS,
+    add_cap_flags,
+    cap_cells,
+    cap_changes,
+    cap_lines,
+    cap_parts,
+)
 from gpupool.cli.render import print_json, print_table, printable
 from gpupool.client import ApiError, Client, JsonObject, JsonValue
 
@@ -20,8 +29,8 @@ if TYPE_CHECKING:
     from gpupool.client.project_views import ProjectView
 
 COLUMNS = (
-    "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "WEIGHT", "MEMBERS", "IN-USE", "PENDING",
-    "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE POLICY",
+    "NAME", "DEPARTMENT", "QUOTA", "LIMIT", *CAP_COLUMNS, "WEIGHT", "MEMBERS", "IN-USE",
+    "PENDING", "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE POLICY",
 )  # fmt: skip
 # A minimum run time left to the pool's default (PolicyConfig.min_runtime_s for preemption,
 # none for reclaim): the daemon's answer says None, shown as this.
@@ -41,6 +50,7 @@ FLAGS = {
     "idle_action": "--idle-action",
     "preempt_min_runtime_s": "--preempt-min-runtime",
     "reclaim_min_runtime_s": "--reclaim-min-runtime",
+    **CAP_FLAGS,
 }
 # The minimum run time flags: (option dest, API field, flag).
 MIN_RUNTIME_FLAGS = (
@@ -154,6 +164,7 @@ def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
         help="a job of the project runs this long before another project may reclaim its "
         "GPUs, e.g. 1h" + default("0: at once"),
     )
+    add_cap_flags(p, creating)  # --max-gpus-per-user, --max-jobs-per-user (and --no-...)
 
 
 def _number(flag: str, text: str) -> float:
@@ -213,6 +224,10 @@ def _changes(args: argparse.Namespace) -> JsonObject:
     if args.idle_action is not None:
         out["idle_action"] = args.idle_action
     out.update(_min_runtime_changes(args))
+    try:
+        out.update(cap_changes(args))
+    except ValueError as exc:
+        raise BadFlag(str(exc)) from None
     if getattr(args, "add_member", None):
         out["add_members"] = [u for text in args.add_member for u in _members(text)]
     if getattr(args, "remove_member", None):
@@ -246,10 +261,12 @@ def _fmt(value: float | None) -> str:
 
 
 def describe(p: ProjectView) -> str:
-    """'quota 4, limit 8, weight 2, department research, members alice,bob'."""
+    """'quota 4, limit 8, max 2 GPUs per user, weight 2, department research, members
+    alice,bob'."""
     parts = [
         f"quota {_fmt(p.quota)}",
         f"limit {'none' if p.limit is None else _fmt(p.limit)}",
+        *cap_parts(p),
     ]
     parts.append(f"weight {_fmt(p.weight)}")
     if p.department:
@@ -322,6 +339,7 @@ def cmd_list(client: Client, args: argparse.Namespace) -> int:
             p.department or "-",
             _fmt(p.quota),
             _fmt(p.limit),
+            *cap_cells(p),
             _fmt(p.weight),
             ",".join(p.members) or "(everyone)",
             _fmt(p.in_use_gpus),
@@ -358,6 +376,7 @@ def _show_lines(p: ProjectView) -> list[tuple[str, str]]:
         ("Department", p.department or "-"),
         ("Quota", _fmt(p.quota)),
         ("Limit", "none" if p.limit is None else _fmt(p.limit)),
+        *cap_lines(p),
         ("Weight", _fmt(p.weight)),
         ("Members", ",".join(p.members) or "(everyone)"),
         ("Default time limit", format_duration(p.default_time_limit_s)),

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from gpupool.cli.commands import Offline, Parents, Subparsers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpupool.core.hardware import Inventory
     from gpupool.daemon.serving import HttpSettings
     from gpupool.policy.per_gpu_defaults import PerGpuDefaults
@@ -82,6 +84,20 @@ def register(sub: Subparsers, parents: Parents) -> None:
         default="7d",
         metavar="DURATION",
         help="half-life of past GPU usage in fair share (default 7d)",
+    )
+    p.add_argument(
+        "--max-gpus-per-user",
+        type=_positive(float),
+        metavar="N",
+        help="the most GPUs one user's running jobs may hold in a project that sets no cap "
+        "of its own (gpupool project set --max-gpus-per-user; default: no cap)",
+    )
+    p.add_argument(
+        "--max-jobs-per-user",
+        type=_positive(int),
+        metavar="N",
+        help="the most running jobs one user may have in a project that sets no cap of its "
+        "own (gpupool project set --max-jobs-per-user; default: no cap)",
     )
     p.add_argument(
         "--sample-interval",
@@ -347,6 +363,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         policy = PolicyConfig(
             default_time_limit_s=parse_duration(args.default_time_limit),
             fairshare_half_life_s=parse_duration(args.fairshare_half_life),
+            max_gpus_per_user=args.max_gpus_per_user,
+            max_running_jobs_per_user=args.max_jobs_per_user,
         )
         off = args.sample_interval.strip().lower() == "off"
         sample_interval_s = 0.0 if off else parse_duration(args.sample_interval)
@@ -403,3 +421,18 @@ def _board_power(inventory: Inventory) -> dict[str, float]:
         except PlanError:
             pass
     return out
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """argparse type: a number of `kind` above 0, else a usage error naming it."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+        return value
+
+    return parse

@@ -37,6 +37,10 @@ class ProjectView:
     # reclaim its GPUs; None: the pool's default (absent from an older daemon: None too).
     preempt_min_runtime_s: float | None
     reclaim_min_runtime_s: float | None
+    # The most GPUs one user's running jobs of the project may hold, the most running jobs one
+    # user may have in it; None: the pool's default, else no cap (an older daemon: None too).
+    max_gpus_per_user: float | None
+    max_running_jobs_per_user: int | None
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int
@@ -61,6 +65,8 @@ class ProjectView:
             idle_action=w.get("idle_action"),
             preempt_min_runtime_s=w.get("preempt_min_runtime_s"),
             reclaim_min_runtime_s=w.get("reclaim_min_runtime_s"),
+            max_gpus_per_user=w.get("max_gpus_per_user"),
+            max_running_jobs_per_user=w.get("max_running_jobs_per_user"),
             in_use_gpus=w["in_use_gpus"],
             running_jobs=w["running_jobs"],
             pending_jobs=w["pending_jobs"],

@@ -118,6 +118,10 @@ class Project:
     PolicyConfig.min_runtime_s); reclaim_min_runtime_s: nor reclaimed by another project
     taking back its quota before it ran this long (None: 0, at once). As KAI-Scheduler's
     min-runtime; the policy reads them (policy/), this module only holds and checks them.
+    max_gpus_per_user: the most GPUs one user's running jobs of the project may hold at once
+    (a shared GPU counts its fraction); max_running_jobs_per_user: the most running jobs one
+    user may have in it (None: the pool's default, PolicyConfig, else no cap). As Slurm's
+    MaxTRESPerUser and MaxJobsPerUser; the quota book enforces them (policy/user_caps.py).
     """
 
     name: str
@@ -132,6 +136,8 @@ class Project:
     idle_action: IdleAction | None = None
     preempt_min_runtime_s: float | None = None
     reclaim_min_runtime_s: float | None = None
+    max_gpus_per_user: float | None = None
+    max_running_jobs_per_user: int | None = None
 
     def __post_init__(self) -> None:
         problems = project_problems(self)
@@ -153,6 +159,10 @@ class Project:
         for name in MIN_RUNTIME_FIELDS:
             if (value := getattr(self, name)) is not None:
                 set_(self, name, float(value))
+        if self.max_gpus_per_user is not None:
+            set_(self, "max_gpus_per_user", float(self.max_gpus_per_user))
+        if self.max_running_jobs_per_user is not None:
+            set_(self, "max_running_jobs_per_user", int(self.max_running_jobs_per_user))
 
     @property
     def is_open(self) -> bool:
@@ -178,6 +188,8 @@ class ProjectChanges(TypedDict, total=False):
     idle_action: IdleAction | None
     preempt_min_runtime_s: float | None
     reclaim_min_runtime_s: float | None
+    max_gpus_per_user: float | None
+    max_running_jobs_per_user: int | None
 
 
 class ProjectEdit(ProjectChanges, total=False):
@@ -236,7 +248,27 @@ def project_problems(p: Project) -> list[tuple[str, str]]:
     for name in MIN_RUNTIME_FIELDS:
         if (bad := _check_min_runtime(getattr(p, name))) is not None:
             problems.append((name, bad))
+    if (bad := _check_user_gpus(p.max_gpus_per_user)) is not None:
+        problems.append(("max_gpus_per_user", bad))
+    if (bad := _check_user_jobs(p.max_running_jobs_per_user)) is not None:
+        problems.append(("max_running_jobs_per_user", bad))
     return problems
+
+
+def _check_user_gpus(value: object) -> str | None:
+    """None (no cap of the project's own) or a number of GPUs above 0."""
+    if value is None or (_is_number(value) and 0 < value <= MAX_GPUS_QUOTA):
+        return None
+    return f"must be a number of GPUs above 0, got {_got(value)}"
+
+
+def _check_user_jobs(value: object) -> str | None:
+    """None (no cap of the project's own) or a whole number of jobs, 1 or more."""
+    if value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1_000_000
+    ):
+        return None
+    return f"must be a whole number of jobs, 1 or more, got {_got(value)}"
 
 
 def _check_min_runtime(value: object) -> str | None:

@@ -131,6 +131,7 @@ class WaitWire(TypedDict):
     limit: NotRequired[int]  # ArrayLimit: the array's %K
     backend: NotRequired[str]  # QueuedInBackend, NoBackend, CapacityUnknown
     detail: NotRequired[str]  # the backend's own words
+    user: NotRequired[str]  # whose per-user cap holds it (user_gpus, user_jobs, ...)
 
 
 class ReservationWire(TypedDict):
@@ -572,6 +573,10 @@ class ProjectWire(TypedDict):
     # None: the pool's default (its min_runtime_s for preemption; none for reclaim)
     preempt_min_runtime_s: Added[float | None]
     reclaim_min_runtime_s: Added[float | None]
+    # One user's running jobs of the project: the most GPUs, the most jobs (None: the pool's
+    # default, else no cap)
+    max_gpus_per_user: Added[float | None]
+    max_running_jobs_per_user: Added[int | None]
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int

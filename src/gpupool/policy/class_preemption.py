@@ -119,6 +119,8 @@ def preempt_after_pass(
 def _over_limit(job: PendingJob, book: QuotaBook) -> bool:
     """Whether the job would take its project past its limit (claims earlier in the pass,
     reclaims and this stage's own, counted: they are booked as they are made)."""
+    if book.caps is not None and book.caps.held(job, book.ask(job.resources)) is not None:
+        return True  # its user's cap in its project (policy/user_caps.py)
     limit = book.project(job.project).limit
     if limit is None:
         return False
@@ -254,7 +256,7 @@ class _Chooser:
             self.taken.add(c.job.id)
             self._took(c.job)
         if self.book is not None:
-            self.book.add(job.project, self.book.ask(res))
+            self.book.add(job.project, self.book.ask(res), job.user)
         return rule, victims
 
     def _fit(

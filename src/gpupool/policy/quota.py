@@ -51,6 +51,7 @@ from gpupool.policy.reasons import Dimension, Insufficient
 from gpupool.policy.request import holds_whole_gpus
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
 from gpupool.policy.status import Code, Rule, Status
+from gpupool.policy.user_caps import UserCaps, any_caps
 
 NO_PROJECT = Project("default")  # quota 0, no limit, weight 1: what a missing project gets
 _EXACT = 2.0**40  # below it, `in use + GPUs` rounds by far less than a GPU: `_least_over`
@@ -75,6 +76,8 @@ class QuotaBook:
         view counted them (free_view.FreeView), to save a walk; else counted here."""
         self.projects = snapshot.projects
         self.guarantees = any(p.quota > 0 for p in self.projects.values())
+        # Per-user caps (policy/user_caps.py) hold jobs back as limits do.
+        self.caps: UserCaps | None = None
         self.limits = any(p.limit is not None for p in self.projects.values())
         facts = NodeFacts.of(snapshot.nodes)
         self._gpu_mem = facts.gpu_memory
@@ -89,6 +92,9 @@ class QuotaBook:
         self.in_use: dict[str, float] = dict(whole_in_use)
         for r in partial:
             self.in_use[r.project] = self.in_use.get(r.project, 0.0) + self.held(r)
+        if any_caps(self.projects, snapshot.config):
+            self.caps = UserCaps(self.projects, snapshot.config, snapshot.running, self.held)
+            self.limits = True
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
         # Statuses said already, by (rule, project, in use, GPUs asked): the same figures
         # give the same status; a queue holds many jobs of one project held back alike.
@@ -107,8 +113,11 @@ class QuotaBook:
         whole_in_use: dict[str, float] | None = None,
         partial: list[RunningJob] | None = None,
     ) -> QuotaBook | None:
-        """None when no project has a quota or a limit: then quotas change nothing."""
-        if not any(p.quota > 0 or p.limit is not None for p in snapshot.projects.values()):
+        """None when no project has a quota or a limit, and no per-user cap is set: then
+        quotas change nothing."""
+        if not any(
+            p.quota > 0 or p.limit is not None for p in snapshot.projects.values()
+        ) and not any_caps(snapshot.projects, snapshot.config):
             return None
         return QuotaBook(snapshot, whole_in_use, partial)
 
@@ -169,6 +178,8 @@ class QuotaBook:
             need = float(res.gpus)
         else:
             need = self.ask(res)
+        if self.caps is not None and (capped := self.caps.held(job, need)) is not None:
+            return capped
         if need <= 0:
             return Verdict.FREE
         name = job.project
@@ -248,7 +259,10 @@ class QuotaBook:
             g += 1
         return g
 
-    def add(self, name: str, gpus: float) -> None:
-        """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0)."""
+    def add(self, name: str, gpus: float, user: str | None = None) -> None:
+        """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0);
+        `user`: whose job starts, for the per-user caps."""
         self.in_use[name] = self.in_use.get(name, 0.0) + gpus
+        if user is not None and self.caps is not None and gpus >= 0:
+            self.caps.took(name, user, gpus)
         self._least.clear()  # what `_least_over` said may no longer hold

@@ -26,6 +26,7 @@ from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
 from gpupool.core.project import Project
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.snapshot import PolicyConfig
 from gpupool.policy.status import Code, Rule, Status
 
 EPS = 1e-9  # sums of fractions are not exact
@@ -36,6 +37,20 @@ def quotas_in_force(projects: Mapping[str, Project]) -> tuple[bool, bool]:
     only when one holds (`QuotaBook.of`), and guarantees only with the first."""
     values = projects.values()
     return any(p.quota > 0 for p in values), any(p.limit is not None for p in values)
+
+
+def caps_of(
+    project: Project | None, config: PolicyConfig | None
+) -> tuple[float | None, int | None]:
+    """(GPUs, running jobs) one user may have in `project` (policy/user_caps.py): its own,
+    else the pool's (`config`; None: no pool default)."""
+    gpus = None if project is None else project.max_gpus_per_user
+    jobs = None if project is None else project.max_running_jobs_per_user
+    if gpus is None and config is not None:
+        gpus = config.max_gpus_per_user
+    if jobs is None and config is not None:
+        jobs = config.max_running_jobs_per_user
+    return gpus, jobs
 
 
 def never_fits(
@@ -69,14 +84,20 @@ def check_quota(
     project: str,
     projects: Mapping[str, Project],
     nodes: tuple[Node, ...],
+    config: PolicyConfig | None = None,
 ) -> Status | None:
     """Submit-time: None if this job could start in `project` some day with the projects'
-    quotas and limits as they are, else `QuotaNeverFits` (`never_fits`). A project missing
-    from `projects` has quota 0 and no limit, as in a pass."""
-    guarantees, limits = quotas_in_force(projects)
-    if not (guarantees or limits):
-        return None
+    quotas, limits and per-user caps (`config`: the pool's defaults of those) as they are,
+    else `QuotaNeverFits` (`never_fits`, or more GPUs than one user may hold there). A
+    project missing from `projects` has quota 0 and no limit, as in a pass."""
     need = gpu_count(res, gpu_memory_bytes=NodeFacts.of(nodes).largest_gpu_memory)
     if need <= 0:
+        return None
+    cap, _ = caps_of(projects.get(project), config)
+    if cap is not None and need > cap + EPS:
+        short = Insufficient(None, Dimension.LIMIT, need, cap, cap)
+        return Status(Code.QUOTA_NEVER_FITS, Rule.NEVER_USER_GPUS, short=short, project=project)
+    guarantees, limits = quotas_in_force(projects)
+    if not (guarantees or limits):
         return None
     return never_fits(need, preemptible, priority, project, projects.get(project), guarantees)

@@ -337,6 +337,26 @@ def status_text(s: Status) -> str:
     if rule is Rule.OVER_LIMIT:
         assert s.short is not None
         return f"project {s.project}: limit {fmt_gpus(s.short.capacity)}, in use {_in_use(s.short)}"
+    if rule is Rule.USER_GPUS:
+        assert s.short is not None
+        cap = s.short.capacity
+        return (
+            f"user {s.user} already holds {fmt_gpus(cap - s.short.free)} GPUs in project "
+            f"{s.project}, whose per-user cap is {fmt_gpus(cap)}; this job asks for "
+            f"{fmt_gpus(s.short.requested)} (it starts as the user's jobs there end)"
+        )
+    if rule is Rule.USER_JOBS:
+        return (
+            f"user {s.user} already runs {s.limit} jobs in project {s.project}, its per-user "
+            f"cap of running jobs (it starts as one of them ends)"
+        )
+    if rule is Rule.NEVER_USER_GPUS:
+        assert s.short is not None
+        most = fmt_gpus(s.short.capacity)
+        return (
+            f"project {s.project} lets one user hold at most {most} GPUs; this job asks for "
+            f"{fmt_gpus(s.short.requested)}: ask for at most {most}, or use another project"
+        )
     if rule is Rule.NOT_PREEMPTIBLE:
         assert s.short is not None
         return (

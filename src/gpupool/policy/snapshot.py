@@ -123,6 +123,10 @@ class PolicyConfig:
     preempt_max_loss_gpu_s: float = 900.0
     # Both look at this many waiting jobs, in queue order: the head of the line.
     preempt_look_ahead: int = 50
+    # Per-user caps where a project sets none (policy/user_caps.py; `gpupool server
+    # --max-gpus-per-user`, `--max-jobs-per-user`): None, no cap.
+    max_gpus_per_user: float | None = None
+    max_running_jobs_per_user: int | None = None
     # A waiting job that fits in the pool's free GPUs but on no one node has preemptible jobs
     # of one node requeued onto the others' free GPUs, so that it fits there (policy/defrag.py).
     defragment: bool = True

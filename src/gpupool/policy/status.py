@@ -63,6 +63,11 @@ class Rule(StrEnum):
     # there (`defrag`: the figures; policy/defrag.py)
     DEFRAGMENT = "defragment"
     OVER_LIMIT = "over_limit"  # Quota: its project's limit (`short`)
+    # Quota: `user`'s running jobs of `project` would hold more than its per-user GPU cap
+    # (`short`: the job's GPUs, what is left of the cap, the cap; policy/user_caps.py)
+    USER_GPUS = "user_gpus"
+    USER_JOBS = "user_jobs"  # Quota: `user` runs `limit` jobs of `project`, its per-user cap
+    NEVER_USER_GPUS = "never_user_gpus"  # QuotaNeverFits: asks more than the per-user cap
     NOT_PREEMPTIBLE = "not_preemptible"  # Quota: above quota, and borrowing needs it
     RECLAIMING = "reclaiming"  # Quota: GPUs are reclaimed for `jobs[0]` of its project
     NEVER_LIMIT = "never_limit"  # QuotaNeverFits: asks for more than its project's limit
@@ -93,6 +98,7 @@ class Status:
     reserved: Reserved | None = None  # its own reservation, or the one it would delay
     jobs: tuple[int, ...] = ()  # the jobs it waits for (see Rule)
     project: str | None = None  # the project whose quota or limit says it
+    user: str | None = None  # USER_GPUS, USER_JOBS, NEVER_USER_GPUS: whose cap
     standing: Standing | None = None  # ORDER_PREEMPTION: where the order puts it
     defrag: DefragCause | None = None  # DEFRAGMENT: the node, the GPUs freed, the pool's free
     wide: WideShortfall | None = None  # WIDE_NO_FIT

@@ -236,6 +236,7 @@ class PoolService(ProjectMethods, DrainMethods):
                 project,
                 projects,
                 self.inventory.nodes,
+                self.engine.config,
             )
             if never is not None:
                 raise RequestRefused("quota_never_fits", status_text(never))

@@ -39,6 +39,9 @@ def project_fields(p: Project) -> str:
     for label, value in _min_runtimes(p):
         if value is not None:
             parts.append(f"{label} {format_duration(value)}")
+    for label, cap in _user_caps(p):
+        if cap is not None:
+            parts.append(f"{label} {cap}")
     return ", ".join(parts)
 
 
@@ -53,6 +56,16 @@ def _min_runtimes(p: Project) -> tuple[tuple[str, float | None], ...]:
 
 def _min_runtime(value: float | None) -> str:
     return "pool default" if value is None else format_duration(value)
+
+
+def _user_caps(p: Project) -> tuple[tuple[str, str | None], ...]:
+    """The project's per-user caps, by the words a line names them with, and their values
+    (None: the pool's default)."""
+    gpus, jobs = p.max_gpus_per_user, p.max_running_jobs_per_user
+    return (
+        ("max GPUs per user", None if gpus is None else fmt_gpus(gpus)),
+        ("max running jobs per user", None if jobs is None else str(jobs)),
+    )
 
 
 def idle_policy(p: Project) -> str:
@@ -80,6 +93,10 @@ def project_changes(old: Project, new: Project) -> str:
         *(
             (label, _min_runtime(a), _min_runtime(b))
             for (label, a), (_, b) in zip(_min_runtimes(old), _min_runtimes(new), strict=True)
+        ),
+        *(
+            (label, a or "pool default", b or "pool default")
+            for (label, a), (_, b) in zip(_user_caps(old), _user_caps(new), strict=True)
         ),
     ]
     changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]

@@ -251,6 +251,7 @@ def _with_gpus(service: PoolService, job: Job, spec: JobSpec, gpus: int | float)
             spec.project,
             service.projects_by_name(),
             service.inventory.nodes,
+            service.engine.config,
         )
         if never is not None:
             raise RequestRefused("quota_never_fits", f"gpus: {status_text(never)}")

@@ -59,6 +59,8 @@ PROJECT_KEYS = (
     "idle_action",
     "preempt_min_runtime",
     "reclaim_min_runtime",
+    "max_gpus_per_user",
+    "max_running_jobs_per_user",
     "admins",
     "backend",
 )
@@ -341,6 +343,9 @@ def _parse(text: str, source: str) -> _Parsed:
                     idle_action=body.get("idle_action"),
                     preempt_min_runtime_s=_min_runtime(body, "preempt_min_runtime", path, problems),
                     reclaim_min_runtime_s=_min_runtime(body, "reclaim_min_runtime", path, problems),
+                    # checked by Project, named by their own keys (a number; an integer)
+                    max_gpus_per_user=body.get("max_gpus_per_user"),
+                    max_running_jobs_per_user=body.get("max_running_jobs_per_user"),
                 )
             )
         except InvalidProject as exc:

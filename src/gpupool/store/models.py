@@ -338,6 +338,9 @@ class ProjectRow(Base):
     # Minimum run times before a priority preemption / a quota reclaim (None: the pool's).
     preempt_min_runtime_s: Mapped[float | None] = mapped_column(Double)
     reclaim_min_runtime_s: Mapped[float | None] = mapped_column(Double)
+    # Per-user caps: one user's running jobs of the project (None: the pool's default).
+    max_gpus_per_user: Mapped[float | None] = mapped_column(Double)
+    max_running_jobs_per_user: Mapped[int | None] = mapped_column(Integer)
 
 
 class ProjectMemberRow(Base):

@@ -210,6 +210,8 @@ def _load(s: Session, name: str | None = None) -> list[Project]:
             idle_action=None if r.idle_action is None else IdleAction(r.idle_action),
             preempt_min_runtime_s=r.preempt_min_runtime_s,
             reclaim_min_runtime_s=r.reclaim_min_runtime_s,
+            max_gpus_per_user=r.max_gpus_per_user,
+            max_running_jobs_per_user=r.max_running_jobs_per_user,
         )
         for r in rows
     ]
@@ -229,6 +231,8 @@ def _save(s: Session, p: Project) -> Project:
     row.idle_action = None if p.idle_action is None else p.idle_action.value
     row.preempt_min_runtime_s = p.preempt_min_runtime_s
     row.reclaim_min_runtime_s = p.reclaim_min_runtime_s
+    row.max_gpus_per_user = p.max_gpus_per_user
+    row.max_running_jobs_per_user = p.max_running_jobs_per_user
     s.flush()
     s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == p.name))
     s.add_all(ProjectMemberRow(project=p.name, user=u) for u in p.members)

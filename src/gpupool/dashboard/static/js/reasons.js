@@ -146,6 +146,14 @@ function describe(job, wait) {
       return ["the pool has no nodes"];
     case "bad_fraction":
       return [`a GPU fraction must be more than 0 and at most 1 (asks ${gpus(wait.requested)})`];
+    case "user_gpus":
+      return [
+        `${wait.user} already holds ${gpus(wait.capacity - wait.free)} GPUs of ${wait.project}'s per-user cap of ${gpus(wait.capacity)}; it asks ${gpus(wait.requested)}`,
+      ];
+    case "user_jobs":
+      return [`${wait.user} already runs ${wait.limit} jobs in ${wait.project}, its per-user cap`];
+    case "never_user_gpus":
+      return [`${wait.project} lets one user hold at most ${gpus(wait.capacity)} GPUs; it asks ${gpus(wait.requested)}`];
     case "drained":
       return [
         `only drained GPUs could run it: without them the most there is ${amount(wait.dimension, wait.capacity)} ` +
