@@ -54,8 +54,9 @@ def test_a_lost_jobs_processes_are_all_killed(ex: LocalExecutor, tmp_path: Path)
     pidfile = tmp_path / "orphan.pid"
     launch(ex, 1, job_with_an_orphan(pidfile), ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
-    child = read_json(ex.job_dir(1) / "child.json")
-    assert child is not None
+    # The supervisor records its child after the spawn returns: the child may have written
+    # its pidfile first (CI run at 517475a, under load, read no child.json here).
+    child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     orphan = int(pidfile.read_text())
     lose_supervisor(ex, 1)
     assert not gone(child["pid"]) and not gone(orphan)  # what the pool must not ignore
@@ -82,8 +83,9 @@ os._exit(0)  # leaves its child behind, in the job's session
 """
     launch(ex, 1, [PY, "-c", code], ENV, "/", None, 1.0)
     wait_for(pidfile.exists, what="the job's child")
-    child = read_json(ex.job_dir(1) / "child.json")
-    assert child is not None
+    # The supervisor records its child after the spawn returns: the child may have written
+    # its pidfile first (CI run at 517475a, under load, read no child.json here).
+    child = wait_for(lambda: read_json(ex.job_dir(1) / "child.json"), what="child.json")
     lose_supervisor(ex, 1)
     stop.touch()
     wait_for(lambda: not process_alive(child["pid"], child["start_ticks"]), what="main's end")

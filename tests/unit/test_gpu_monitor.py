@@ -8,6 +8,7 @@ import logging
 import pytest
 from executor_helpers import wait_for
 
+from gpupool.core.gpu_health import HealthEvent, xid_event
 from gpupool.core.hardware import Gpu, Inventory, Node
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.core.monitoring import GpuSample
@@ -170,3 +171,36 @@ def test_foreign_memory_is_told_when_it_changes_only() -> None:
     for _ in range(4):
         monitor.sample_now()
     assert told == [{("box", 0): 5 * GIB}, {}]
+
+
+class ScriptedHealth:
+    """Health reads answering in turn: events, or an exception to raise."""
+
+    def __init__(self, answers: list[list[HealthEvent] | Exception]) -> None:
+        self.answers, self.asked, self.closed = answers, 0, False
+
+    def read(self, now: float) -> list[HealthEvent]:
+        answer = self.answers[min(self.asked, len(self.answers) - 1)]
+        self.asked += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_health_is_read_each_round_and_events_told_a_failure_only_logged() -> None:
+    event = xid_event("box", 1, 5.0, 79)
+    health = ScriptedHealth([[], RuntimeError("NVML broke"), [event], []])
+    told: list[list[HealthEvent]] = []
+    monitor = GpuMonitor(
+        Scripted([10.0]), interval_s=0.01, health=health, on_health=lambda e: told.append(list(e))
+    )
+    monitor.start()
+    try:
+        wait_for(lambda: health.asked >= 4, what="four health reads")
+    finally:
+        monitor.stop()
+    assert told == [[event]]  # empty reads are not told; the failing one did not stop it
+    assert health.closed

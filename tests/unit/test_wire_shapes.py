@@ -36,7 +36,7 @@ from gpupool.service import PoolService
 from gpupool.service.pool_service import Explanation
 from gpupool.store import Store
 
-ROUTES = 38  # operations in the document (every route but the dashboard's files)
+ROUTES = 39  # operations in the document (every route but the dashboard's files)
 
 
 @pytest.fixture(scope="module")

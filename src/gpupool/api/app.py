@@ -111,6 +111,7 @@ def create_app(
     from gpupool.api.benchmarks import add_benchmark_routes
     from gpupool.api.bulk_cancel import add_bulk_cancel_route
     from gpupool.api.drains import add_drain_routes
+    from gpupool.api.health import add_health_routes
     from gpupool.api.projects import add_routes
     from gpupool.api.steering import add_steering_routes
     from gpupool.api.tokens import add_token_routes
@@ -379,6 +380,7 @@ def create_app(
     add_backend_routes(api, service, health)
     add_steering_routes(api, service, access, wire)
     add_drain_routes(api, service, access)
+    add_health_routes(api, service, clock)
 
     @api.post("/v1/internal/wake")
     def wake() -> OkWire:

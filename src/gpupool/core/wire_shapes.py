@@ -359,6 +359,34 @@ class ResumedWire(TypedDict):
     resumed: list[DrainWire]
 
 
+class HealthEventWire(TypedDict):
+    """One thing NVML reported on a GPU (core/gpu_health.py's HealthEvent)."""
+
+    node: str
+    gpu: int
+    time: float
+    kind: str  # HealthKind's value: "xid", "ecc_uncorrected", "lost", "throttle", ...
+    code: int | None  # the XID; None for the other kinds
+    detail: str  # "XID 79: GPU has fallen off the bus"
+    fault: str  # "gpu", "job" or "none" (Fault's value)
+
+
+class GpuHealthWire(TypedDict):
+    """A GPU's health (service/gpu_health.py): "ok", "degraded", "drained" or "failed"."""
+
+    node: str
+    gpu: int
+    state: str
+    drained: DrainWire | None
+    events: list[HealthEventWire]  # its last 10, newest first
+
+
+class HealthWire(TypedDict):
+    """GET /v1/health: every GPU of the inventory, in (node, GPU) order."""
+
+    gpus: list[GpuHealthWire]
+
+
 class GpuWire(TypedDict):
     index: int
     model: str

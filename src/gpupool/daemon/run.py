@@ -121,6 +121,8 @@ def _gpu_monitor(
     started (monitor/gpu_monitor.py, service/usage_acts.py)."""
     from gpupool.monitor.gpu_monitor import GpuMonitor, PoolJobs, sampler_for  # noqa: F811
     from gpupool.monitor.idle import MemoryRule, UsageWatch
+    from gpupool.monitor.nvml_sampler import NvmlSampler
+    from gpupool.service.health_acts import HealthActions
     from gpupool.service.usage_acts import UsageActions
 
     engine = service.engine
@@ -129,6 +131,7 @@ def _gpu_monitor(
 
     jobs = PoolJobs(lambda: engine.view(fresh=False).jobs.values(), executor.main_pid)
     sampler = sampler_for(config.inventory, jobs, config.board_power_w)
+    health = sampler.health_reader() if isinstance(sampler, NvmlSampler) else None
     monitor = GpuMonitor(
         sampler,
         config.sample_interval_s,
@@ -136,6 +139,8 @@ def _gpu_monitor(
         holders=jobs.holders,
         on_foreign=engine.foreign_memory,
         on_round=acts.round,
+        health=health,
+        on_health=HealthActions(service).events,
     )
     monitor.start()
     return monitor

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpupool.core.gpu_health import HealthEvent
 from gpupool.core.gpu_usage import Holder, JobUsageDelta, attribute
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobState
@@ -47,6 +48,14 @@ class SampleSink(Protocol):
     def roll_up_samples(self, now: float) -> int: ...
 
 
+class HealthReader(Protocol):
+    """A node's GPU health, read once per round (monitor/nvml_health.py)."""
+
+    def read(self, now: float) -> list[HealthEvent]: ...
+
+    def close(self) -> None: ...
+
+
 class GpuMonitor:
     def __init__(
         self,
@@ -57,11 +66,14 @@ class GpuMonitor:
         holders: Callable[[], Sequence[Holder]] = list,
         on_foreign: Callable[[Mapping[tuple[str, int], int]], None] | None = None,
         on_round: Callable[[Sequence[JobUsageDelta], float], None] | None = None,
+        health: HealthReader | None = None,
+        on_health: Callable[[Sequence[HealthEvent]], None] | None = None,
     ) -> None:
         """`holders`: the jobs holding GPUs now, asked once per round (with a sink);
         `on_foreign`: told the memory foreign processes hold per GPU whenever it changes
         (the engine: it counts as occupied for fractional placement); `on_round`: told what
-        each holder used in each round, and when (the idle-GPU and memory rules)."""
+        each holder used in each round, and when (the idle-GPU and memory rules); `health`:
+        read each round, what it finds told to `on_health` (service/health_acts.py)."""
         self.sampler = sampler
         self.interval_s = interval_s
         self._clock = clock
@@ -72,6 +84,8 @@ class GpuMonitor:
         self._sink_failed_said = -_SAID_EVERY_S
         self._on_foreign = on_foreign
         self._on_round = on_round
+        self._health, self._on_health = health, on_health
+        self._health_failed_said = -_SAID_EVERY_S
         self._foreign: dict[tuple[str, int], int] = {}
         self._latest: dict[tuple[str, int], GpuSample] = {}
         self._lock = threading.Lock()
@@ -92,6 +106,8 @@ class GpuMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._health is not None:
+            self._health.close()
         self.sampler.close()
 
     def latest(self) -> Mapping[tuple[str, int], GpuSample]:
@@ -121,6 +137,21 @@ class GpuMonitor:
                 self._on_foreign(foreign)
         if (self._sink is not None or self._on_round is not None) and samples:
             self._charge(samples)
+        if self._health is not None:
+            self._read_health()
+
+    def _read_health(self) -> None:
+        """Health events to `on_health`; a failure is logged (once a minute at most)."""
+        assert self._health is not None
+        try:
+            events = self._health.read(self._clock())
+            if events and self._on_health is not None:
+                self._on_health(events)
+        except Exception as exc:  # noqa: BLE001  (monitoring never stops the pool)
+            now = time.monotonic()
+            if now - self._health_failed_said >= _SAID_EVERY_S:
+                self._health_failed_said = now
+                log.warning("reading or acting on GPU health failed (tried every round): %s", exc)
 
     def _charge(self, samples: Sequence[GpuSample]) -> None:
         """What each holder used in the round, to the sink (with a roll-up when one is due)

@@ -18,6 +18,10 @@ from typing import Any
 from gpupool.core.monitoring import GpuProcess, GpuSample
 from gpupool.monitor.attribution import job_of
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpupool.monitor.nvml_health import NvmlHealth
+
 NVML_TEMPERATURE_GPU = 0  # the GPU die's sensor (pynvml.NVML_TEMPERATURE_GPU)
 
 # Each running job's session id -> its job id, asked for once per sample.
@@ -49,6 +53,12 @@ class NvmlSampler:
         except BaseException:
             nvml.nvmlShutdown()
             raise
+
+    def health_reader(self) -> NvmlHealth:
+        """The health of the same GPUs (monitor/nvml_health.py), on the same NVML session."""
+        from gpupool.monitor.nvml_health import NvmlHealth
+
+        return NvmlHealth(self.node, self._nvml, self._handles)
 
     def close(self) -> None:
         try:

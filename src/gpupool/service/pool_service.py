@@ -41,6 +41,7 @@ from gpupool.service.accounting import Accounting
 from gpupool.service.arrays import array_tasks
 from gpupool.service.backend_choice import Refusal, settle_backend
 from gpupool.service.drains import DrainMethods
+from gpupool.service.gpu_health import HealthMethods
 from gpupool.service.group_commit import GroupCommit
 from gpupool.service.live_usage import live_cgroup_usage, with_live_usage
 from gpupool.service.log_reading import MAX_LOG_CHUNK, LogChunk, read_job_log
@@ -102,7 +103,7 @@ class EngineLink(Protocol):
     def backend_nodes(self) -> tuple[BackendNodes, ...]: ...
 
 
-class PoolService(ProjectMethods, DrainMethods):
+class PoolService(ProjectMethods, DrainMethods, HealthMethods):
     def __init__(
         self,
         store: PoolStore,

@@ -9,6 +9,7 @@ from typing import Protocol, TypeVar, Unpack
 
 from gpupool.core.benchmarks import SavedBenchmark
 from gpupool.core.drain import DrainedGpu
+from gpupool.core.gpu_health import HealthEvent
 from gpupool.core.gpu_usage import JobUsageSummary, RolledSample
 from gpupool.core.job import Job, JobSpec
 from gpupool.core.project import Department, Project, ProjectChanges
@@ -90,6 +91,16 @@ class PoolStore(EngineStore, UsageStore, BenchmarkStore, Protocol):
     ) -> list[DrainedGpu]: ...
 
     def resume_gpus(self, gpus: Iterable[tuple[str, int]]) -> list[DrainedGpu]: ...
+
+    def record_health(self, events: Sequence[HealthEvent]) -> None: ...
+
+    def health_events(
+        self,
+        since: float | None = None,
+        limit: int = 1000,
+        *,
+        gpu: tuple[str, int] | None = None,
+    ) -> list[HealthEvent]: ...
 
     def submit_array(self, tasks: Sequence[NewJob]) -> list[Job]: ...
 

@@ -31,6 +31,7 @@ from gpupool.store.benchmarks import BenchmarkMethods
 from gpupool.store.bulk_cancel import BulkCancelMethods
 from gpupool.store.codec import job_from_row
 from gpupool.store.drains import DrainMethods
+from gpupool.store.gpu_health import GpuHealthMethods
 from gpupool.store.idle_waiting import IdleWaitingMethods
 from gpupool.store.lease import LeaseMethods
 from gpupool.store.migrations import WRITE_OPTION, open_engine
@@ -70,6 +71,7 @@ class Store(
     BenchmarkMethods,
     IdleWaitingMethods,
     DrainMethods,
+    GpuHealthMethods,
 ):
     def __init__(self, engine: Engine) -> None:
         """Use `Store.open`; this assumes the schema is already at head."""

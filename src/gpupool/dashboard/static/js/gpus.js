@@ -229,18 +229,23 @@ function card(gpu) {
   );
 }
 
+// Who drains a GPU for a GPU fault (core/gpu_health.py HEALTH_DRAINER): such a GPU "failed".
+const HEALTH_DRAINER = "gpupool-health";
+
 /** The tag of a drained GPU; the admin's reason (other users' text: an attribute, never
- * HTML), who and since when in its title. */
+ * HTML), who and since when in its title. A GPU drained for a GPU fault is "failed". */
 function drainTag(drain, held) {
   const why = drain.reason ? `: ${drain.reason}` : "";
   const title = `drained by ${drain.by} since ${fullTime(drain.since)}${why}${held ? " (the job there runs to its end)" : ""}`;
-  return h("span", { class: "tag tag-drained", title }, held ? "draining" : "drained");
+  const word = drain.by === HEALTH_DRAINER ? "failed" : held ? "draining" : "drained";
+  return h("span", { class: "tag tag-drained", title }, word);
 }
 
 /** The footer of a GPU no job holds: "free", or that no job starts there and why. */
 function idleFooter(drain) {
   if (!drain) return h("span", { class: "muted" }, "free");
-  return h("span", { class: "drained-note" }, drain.reason ? `drained: ${drain.reason}` : "drained: no job starts here");
+  const word = drain.by === HEALTH_DRAINER ? "failed" : "drained";
+  return h("span", { class: "drained-note" }, drain.reason ? `${word}: ${drain.reason}` : `${word}: no job starts here`);
 }
 
 function facts(usage, foreign) {
