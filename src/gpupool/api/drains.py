@@ -25,7 +25,7 @@ from gpupool.api.wire import drain_to_wire
 from gpupool.core.access import Action
 from gpupool.core.audit import AuditAction
 from gpupool.core.drain import DrainedGpu
-from gpupool.core.wire_shapes import DrainedWire, DrainsWire, DrainWire, ResumedWire
+from gpupool.core.ops_shapes import DrainedWire, DrainsWire, DrainWire, ResumedWire
 from gpupool.service import PoolService
 from gpupool.service.drains import InvalidDrain, where
 

@@ -15,7 +15,7 @@ from fastapi import APIRouter
 from gpupool.api.wire import drain_to_wire
 from gpupool.core.clock import Clock
 from gpupool.core.gpu_health import HealthEvent
-from gpupool.core.wire_shapes import GpuHealthWire, HealthEventWire, HealthWire
+from gpupool.core.ops_shapes import GpuHealthWire, HealthEventWire, HealthWire
 from gpupool.service import PoolService
 from gpupool.service.gpu_health import GpuHealth
 

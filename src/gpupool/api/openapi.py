@@ -36,7 +36,7 @@ from starlette.routing import BaseRoute
 
 from gpupool.api.guards import BODY_METHODS
 from gpupool.api.identity import caller_of
-from gpupool.core import access_shapes, wire_shapes
+from gpupool.core import access_shapes, ops_shapes, wire_shapes
 from gpupool.core.wire_types import ADDED, REQUIRED, Kind, Shape, fields_of, is_shape
 
 REF = "#/components/schemas/"
@@ -57,7 +57,7 @@ def component_name(shape: Shape) -> str:
 
 
 # The modules that define the API's answers (core/wire_shapes.py says how).
-SHAPE_MODULES = (wire_shapes, access_shapes)
+SHAPE_MODULES = (wire_shapes, access_shapes, ops_shapes)
 
 
 def _shapes() -> dict[str, Shape]:

@@ -18,9 +18,9 @@ from gpupool.core.drain import DrainedGpu
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, priority_name
 from gpupool.core.monitoring import GpuSample
+from gpupool.core.ops_shapes import DrainWire
 from gpupool.core.wire_shapes import (
     CgroupUsageWire,
-    DrainWire,
     GpusWire,
     GpuUsageWire,
     GpuWire,

@@ -11,8 +11,8 @@ Drain and resume are a pool admin's (403 otherwise); a node or GPU the pool does
 from __future__ import annotations
 
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.ops_shapes import DrainedWire, DrainsWire, DrainWire, ResumedWire
 from gpupool.core.values import record, unlisted
-from gpupool.core.wire_shapes import DrainedWire, DrainsWire, DrainWire, ResumedWire
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False

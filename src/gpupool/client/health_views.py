@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from gpupool.client.drain_views import DrainView
 from gpupool.client.wire_json import JsonObject, JsonValue, conform, json_of
+from gpupool.core.ops_shapes import GpuHealthWire, HealthEventWire, HealthWire
 from gpupool.core.values import record, unlisted
-from gpupool.core.wire_shapes import GpuHealthWire, HealthEventWire, HealthWire
 
 # Not typing.TYPE_CHECKING: importing typing costs every CLI command ~2 ms (gpupool/__init__.py).
 TYPE_CHECKING = False

@@ -32,6 +32,7 @@ core/access_shapes.py, written the same way (api/openapi.py reads both modules: 
 """
 
 # No `from __future__ import annotations`: a shape's annotations must be objects at run time.
+from gpupool.core import ops_shapes  # a GPU's `drained` (the module: its shapes stay its own)
 from gpupool.core.wire_types import Added, NotRequired, TypedDict
 
 # -- errors -------------------------------------------------------------------------------
@@ -330,63 +331,6 @@ class GpuUsageWire(TypedDict):
     processes: Added[list[GpuProcessWire]]
 
 
-class DrainWire(TypedDict):
-    """A drained GPU (core/drain.py): GET /v1/drains, and each GPU's `drained`."""
-
-    node: str
-    gpu: int
-    reason: str
-    by: str
-    since: float
-
-
-class DrainsWire(TypedDict):
-    """GET /v1/drains."""
-
-    drains: list[DrainWire]
-
-
-class DrainedWire(TypedDict):
-    """POST /v1/drains: the GPUs drained, the jobs requeued (`now`)."""
-
-    drained: list[DrainWire]
-    requeued: list[int]
-
-
-class ResumedWire(TypedDict):
-    """POST /v1/drains/resume: the drains that were there."""
-
-    resumed: list[DrainWire]
-
-
-class HealthEventWire(TypedDict):
-    """One thing NVML reported on a GPU (core/gpu_health.py's HealthEvent)."""
-
-    node: str
-    gpu: int
-    time: float
-    kind: str  # HealthKind's value: "xid", "ecc_uncorrected", "lost", "throttle", ...
-    code: int | None  # the XID; None for the other kinds
-    detail: str  # "XID 79: GPU has fallen off the bus"
-    fault: str  # "gpu", "job" or "none" (Fault's value)
-
-
-class GpuHealthWire(TypedDict):
-    """A GPU's health (service/gpu_health.py): "ok", "degraded", "drained" or "failed"."""
-
-    node: str
-    gpu: int
-    state: str
-    drained: DrainWire | None
-    events: list[HealthEventWire]  # its last 10, newest first
-
-
-class HealthWire(TypedDict):
-    """GET /v1/health: every GPU of the inventory, in (node, GPU) order."""
-
-    gpus: list[GpuHealthWire]
-
-
 class GpuWire(TypedDict):
     index: int
     model: str
@@ -403,7 +347,7 @@ class GpuWire(TypedDict):
     jobs: list[GpuHolderWire]
     unmanaged_memory_bytes: Added[int]
     usage: Added[GpuUsageWire | None]  # None: not sampled (yet, or sampling is off)
-    drained: Added[DrainWire | None]  # None: not drained
+    drained: Added[ops_shapes.DrainWire | None]  # None: not drained
 
 
 class LinkWire(TypedDict):

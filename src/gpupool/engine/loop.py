@@ -113,8 +113,7 @@ class Engine:
     ) -> None:
         self.store = store
         self.executor = executor
-        # Backends by name (docs/backends.md; the daemon opens them): a job naming one runs
-        # there, everything about its run goes through it.
+        # Backends by name (docs/backends.md): a job naming one runs there, its run through it.
         self.backends: Mapping[str, Backend] = dict(backends or {})
         self.inventory = inventory
         self.clock = clock or SystemClock()
@@ -157,8 +156,7 @@ class Engine:
         self._taken = 0
         self._published = threading.Condition()
         self._view = JobsView.empty()
-        # Jobs just committed, as the store returned them (with their environment), until
-        # they are launched: the view keeps jobs without it.
+        # Jobs just committed, with their environment (the view keeps none), until launched.
         self._full: dict[int, Job] = {}
         self._round_lock = threading.Lock()  # rounds run one at a time, in one thread or not
         self._reasons_due: dict[int, str] = {}  # reason codes given, not stored yet
@@ -185,8 +183,8 @@ class Engine:
         self.post(DrainsRead(tuple(drains)))
 
     def preempt(self, job_id: int, why: str, hold_s: float | None = None) -> None:
-        """Preempt a running job and requeue it (SIGTERM, grace); `why` goes into its history;
-        `hold_s`: once requeued it is held that long (as with --begin)."""
+        """Preempt and requeue a running job (SIGTERM, grace); `why`: into its history;
+        `hold_s`: once requeued, held that long (as with --begin)."""
         self.post(PreemptAsked(job_id, why, hold_s))
 
     def time_limit_of(self, job: Job) -> float:
@@ -205,8 +203,8 @@ class Engine:
         self._wake.set()
 
     def backend_nodes(self) -> tuple[BackendNodes, ...]:
-        """Each backend's nodes as its engine last reported them, with the pool's jobs on
-        each (engine/admission.py), as of the engine's last pass or capacity read."""
+        """Each backend's nodes with the pool's jobs on each (engine/admission.py), as of the
+        engine's last pass or capacity read."""
         return self.state.backend_view
 
     def view(self, fresh: bool = True) -> JobsView:
