@@ -194,3 +194,52 @@ def test_the_report_says_what_load_and_util_measure(
         "util = GPU-hours held / (GPUs x the time from the first submission to the last end)"
         in printed
     )
+
+
+def test_a_drain_and_a_per_user_cap_replay_from_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One node of 2 GPUs: A and B (1 GPU, 100 s, user u) at 0 and 1 s. --drain
+    node-001:0@0-50s keeps GPU 0 out until t=50, so B waits (JCT 49 + 100 = 149); a cap of 1
+    GPU per user makes B wait for A's end instead (JCT 199)."""
+    trace = tmp_path / "two.csv"
+    trace.write_text("submit_time_s,duration_s,num_gpus,user,project\n0,100,1,u,p\n1,100,1,u,p\n")
+    base = ["sim", "--trace", str(trace), "--format", "csv", "--cluster", "1x2",
+            "--policy", "default", "--estimates", "oracle", "--interval", "0", "--json"]  # fmt: skip
+    runs = {
+        "plain": [],
+        "drain": ["--drain", "node-001:0@0-50s"],
+        "capped": ["--max-gpus-per-user", "1"],
+    }
+    averages = {}
+    for name, extra in runs.items():
+        assert main(base + extra) == 0
+        out = json.loads(capsys.readouterr().out)
+        averages[name] = out["default"]["avg_jct_s"]
+    assert out["_run"]["max_gpus_per_user"] == 1
+    assert averages == {
+        "plain": pytest.approx(100.0),
+        "drain": pytest.approx((100 + 149) / 2),
+        "capped": pytest.approx((100 + 199) / 2),
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--drain", "node-001@5m"], "expected NODE[:GPU]@START-END"),
+        (["--drain", "node-001:x@0-5m"], "expected NODE[:GPU]@START-END"),
+        (["--drain", "node-001@5m-1m"], "END must come after START"),
+        (["--drain", "elsewhere@0-5m", "--cluster", "1x2"], "no node 'elsewhere'"),
+    ],
+)
+def test_a_bad_drain_gets_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    trace = _csv_trace(tmp_path / "trace.csv")
+    try:
+        code = main(["sim", "--trace", str(trace), "--format", "csv", *args])
+    except SystemExit as e:  # argparse's own usage error
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err

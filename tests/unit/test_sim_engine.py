@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -216,3 +217,34 @@ def test_isolated_plan_refuses_a_trace_with_jobs_no_cluster_replays() -> None:
     result = replay_policy(SimPlan(kept, clusters, ("fifo",), EXACT), "fifo")
     assert [r.id for r in result.records] == [1]
     assert replayable(trace, {"": uniform_cluster(1, 1)}) is trace  # a shared cluster runs all
+
+
+def test_a_drain_keeps_its_gpus_empty_for_its_window_and_jobs_there_run_on() -> None:
+    """One node of 2 GPUs, GPU 0 drained from t=50 to t=300 (after the trace's first
+    submission, t=0). J1 (t=0, 100 s) starts on GPU 0 before the drain and runs on through
+    it; J2 (t=60, 100 s) takes GPU 1; J3 (t=70, 10 s) finds GPU 0 free at t=100 but drained:
+    it waits for J2's end at t=160; J4 (t=80, 2 GPUs) waits for the drain's end at t=300."""
+    from gpupool.sim.drain_windows import SimDrain
+
+    trace = _trace((0, 100, 1), (60, 100, 1), (70, 10, 1), (80, 20, 2))
+    drain = SimDrain("node-001", 0, 50.0, 300.0)
+    options = replace(EXACT, drains=(drain,))
+    jct = _jcts(trace, uniform_cluster(1, 2), "fifo-backfill", options)
+    assert jct == {1: 100, 2: 100, 3: 100, 4: 240}
+    plain = _jcts(trace, uniform_cluster(1, 2), "fifo-backfill")
+    assert plain[3] < 100 and plain[4] < 240  # without it J3 and J4 start sooner
+    with pytest.raises(ValueError, match="no node 'nowhere'"):
+        replay(trace, uniform_cluster(1, 2), profile("fifo", SIM_BASE), "fifo",
+               replace(EXACT, drains=(SimDrain("nowhere", None, 0.0, 1.0),)))  # fmt: skip
+
+
+def test_a_per_user_cap_replays_as_the_daemon_holds_it() -> None:
+    """One node of 4 GPUs, a cap of 2 GPUs per user: ann's third 1-GPU job waits for her
+    first to end while bo's starts (PolicyConfig.max_gpus_per_user, policy/user_caps.py)."""
+    jobs = [(0.0, 100.0, "ann"), (0.0, 100.0, "ann"), (1.0, 100.0, "ann"), (2.0, 100.0, "bo")]
+    trace = Trace(tuple(TraceJob(i, s, d, 1, project="p", user=u) for i, (s, d, u) in
+                        enumerate(jobs, 1)))  # fmt: skip
+    config = replace(profile("default", SIM_BASE), max_gpus_per_user=2)
+    result = replay(trace, uniform_cluster(1, 4), config, "default", EXACT)
+    jct = {r.id: r.jct_s for r in result.records}
+    assert jct == {1: 100, 2: 100, 3: 199, 4: 100}

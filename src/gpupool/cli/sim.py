@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gpupool.cli.commands import Offline, Parents, Subparsers
 
 if TYPE_CHECKING:
+    from gpupool.sim.drain_windows import SimDrain
     from gpupool.sim.model import Trace
     from gpupool.sim.run import SimPlan
 
@@ -97,6 +98,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=60.0,
         metavar="SECONDS",
         help="work lost on every restart after a preemption (default 60)",
+    )
+    p.add_argument(
+        "--drain",
+        action="append",
+        default=[],
+        type=sim_drain,
+        metavar="NODE[:GPU]@START-END",
+        help="replay a maintenance window: the node's GPUs (or one) drained from START to END "
+        "after the trace's first submission, e.g. node-003@2d-2d12h (repeatable; "
+        "docs/operations.md)",
+    )
+    p.add_argument(
+        "--max-gpus-per-user",
+        type=float,
+        metavar="N",
+        help="a per-user GPU cap in every project (as `gpupool server --max-gpus-per-user`)",
+    )
+    p.add_argument(
+        "--max-jobs-per-user",
+        type=int,
+        metavar="N",
+        help="a per-user cap of running jobs in every project (`--max-jobs-per-user`)",
     )
     p.add_argument(
         "--checkpointing",
@@ -244,8 +267,27 @@ def build_plan(args: argparse.Namespace) -> Any:
         restart_overhead_s=args.restart_overhead,
         checkpointing=args.checkpointing,
         interval_s=args.interval,
+        drains=tuple(args.drain),
     )
-    base = replace(SIM_BASE, wide_placement=WidePlacement(args.wide_placement))
+    capped = args.max_gpus_per_user is not None or args.max_jobs_per_user is not None
+    if capped and not any(j.user for j in trace.jobs):
+        raise ValueError(
+            "the trace names no users (Philly's job table has none): per-user caps need one "
+            "that does (--format helios, a CSV with a user column, --trace history)"
+        )
+    if options.drains:  # a node or GPU the cluster lacks is said before anything runs
+        from gpupool.sim.drain_windows import drain_edges
+
+        if args.isolated_vcs:
+            raise ValueError("--drain names nodes of one cluster: not with --isolated-vcs")
+        for cluster in clusters.values():
+            drain_edges(cluster, options.drains, 0.0)
+    base = replace(
+        SIM_BASE,
+        wide_placement=WidePlacement(args.wide_placement),
+        max_gpus_per_user=args.max_gpus_per_user,
+        max_running_jobs_per_user=args.max_jobs_per_user,
+    )
     return SimPlan(trace, clusters, policies, options, base)
 
 
@@ -319,6 +361,12 @@ def _report(
         "checkpointing": args.checkpointing,
         "interval_s": args.interval,
         "wide_placement": args.wide_placement,
+        "drains": [
+            f"{d.node}{'' if d.gpu is None else f':{d.gpu}'}@{d.start_s:g}-{d.end_s:g}s"
+            for d in plan.options.drains
+        ],  # fmt: skip
+        "max_gpus_per_user": args.max_gpus_per_user,
+        "max_jobs_per_user": args.max_jobs_per_user,
         "jobs": len(plan.trace.jobs),
         "skipped": dict(plan.trace.skipped),
         "refused": first.refused,
@@ -386,3 +434,24 @@ def load_and_util_text(trace: Trace, capacity_gpus: float, load: float) -> str:
         f"{what}; util = GPU-hours held / (GPUs x the time from the first submission to the "
         "last end): work still running after the last submission lowers util, not load"
     )
+
+
+def sim_drain(text: str) -> SimDrain:
+    """argparse type of --drain: NODE[:GPU]@START-END, START and END durations after the
+    trace's first submission ("0" allowed for START)."""
+    from gpupool.core.units import parse_duration
+    from gpupool.sim.drain_windows import SimDrain
+
+    where, at, window = text.partition("@")
+    start, dash, end = window.partition("-")
+    node, colon, gpu = where.partition(":")
+    try:
+        if not (at and dash and node) or (colon and not gpu.isdigit()):
+            raise ValueError("expected NODE[:GPU]@START-END")
+        begins = 0.0 if start.strip() in ("0", "0s") else parse_duration(start)
+        drain = SimDrain(node, int(gpu) if colon else None, begins, parse_duration(end))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--drain {text!r}: {e}") from None
+    if drain.end_s <= drain.start_s:
+        raise argparse.ArgumentTypeError(f"--drain {text!r}: END must come after START")
+    return drain

@@ -54,6 +54,7 @@ from gpupool.policy.snapshot import (
     Usage,
 )
 from gpupool.sim.domains import backend_passes, runs_there
+from gpupool.sim.drain_windows import SimDrain, drain_edges
 from gpupool.sim.idle_meter import IdleMeter
 from gpupool.sim.load import replayed_load
 from gpupool.sim.model import JobRecord, Sample, SimCluster, SimResult, Trace, TraceJob
@@ -81,6 +82,7 @@ class SimOptions:
     # Compare the running view the replay keeps (policy/running_view.py) with a fresh count
     # before every pass: slow, for tests.
     check_running_view: bool = False
+    drains: tuple[SimDrain, ...] = ()  # maintenance windows replayed (`gpupool sim --drain`)
 
 
 class _Job:
@@ -131,6 +133,7 @@ class Replay:
             )
         self.trace, self.cluster, self.config, self.name = trace, cluster, config, policy_name
         self.options, self.progress = options, progress
+        self.drained: frozenset[tuple[str, int]] = frozenset()  # now (`SimOptions.drains`)
         self.projects: Mapping[str, Project] = cluster.projects if config.use_quotas else {}
         if (
             not config.lend_idle
@@ -236,11 +239,14 @@ class Replay:
         report_every = max(1, total // 200)
         inf = math.inf
         i, ends, next_pass = 0, self.ends, inf
+        t0 = arrivals[0].trace.submit_s if arrivals else 0.0
+        edges = drain_edges(self.cluster, opts.drains, t0)
         while True:
             now = min(
                 arrivals[i].trace.submit_s if i < total else inf,
                 ends[0][0] if ends else inf,
                 next_pass,
+                edges[0][0] if edges and (i < total or ends or self.pending) else inf,
             )
             if now == inf:
                 break
@@ -258,6 +264,10 @@ class Replay:
             while i < total and arrivals[i].trace.submit_s <= now:
                 self._queue(arrivals[i], now)
                 i += 1
+                happened = True
+            while edges and edges[0][0] <= now:
+                _, sign, keys = heapq.heappop(edges)
+                self.drained = (self.drained | keys) if sign > 0 else (self.drained - keys)
                 happened = True
             if happened and next_pass == inf:
                 next_pass = now if interval <= 0 else math.ceil(now / interval) * interval
@@ -333,6 +343,7 @@ class Replay:
                 usage=usage,
                 projects=self.projects,
                 running_view=self.view,
+                drained=self.drained,
             )
             decisions = [decide(snapshot, now)]
             if self.options.check_running_view:
