@@ -62,6 +62,7 @@ def test_an_xid_79_drains_the_gpu_and_its_job_runs_again_on_the_other(
         assert "gpupool-health" in drains and "XID 79: GPU has fallen off the bus" in drains
         health = pool.cli("health", check=True).stdout
         assert "failed" in health and "XID 79" in health, health
+        assert "failed: XID 79: GPU has fallen off the bus" in pool.cli("gpus", check=True).stdout
 
         with fake_nvml.open("a") as f:
             f.write(f"{1 - gpu} 13\n")

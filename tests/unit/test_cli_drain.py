@@ -40,6 +40,7 @@ from gpupool.client.drain_views import (
 from gpupool.client.pool_views import read_gpus
 from gpupool.client.wire_json import JsonObject, JsonValue, WireShapeError
 from gpupool.core.drain import DrainedGpu
+from gpupool.core.gpu_health import HEALTH_DRAINER as HEALTH
 from gpupool.core.hardware import Inventory
 from gpupool.core.job import Job, JobSpec, JobState, Resources
 from gpupool.service.pool_stats import gpu_holders
@@ -287,6 +288,7 @@ def test_gpus_shows_a_drained_gpu_with_its_reason_and_a_job_running_on_to_its_en
         ("box", 0): DrainedGpu("box", 0, "new PSU", "root", SINCE),
         ("box", 1): DrainedGpu("box", 1, "fan", "root", SINCE),
         ("box", 2): DrainedGpu("box", 2, "", "root", SINCE),
+        ("box", 3): DrainedGpu("box", 3, "XID 79: GPU has fallen off the bus", HEALTH, SINCE),
     }
     view = read_gpus(as_sent(gpus_to_wire(inventory, holders, drained=drained)))
     gpus = view.nodes[0].gpus
@@ -295,9 +297,9 @@ def test_gpus_shows_a_drained_gpu_with_its_reason_and_a_job_running_on_to_its_en
         "12 (alice: train) - draining: new PSU",
         "drained: fan",
         "drained",
-        "free",
+        "failed: XID 79: GPU has fallen off the bus",  # drained by the pool's health watch
     ]
-    assert (view.free_gpus, view.largest_startable_gpus) == (1, 1)  # drained GPUs are not free
+    assert (view.free_gpus, view.largest_startable_gpus) == (0, 0)  # drained GPUs are not free
 
 
 def test_a_gpu_from_a_daemon_older_than_drains_is_not_drained() -> None:

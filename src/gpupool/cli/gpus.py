@@ -10,6 +10,7 @@ from gpupool.cli.commands import OnPool, Parents, Subparsers
 from gpupool.cli.render import Cell, fit, print_json, print_table, printable, shown
 from gpupool.client import Client
 from gpupool.client.pool_views import BackendNodeView, GpusView, GpuUsage, GpuView
+from gpupool.core.gpu_health import HEALTH_DRAINER
 from gpupool.core.units import format_size, plural
 
 _NAMED = 8  # nodes named in the summary line; beyond, how many more
@@ -55,7 +56,8 @@ def cmd_gpus(client: Client, args: argparse.Namespace) -> int:
 def job_cell(g: GpuView) -> str:
     """The JOB cell: its holders ('12 (alice: train)', 'shared: 12 (alice, 20GiB), ...') or
     'free'; a drained GPU says so with the admin's reason: 'drained: fan' when no job holds it,
-    '12 (alice: train) - draining: fan' while a job still runs there to its end."""
+    '12 (alice: train) - draining: fan' while a job still runs there to its end; one the
+    pool drained for a fault its health showed, 'failed: XID 79: ...'."""
     if g.shared:
         holder = "shared: " + ", ".join(
             f"{j.id} ({j.user}, {format_size(j.gpu_memory_bytes or 0)})" for j in g.jobs
@@ -68,6 +70,8 @@ def job_cell(g: GpuView) -> str:
     if g.drained is None:
         return holder or "free"
     why = f": {fit(printable(g.drained.reason), _REASON_COLUMNS)}" if g.drained.reason else ""
+    if g.drained.by == HEALTH_DRAINER:  # drained for a fault NVML reported (gpupool health)
+        return f"{holder} - failed{why}" if holder else f"failed{why}"
     return f"{holder} - draining{why}" if holder else f"drained{why}"
 
 
