@@ -6,13 +6,13 @@ wire)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from fake_daemon import FakeDaemon
+from fake_daemon import running as served
 from policy_builders import node
 
 from gpupool.api.wire import gpus_to_wire
@@ -152,54 +152,11 @@ def test_the_drains_table_has_a_row_per_gpu_with_a_readable_time() -> None:
 
 
 # -- through the client, against a daemon that answers as the API does ----------------------
-class FakeDaemon:
-    """An HTTP server speaking the API's header: it answers each (method, path) with the
-    status and JSON set in `answers`, and keeps the bodies it was sent."""
-
-    def __init__(self) -> None:
-        self.answers: dict[tuple[str, str], tuple[int, JsonValue]] = {}
-        self.sent: list[tuple[str, str, JsonValue]] = []
-        daemon = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                daemon.sent.append((method, self.path, body))
-                status, answer = daemon.answers[(method, self.path)]
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("x-gpupool-version", "99.0")
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802  (http.server's names)
-                self._answer("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._answer("POST")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-
 @pytest.fixture
 def daemon(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDaemon]:
     monkeypatch.setenv("GPUPOOL_TOKEN", "test-token")  # over TCP; never the user's own file
-    fake = FakeDaemon()
-    # A short poll: shutdown() waits for serve_forever's next look (0.5 s by default).
-    thread = threading.Thread(target=fake.server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
+    with served(FakeDaemon()) as fake:
         yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
 
 
 def test_drain_sends_the_target_and_prints_what_was_drained(

@@ -10,7 +10,8 @@ import re
 import time
 
 import pytest
-from test_cli_drain import FakeDaemon, as_sent, daemon  # noqa: F401  (the fixture)
+from fake_daemon import FakeDaemon
+from test_cli_drain import as_sent, daemon  # noqa: F401  (the fixture)
 
 from gpupool.api.health import health_to_wire
 from gpupool.cli.health import (

@@ -6,15 +6,14 @@ from gpupool.toml, and set, cleared and shown by `gpupool project`."""
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from fake_daemon import FakeDaemon, running
 from test_store import store_fixture, store_url_fixture  # noqa: F401  (fixtures)
 
 from gpupool.api.projects import FIELDS, project_to_wire
@@ -241,44 +240,14 @@ def test_a_misspelt_key_is_refused_not_ignored() -> None:
 # -- `gpupool project`, against a daemon that checks and answers as the API does ------------------
 
 
-class FakeDaemon:
-    """An HTTP server keeping projects as the API does: a body's fields make or change a
-    Project (InvalidProject: 400 invalid_project with its fields), answered with the API's
-    own `project_to_wire`; it keeps the bodies it was sent."""
+class ProjectDaemon(FakeDaemon):
+    """Keeps projects as the API does: a body's fields make or change a Project
+    (InvalidProject: 400 invalid_project with its fields), answered with the API's own
+    `project_to_wire`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.projects: dict[str, Project] = {}
-        self.sent: list[tuple[str, str, JsonValue]] = []
-        daemon = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                daemon.sent.append((method, self.path, body))
-                status, answer = daemon.answer(method, self.path, body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("x-gpupool-version", "99.0")
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802  (http.server's names)
-                self._answer("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._answer("POST")
-
-            def do_PATCH(self) -> None:  # noqa: N802
-                self._answer("PATCH")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def answer(self, method: str, path: str, body: Any) -> tuple[int, JsonValue]:
         try:
@@ -301,24 +270,18 @@ class FakeDaemon:
 
 
 @pytest.fixture
-def daemon(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDaemon]:
+def daemon(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProjectDaemon]:
     monkeypatch.setenv("GPUPOOL_TOKEN", "test-token")  # over TCP; never the user's own file
-    fake = FakeDaemon()
-    thread = threading.Thread(target=fake.server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
+    with running(ProjectDaemon()) as fake:
         yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
 
 
-def project(daemon: FakeDaemon, *argv: str) -> int:
+def project(daemon: ProjectDaemon, *argv: str) -> int:
     return main(["--url", daemon.url, "project", *argv])
 
 
 def test_create_sends_the_caps_and_says_them(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str]
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ("create", "vision", "--quota", "4", "--max-gpus-per-user", "1.5",
             "--max-jobs-per-user", "2")  # fmt: skip
@@ -344,7 +307,7 @@ def test_create_sends_the_caps_and_says_them(
 
 
 def test_set_changes_and_clears_each_one_alone(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str]
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     daemon.projects["vision"] = Project("vision", max_gpus_per_user=4, max_running_jobs_per_user=2)
     assert project(daemon, "set", "vision", "--max-jobs-per-user", "5") == 0
@@ -385,7 +348,7 @@ def test_set_changes_and_clears_each_one_alone(
     ],
 )
 def test_a_bad_flag_is_one_line_and_exit_2_sending_nothing(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], error: str
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], error: str
 ) -> None:
     daemon.projects["vision"] = Project("vision")
     assert project(daemon, *argv) == 2
@@ -407,7 +370,7 @@ def test_a_bad_flag_is_one_line_and_exit_2_sending_nothing(
     ],
 )
 def test_a_value_the_daemon_refuses_is_said_by_its_flag(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], error: str
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], error: str
 ) -> None:
     daemon.projects["vision"] = Project("vision", max_gpus_per_user=2)
     for verb in (("create", "nlp"), ("set", "vision")):
@@ -417,7 +380,7 @@ def test_a_value_the_daemon_refuses_is_said_by_its_flag(
 
 
 def test_create_has_no_flag_to_clear_them(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str]
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         project(daemon, "create", "nlp", "--no-max-gpus-per-user")
@@ -432,7 +395,7 @@ def _shown(out: str) -> dict[str, str]:
 
 
 def test_show_says_each_cap_or_the_pools_default(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str]
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     daemon.projects["vision"] = Project("vision", limit=8, max_gpus_per_user=0.5,
                                         max_running_jobs_per_user=3)  # fmt: skip
@@ -453,7 +416,7 @@ def test_show_says_each_cap_or_the_pools_default(
 
 
 def test_list_has_a_column_for_each_cap_next_to_the_limit(
-    daemon: FakeDaemon, capsys: pytest.CaptureFixture[str]
+    daemon: ProjectDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
     daemon.projects["vision"] = Project("vision", quota=2, limit=8, max_gpus_per_user=4,
                                         max_running_jobs_per_user=2)  # fmt: skip
