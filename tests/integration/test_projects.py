@@ -40,15 +40,18 @@ def test_create_list_set_delete(own_pool: Pool) -> None:
 
     table = pool.cli("project", "list", check=True).stdout.splitlines()
     assert table[0].split() == [
-        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "GPUS/USER", "JOBS/USER", "WEIGHT", "MEMBERS",
-        "IN-USE", "PENDING", "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE", "POLICY",
+        "NAME", "DEPARTMENT", "QUOTA", "LIMIT", "GPUS/USER", "JOBS/USER", "CPUS", "MEM",
+        "WEIGHT", "MEMBERS", "IN-USE", "PENDING", "PREEMPT-AFTER", "RECLAIM-AFTER", "IDLE",
+        "POLICY",
     ]  # fmt: skip
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows["default"] == [
-        "default", "-", "0", "-", "-", "-", "1", "(everyone)", "0", "0", "-", "-", "-"
+        "default", "-", "0", "-", "-", "-", "-", "-", "1", "(everyone)", "0", "0", "-", "-",
+        "-",
     ]  # fmt: skip
     assert rows["vision"] == [
-        "vision", "research", "4", "8", "-", "-", "2", f"alice,{ME}", "2", "1", "-", "-", "-"
+        "vision", "research", "4", "8", "-", "-", "-", "-", "2", f"alice,{ME}", "2", "1", "-",
+        "-", "-",
     ]  # fmt: skip
 
     changed = pool.cli(

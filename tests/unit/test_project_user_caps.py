@@ -406,7 +406,7 @@ def test_show_says_each_cap_or_the_pools_default(
         "Max GPUs per user:    0.5",
         "Max jobs per user:    3 running",
     ]
-    assert lines[3].startswith("Limit:") and lines[6].startswith("Weight:")
+    assert lines[3].startswith("Limit:") and lines[8].startswith("Weight:")
     assert project(daemon, "show", "nlp") == 0
     shown = _shown(capsys.readouterr().out)
     assert (shown["Max GPUs per user"], shown["Max jobs per user"]) == ("pool default",) * 2
@@ -424,8 +424,7 @@ def test_list_has_a_column_for_each_cap_next_to_the_limit(
     assert project(daemon, "list") == 0
     header, *rows = capsys.readouterr().out.splitlines()
     columns = header.replace("IDLE POLICY", "IDLE-POLICY").split()
-    assert columns[:7] == ["NAME", "DEPARTMENT", "QUOTA", "LIMIT", "GPUS/USER", "JOBS/USER",
-                           "WEIGHT"]  # fmt: skip
+    assert columns[:6] == ["NAME", "DEPARTMENT", "QUOTA", "LIMIT", "GPUS/USER", "JOBS/USER"]
     table = {r.split()[0]: dict(zip(columns, r.split(), strict=True)) for r in rows}
     assert [table["vision"][c] for c in ("LIMIT", "GPUS/USER", "JOBS/USER")] == ["8", "4", "2"]
     assert [table["nlp"][c] for c in ("LIMIT", "GPUS/USER", "JOBS/USER")] == ["-", "-", "1"]

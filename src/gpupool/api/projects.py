@@ -43,6 +43,8 @@ FIELDS = (
     "reclaim_min_runtime_s",
     "max_gpus_per_user",
     "max_running_jobs_per_user",
+    "cpu_limit",
+    "memory_limit_bytes",
 )
 EDITS = ("add_members", "remove_members")
 
@@ -65,6 +67,8 @@ def project_to_wire(p: Project, usage: dict[str, float] | None = None) -> Projec
         "reclaim_min_runtime_s": p.reclaim_min_runtime_s,
         "max_gpus_per_user": p.max_gpus_per_user,
         "max_running_jobs_per_user": p.max_running_jobs_per_user,
+        "cpu_limit": p.cpu_limit,
+        "memory_limit_bytes": p.memory_limit_bytes,
         "in_use_gpus": usage.get("in_use_gpus", 0),
         "running_jobs": int(usage.get("running_jobs", 0)),  # counts (floats in `usage`)
         "pending_jobs": int(usage.get("pending_jobs", 0)),

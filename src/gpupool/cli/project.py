@@ -164,7 +164,7 @@ def _value_flags(p: argparse.ArgumentParser, creating: bool) -> None:
         help="a job of the project runs this long before another project may reclaim its "
         "GPUs, e.g. 1h" + default("0: at once"),
     )
-    add_cap_flags(p, creating)  # --max-gpus-per-user, --max-jobs-per-user (and --no-...)
+    add_cap_flags(p, creating)  # --max-gpus/jobs-per-user, --cpu/mem-limit (and --no-...)
 
 
 def _number(flag: str, text: str) -> float:

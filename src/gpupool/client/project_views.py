@@ -41,6 +41,10 @@ class ProjectView:
     # user may have in it; None: the pool's default, else no cap (an older daemon: None too).
     max_gpus_per_user: float | None
     max_running_jobs_per_user: int | None
+    # The most CPUs / bytes of host memory its running jobs may hold at once (their --cpus,
+    # --mem); None: no cap (an older daemon: None too).
+    cpu_limit: int | None
+    memory_limit_bytes: int | None
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int
@@ -67,6 +71,8 @@ class ProjectView:
             reclaim_min_runtime_s=w.get("reclaim_min_runtime_s"),
             max_gpus_per_user=w.get("max_gpus_per_user"),
             max_running_jobs_per_user=w.get("max_running_jobs_per_user"),
+            cpu_limit=w.get("cpu_limit"),
+            memory_limit_bytes=w.get("memory_limit_bytes"),
             in_use_gpus=w["in_use_gpus"],
             running_jobs=w["running_jobs"],
             pending_jobs=w["pending_jobs"],

@@ -122,6 +122,9 @@ class Project:
     (a shared GPU counts its fraction); max_running_jobs_per_user: the most running jobs one
     user may have in it (None: the pool's default, PolicyConfig, else no cap). As Slurm's
     MaxTRESPerUser and MaxJobsPerUser; the quota book enforces them (policy/user_caps.py).
+    cpu_limit, memory_limit_bytes: the most CPUs and bytes of memory its running jobs may
+    hold at once (their --cpus and --mem; None: no cap), as `limit` caps GPUs and Slurm's
+    GrpTRES caps cpu and mem.
     """
 
     name: str
@@ -138,6 +141,8 @@ class Project:
     reclaim_min_runtime_s: float | None = None
     max_gpus_per_user: float | None = None
     max_running_jobs_per_user: int | None = None
+    cpu_limit: int | None = None
+    memory_limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         problems = project_problems(self)
@@ -163,6 +168,10 @@ class Project:
             set_(self, "max_gpus_per_user", float(self.max_gpus_per_user))
         if self.max_running_jobs_per_user is not None:
             set_(self, "max_running_jobs_per_user", int(self.max_running_jobs_per_user))
+        if self.cpu_limit is not None:
+            set_(self, "cpu_limit", int(self.cpu_limit))
+        if self.memory_limit_bytes is not None:
+            set_(self, "memory_limit_bytes", int(self.memory_limit_bytes))
 
     @property
     def is_open(self) -> bool:
@@ -190,6 +199,8 @@ class ProjectChanges(TypedDict, total=False):
     reclaim_min_runtime_s: float | None
     max_gpus_per_user: float | None
     max_running_jobs_per_user: int | None
+    cpu_limit: int | None
+    memory_limit_bytes: int | None
 
 
 class ProjectEdit(ProjectChanges, total=False):
@@ -252,6 +263,12 @@ def project_problems(p: Project) -> list[tuple[str, str]]:
         problems.append(("max_gpus_per_user", bad))
     if (bad := _check_user_jobs(p.max_running_jobs_per_user)) is not None:
         problems.append(("max_running_jobs_per_user", bad))
+    for name, what in (("cpu_limit", "CPUs"), ("memory_limit_bytes", "bytes")):
+        value = getattr(p, name)
+        if value is not None and not (
+            isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**62
+        ):
+            problems.append((name, f"must be a whole number of {what} above 0, got {_got(value)}"))
     return problems
 
 

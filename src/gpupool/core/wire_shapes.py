@@ -549,6 +549,9 @@ class ProjectWire(TypedDict):
     # default, else no cap)
     max_gpus_per_user: Added[float | None]
     max_running_jobs_per_user: Added[int | None]
+    # Its running jobs' --cpus and --mem together: the most CPUs, bytes (None: no cap)
+    cpu_limit: Added[int | None]
+    memory_limit_bytes: Added[int | None]
     in_use_gpus: float
     running_jobs: int
     pending_jobs: int

@@ -121,6 +121,8 @@ def _over_limit(job: PendingJob, book: QuotaBook) -> bool:
     reclaims and this stage's own, counted: they are booked as they are made)."""
     if book.caps is not None and book.caps.held(job, book.ask(job.resources)) is not None:
         return True  # its user's cap in its project (policy/user_caps.py)
+    if book.room is not None and book.room.held(job) is not None:
+        return True  # its project's CPU or memory limit (policy/room_limits.py)
     limit = book.project(job.project).limit
     if limit is None:
         return False
@@ -256,7 +258,7 @@ class _Chooser:
             self.taken.add(c.job.id)
             self._took(c.job)
         if self.book is not None:
-            self.book.add(job.project, self.book.ask(res), job.user)
+            self.book.add(job.project, self.book.ask(res), job.user, res)
         return rule, victims
 
     def _fit(

@@ -49,6 +49,7 @@ from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.quota_feasibility import EPS, never_fits
 from gpupool.policy.reasons import Dimension, Insufficient
 from gpupool.policy.request import holds_whole_gpus
+from gpupool.policy.room_limits import RoomLimits, any_room_limits
 from gpupool.policy.snapshot import PendingJob, RunningJob, Snapshot
 from gpupool.policy.status import Code, Rule, Status
 from gpupool.policy.user_caps import UserCaps, any_caps
@@ -95,6 +96,10 @@ class QuotaBook:
         if any_caps(self.projects, snapshot.config):
             self.caps = UserCaps(self.projects, snapshot.config, snapshot.running, self.held)
             self.limits = True
+        self.room: RoomLimits | None = None  # CPU and memory limits (policy/room_limits.py)
+        if any_room_limits(self.projects):
+            self.room = RoomLimits(self.projects, snapshot.running)
+            self.limits = True
         self._asks: dict[tuple[int, int | None, float | None], float] = {}
         # Statuses said already, by (rule, project, in use, GPUs asked): the same figures
         # give the same status; a queue holds many jobs of one project held back alike.
@@ -115,9 +120,12 @@ class QuotaBook:
     ) -> QuotaBook | None:
         """None when no project has a quota or a limit, and no per-user cap is set: then
         quotas change nothing."""
-        if not any(
-            p.quota > 0 or p.limit is not None for p in snapshot.projects.values()
-        ) and not any_caps(snapshot.projects, snapshot.config):
+        projects = snapshot.projects
+        if not (
+            any(p.quota > 0 or p.limit is not None for p in projects.values())
+            or any_caps(projects, snapshot.config)
+            or any_room_limits(projects)
+        ):
             return None
         return QuotaBook(snapshot, whole_in_use, partial)
 
@@ -180,6 +188,8 @@ class QuotaBook:
             need = self.ask(res)
         if self.caps is not None and (capped := self.caps.held(job, need)) is not None:
             return capped
+        if self.room is not None and (roomless := self.room.held(job)) is not None:
+            return roomless
         if need <= 0:
             return Verdict.FREE
         name = job.project
@@ -259,10 +269,15 @@ class QuotaBook:
             g += 1
         return g
 
-    def add(self, name: str, gpus: float, user: str | None = None) -> None:
+    def add(
+        self, name: str, gpus: float, user: str | None = None, res: Resources | None = None
+    ) -> None:
         """A job of `name` starts (or is reclaimed for: gpus > 0), or is preempted (< 0);
-        `user`: whose job starts, for the per-user caps."""
+        `user`: whose job starts, for the per-user caps; `res`: what it asks, for the CPU and
+        memory limits."""
         self.in_use[name] = self.in_use.get(name, 0.0) + gpus
         if user is not None and self.caps is not None and gpus >= 0:
             self.caps.took(name, user, gpus)
+        if res is not None and self.room is not None and gpus >= 0:
+            self.room.took(name, res)
         self._least.clear()  # what `_least_over` said may no longer hold

@@ -26,6 +26,7 @@ from gpupool.core.job import PRIORITY_CLASSES, Resources, gpu_count
 from gpupool.core.project import Project
 from gpupool.policy.node_facts import NodeFacts
 from gpupool.policy.reasons import Dimension, Insufficient
+from gpupool.policy.room_limits import never_room
 from gpupool.policy.snapshot import PolicyConfig
 from gpupool.policy.status import Code, Rule, Status
 
@@ -90,6 +91,9 @@ def check_quota(
     quotas, limits and per-user caps (`config`: the pool's defaults of those) as they are,
     else `QuotaNeverFits` (`never_fits`, or more GPUs than one user may hold there). A
     project missing from `projects` has quota 0 and no limit, as in a pass."""
+    roomless = never_room(res, project, projects.get(project))
+    if roomless is not None:
+        return roomless
     need = gpu_count(res, gpu_memory_bytes=NodeFacts.of(nodes).largest_gpu_memory)
     if need <= 0:
         return None

@@ -349,7 +349,7 @@ class ReclaimPlanner:
         for v in plan.victims:
             self.gone[v.project] = self.gone.get(v.project, 0.0) + self.held(v)
             self.taken.add(v.id)
-        book.add(name, book.ask(job.resources), job.user)
+        book.add(name, book.ask(job.resources), job.user, job.resources)
         book.reclaiming.setdefault(name, job.id)
         ids = tuple(sorted(v.id for v in plan.victims))
         return Status(Code.RECLAIM, Rule.RECLAIM, jobs=ids, project=name), out

@@ -218,6 +218,29 @@ def _never_fits(s: Status) -> str:
     )
 
 
+def _room_limit(s: Status) -> str:
+    """A project's CPU or memory limit (policy/room_limits.py)."""
+    short = s.short
+    assert short is not None
+    cpus = short.dimension is Dimension.CPUS
+    what = "CPUs" if cpus else "memory"
+
+    def fmt(value: float) -> str:
+        return f"{value:g}" if cpus else format_size(int(value))
+
+    limit, ask = fmt(short.capacity), fmt(short.requested)
+    if s.rule is Rule.NEVER_ROOM_LIMIT:
+        return (
+            f"project {s.project} has a {what} limit of {limit}; this job asks for {ask}: ask "
+            f"for at most {limit}, or use another project"
+        )
+    held = fmt(short.capacity - short.free)
+    return (
+        f"project {s.project}: {what} limit {limit}, its running jobs hold {held}; this job "
+        f"asks for {ask} (it starts as they end)"
+    )
+
+
 def _roomy(s: Status) -> str:
     res, short = s.request, s.short
     assert short is not None and res is not None
@@ -357,6 +380,8 @@ def status_text(s: Status) -> str:
             f"project {s.project} lets one user hold at most {most} GPUs; this job asks for "
             f"{fmt_gpus(s.short.requested)}: ask for at most {most}, or use another project"
         )
+    if rule in (Rule.ROOM_LIMIT, Rule.NEVER_ROOM_LIMIT):
+        return _room_limit(s)
     if rule is Rule.NOT_PREEMPTIBLE:
         assert s.short is not None
         return (

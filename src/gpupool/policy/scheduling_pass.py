@@ -132,7 +132,7 @@ class SchedulingPass:
             guaranteed = verdict is Verdict.GUARANTEED
             status = self.take(job, guaranteed)
             if status is None:
-                book.add(job.project, book.ask(job.resources), job.user)
+                book.add(job.project, book.ask(job.resources), job.user, job.resources)
             elif guaranteed and status.code is Code.RESOURCES:
                 pending[job.id] = self._reclaim_for(job, status)
         queue = BorrowerQueue(book, deferred)
@@ -159,7 +159,12 @@ class SchedulingPass:
             if answered is not None:
                 pending[borrower.id] = answered
             elif self.take(borrower) is None:
-                book.add(borrower.project, book.ask(borrower.resources), borrower.user)
+                book.add(
+                    borrower.project,
+                    book.ask(borrower.resources),
+                    borrower.user,
+                    borrower.resources,
+                )
 
     def _answered(self, job: PendingJob) -> Status | None:
         """What `take` says of a job, when the pass already knows it from the job's request

@@ -68,6 +68,10 @@ class Rule(StrEnum):
     USER_GPUS = "user_gpus"
     USER_JOBS = "user_jobs"  # Quota: `user` runs `limit` jobs of `project`, its per-user cap
     NEVER_USER_GPUS = "never_user_gpus"  # QuotaNeverFits: asks more than the per-user cap
+    # Quota: its project's CPU or memory limit (`short`: the dimension, the job's ask, what
+    # is left, the limit; policy/room_limits.py); QuotaNeverFits: its ask alone is over it
+    ROOM_LIMIT = "room_limit"
+    NEVER_ROOM_LIMIT = "never_room_limit"
     NOT_PREEMPTIBLE = "not_preemptible"  # Quota: above quota, and borrowing needs it
     RECLAIMING = "reclaiming"  # Quota: GPUs are reclaimed for `jobs[0]` of its project
     NEVER_LIMIT = "never_limit"  # QuotaNeverFits: asks for more than its project's limit

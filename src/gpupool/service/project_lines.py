@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupool.core.project import Project, fmt_gpus
-from gpupool.core.units import format_duration
+from gpupool.core.units import format_duration, format_size
 
 
 def _limit(value: float | None) -> str:
@@ -42,6 +42,9 @@ def project_fields(p: Project) -> str:
     for label, cap in _user_caps(p):
         if cap is not None:
             parts.append(f"{label} {cap}")
+    for label, amount in _resource_limits(p):
+        if amount is not None:
+            parts.append(f"{label} {amount}")
     return ", ".join(parts)
 
 
@@ -65,6 +68,16 @@ def _user_caps(p: Project) -> tuple[tuple[str, str | None], ...]:
     return (
         ("max GPUs per user", None if gpus is None else fmt_gpus(gpus)),
         ("max running jobs per user", None if jobs is None else str(jobs)),
+    )
+
+
+def _resource_limits(p: Project) -> tuple[tuple[str, str | None], ...]:
+    """The project's CPU and memory limits, by the words a line names them with, and their
+    values ('32', '256GiB'; None: no limit)."""
+    cpus, memory = p.cpu_limit, p.memory_limit_bytes
+    return (
+        ("CPU limit", None if cpus is None else str(cpus)),
+        ("memory limit", None if memory is None else format_size(memory)),
     )
 
 
@@ -97,6 +110,10 @@ def project_changes(old: Project, new: Project) -> str:
         *(
             (label, a or "pool default", b or "pool default")
             for (label, a), (_, b) in zip(_user_caps(old), _user_caps(new), strict=True)
+        ),
+        *(
+            (label, a or "none", b or "none")
+            for (label, a), (_, b) in zip(_resource_limits(old), _resource_limits(new), strict=True)
         ),
     ]
     changed = [f"{name} {a} -> {b}" for name, a, b in pairs if a != b]

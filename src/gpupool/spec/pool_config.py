@@ -61,6 +61,8 @@ PROJECT_KEYS = (
     "reclaim_min_runtime",
     "max_gpus_per_user",
     "max_running_jobs_per_user",
+    "cpu_limit",
+    "memory_limit",
     "admins",
     "backend",
 )
@@ -207,6 +209,30 @@ def _min_runtime(
         return None
 
 
+def _memory_limit(body: dict[str, Any], path: tuple[str, ...], problems: list[str]) -> int | None:
+    """A project table's `memory_limit` in bytes: a size as `submit --mem` reads it ("256GiB")
+    or an integer of bytes (Project checks it is above 0). None when left out (no limit) or
+    bad (then the problem is added)."""
+    if "memory_limit" not in body:
+        return None
+    value = body["memory_limit"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        problems.append(
+            f'{key_path(*path, "memory_limit")}: needs a size such as "256GiB" or a whole '
+            f"number of bytes, got {_got(value)}"
+        )
+        return None
+    from gpupool.spec.rules import check_mem
+
+    try:
+        return check_mem(value)
+    except ValueError as exc:
+        problems.append(f"{key_path(*path, 'memory_limit')}: {exc}")
+        return None
+
+
 @dataclass(frozen=True)
 class _Parsed:
     """What a file's text asks for: the parts that are valid, the problems of the rest, and
@@ -346,6 +372,8 @@ def _parse(text: str, source: str) -> _Parsed:
                     # checked by Project, named by their own keys (a number; an integer)
                     max_gpus_per_user=body.get("max_gpus_per_user"),
                     max_running_jobs_per_user=body.get("max_running_jobs_per_user"),
+                    cpu_limit=body.get("cpu_limit"),  # checked by Project: an integer
+                    memory_limit_bytes=_memory_limit(body, path, problems),
                 )
             )
         except InvalidProject as exc:
@@ -355,6 +383,7 @@ def _parse(text: str, source: str) -> _Parsed:
                 "idle_threshold_pct": "idle_threshold",
                 "preempt_min_runtime_s": "preempt_min_runtime",
                 "reclaim_min_runtime_s": "reclaim_min_runtime",
+                "memory_limit_bytes": "memory_limit",
             }
             problems += _invalid(exc, path, renames)
 

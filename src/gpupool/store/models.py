@@ -341,6 +341,9 @@ class ProjectRow(Base):
     # Per-user caps: one user's running jobs of the project (None: the pool's default).
     max_gpus_per_user: Mapped[float | None] = mapped_column(Double)
     max_running_jobs_per_user: Mapped[int | None] = mapped_column(Integer)
+    # The most CPUs / bytes of host memory its running jobs may hold at once (None: no cap).
+    cpu_limit: Mapped[int | None] = mapped_column(Integer)
+    memory_limit_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ProjectMemberRow(Base):

@@ -212,6 +212,8 @@ def _load(s: Session, name: str | None = None) -> list[Project]:
             reclaim_min_runtime_s=r.reclaim_min_runtime_s,
             max_gpus_per_user=r.max_gpus_per_user,
             max_running_jobs_per_user=r.max_running_jobs_per_user,
+            cpu_limit=r.cpu_limit,
+            memory_limit_bytes=r.memory_limit_bytes,
         )
         for r in rows
     ]
@@ -233,6 +235,8 @@ def _save(s: Session, p: Project) -> Project:
     row.reclaim_min_runtime_s = p.reclaim_min_runtime_s
     row.max_gpus_per_user = p.max_gpus_per_user
     row.max_running_jobs_per_user = p.max_running_jobs_per_user
+    row.cpu_limit = p.cpu_limit
+    row.memory_limit_bytes = p.memory_limit_bytes
     s.flush()
     s.execute(delete(ProjectMemberRow).where(ProjectMemberRow.project == p.name))
     s.add_all(ProjectMemberRow(project=p.name, user=u) for u in p.members)
