@@ -32,7 +32,7 @@ def register(sub: Subparsers, parents: Parents) -> None:
     p = sub.add_parser(
         "health",
         parents=[parents.common, parents.listing],
-        help="each GPU's health (XID errors, ECC, throttling) and the GPUs failed",
+        help="each GPU's health (XID errors, ECC, throttling) and which failed",
         description="A row per GPU: its state (ok, degraded: a GPU fault or throttling in "
         "the last hour; drained: by an admin; failed: drained by gpupool-health for a GPU "
         "fault) and its last event. --events: the events, newest first.",

@@ -49,7 +49,7 @@ VERB_HELP: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ),
     ("resume", (), "let jobs start again on drained GPUs (pool admins)"),
     ("drains", (), "the drained GPUs: why, by whom and since when"),
-    ("health", (), "each GPU's health (XID errors, ECC, throttling) and the GPUs failed"),
+    ("health", (), "each GPU's health (XID errors, ECC, throttling) and which failed"),
     ("topo", (), "GPU connection matrix (NVLink, PCIe), CPU and NUMA affinity"),
     ("backends", (), "the pool's backends (Slurm, Ray, Kubernetes) and their health"),
     ("top", (), "live view of the GPUs and the queue (like nvitop)"),
