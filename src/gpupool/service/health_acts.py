@@ -37,30 +37,32 @@ class HealthActions:
         """Keep `events`, then act on each (module docstring)."""
         service = self.service
         service.record_health(events)
+        if all(e.fault is Fault.NONE for e in events):
+            return
+        on = self._running_on_gpus()  # one read of the view for the batch
         for event in events:
             if event.fault is Fault.GPU:
-                self._gpu_failed(event)
+                self._gpu_failed(event, on.get(event.key, ()))
             elif event.fault is Fault.JOB:
-                for job in self._jobs_on(event):
+                for job in on.get(event.key, ()):
                     service.engine.stored(*_noted(service, job, event))
 
-    def _jobs_on(self, event: HealthEvent) -> list[Job]:
-        return [
-            j
-            for j in self.service.engine.view().jobs.values()
-            if j.state is JobState.RUNNING
-            and j.spec.backend is None
-            and j.node == event.node
-            and event.gpu in j.gpus
-        ]
+    def _running_on_gpus(self) -> dict[tuple[str, int], list[Job]]:
+        """The pool's running jobs (not a backend's) by each (node, GPU) they hold."""
+        on: dict[tuple[str, int], list[Job]] = {}
+        for j in self.service.engine.view().jobs.values():
+            if j.state is JobState.RUNNING and j.spec.backend is None and j.node is not None:
+                for g in j.gpus:
+                    on.setdefault((j.node, g), []).append(j)
+        return on
 
-    def _gpu_failed(self, event: HealthEvent) -> None:
+    def _gpu_failed(self, event: HealthEvent, jobs: Sequence[Job]) -> None:
         service = self.service
         drained = service.drained_by_key().get(event.key)
         if drained is not None and drained.by == HEALTH_DRAINER:
             return  # drained for an earlier fault: once
         service.drain(HEALTH_DRAINER, event.node, event.gpu, event.time, event.detail[:200])
-        for job in self._jobs_on(event):
+        for job in jobs:
             why = f"its GPU {event.node}:{event.gpu} failed ({event.detail})"
             spec = job.spec
             if spec.is_preemptible or job.failed_attempts < spec.retries:
